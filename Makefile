@@ -1,0 +1,36 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest gate bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+.venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/meshproof report --out reports
+	@echo "Look at reports/README.md (verdict table) and reports/*.svg, reports/*.png"
+
+lint: $(STAMP)
+	$(BIN)/ruff check meshproof tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/verify_scale.py
+	$(BIN)/python benchmarks/sim_scale.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,59 @@
+"""Typed errors. Library code raises these; only the CLI prints them and picks exit codes.
+
+Every message is one line and says how to fix the problem, because the CLI shows it
+verbatim to a kernel developer.
+"""
+
+from __future__ import annotations
+
+
+class MeshproofError(Exception):
+    """Base class. Subclasses of `BadInput` mean exit code 2 at the CLI."""
+
+
+class BadInput(MeshproofError):
+    """The user's input (mesh, wiring, kernel, arguments, file) cannot be used."""
+
+
+class TopologyError(BadInput):
+    """A malformed system shape or an endpoint outside the system."""
+
+
+class WiringError(BadInput):
+    """An unknown wiring name or an invalid wiring file."""
+
+
+class LaunchError(BadInput):
+    """A launch that does not fit the system or misses kernel arguments."""
+
+
+class KernelLoadError(BadInput):
+    """The kernel cannot be found or imported."""
+
+
+class TraceError(BadInput):
+    """The kernel failed while being traced; the message names rank and source line."""
+
+
+class KernelRaised(TraceError):
+    """The kernel's own code raised an exception on some rank."""
+
+
+class DataDependentControlFlow(TraceError):
+    """Tensor data was used where a concrete Python value is needed (e.g. an `if`)."""
+
+
+class UnsupportedOp(TraceError):
+    """The kernel called a tl op or tensor method meshproof does not model."""
+
+
+class ShapeError(TraceError):
+    """Operand shapes or dtypes of a tl op do not fit together."""
+
+
+class ConfigError(BadInput):
+    """A malformed TOML file (hardware profile, proof matrix)."""
+
+
+class InternalError(MeshproofError):
+    """A bug in meshproof itself, e.g. the simulation and Z3 disagree. Report it."""

@@ -1,0 +1,62 @@
+"""Built-in reference kernels and deliberately broken variants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from meshproof.kernels import mesh_kv as _kv
+from meshproof.kernels import mesh_mlo as _mlo
+
+Scalar = int | float | bool | str | None
+
+_DECODE_SHAPES: dict[str, Scalar] = {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
+                                     "d_head": 8}
+_PREFILL_SHAPES: dict[str, Scalar] = {"S_q": 4, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
+                                      "d_head": 8}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelInfo:
+    name: str
+    func: Callable[..., Any]
+    description: str
+    harness: str = "decode"
+    known_bad: bool = False
+    defaults: dict[str, Scalar] = field(default_factory=dict)
+    wiring: str = "pe_line"
+    mesh: str | None = None
+    cubes: int = 1
+
+
+def _info(name: str, func: Callable[..., Any], description: str, **kw: Any) -> KernelInfo:
+    harness = kw.get("harness", "decode")
+    shapes = _PREFILL_SHAPES if harness == "prefill" else _DECODE_SHAPES
+    return KernelInfo(name, func, description, defaults=dict(shapes), **kw)
+
+
+BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
+    _info("mesh_mlo_1d", _mlo.mesh_mlo_1d,
+          "decode: bidirectional fan-out all-reduce of (m, l, o) over a line (E/W)"),
+    _info("mesh_mlo_2d", _mlo.mesh_mlo_2d,
+          "decode: row-then-column fan-out all-reduce over a cube sub-mesh",
+          wiring="cube_mesh", mesh="2x4"),
+    _info("ring_mlo", _mlo.ring_mlo,
+          "decode: closed-ring all-reduce of (m, l, o); needs a ring wiring", wiring="pe_ring"),
+    _info("mesh_kv", _kv.mesh_kv,
+          "prefill: each rank's Q rows; KV slices circulate both ways along a line",
+          harness="prefill"),
+    _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
+          "KNOWN BAD: 2D kernel that ignores cube_start (program_id(1) is physical)",
+          known_bad=True, wiring="cube_mesh", mesh="2x4"),
+    _info("mesh_mlo_1d_forward_running_state", _mlo.mesh_mlo_1d_forward_running_state,
+          "KNOWN BAD: forwards the merged running state (double merge)", known_bad=True),
+    _info("mesh_mlo_1d_recv_first", _mlo.mesh_mlo_1d_recv_first,
+          "KNOWN BAD: receives before sending (deadlocks at any queue depth)", known_bad=True),
+    _info("mesh_mlo_1d_normalised_merge", _mlo.mesh_mlo_1d_normalised_merge,
+          "KNOWN BAD: merges softmax-normalised o, then divides by l again", known_bad=True),
+    _info("mesh_kv_skip_last", _kv.mesh_kv_skip_last,
+          "KNOWN BAD: prefill that stops one step early (a slice is never merged)",
+          harness="prefill", known_bad=True),
+]}

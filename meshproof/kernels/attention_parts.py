@@ -1,0 +1,86 @@
+"""Building blocks shared by the reference kernels: partial attention, merge, finish.
+
+Ops recorded here are attributed to the *calling* line in the kernel's own file (the
+tracer keeps the innermost frame of the kernel's file), so diagnostics point at the
+kernel, not at this helper.
+
+Layouts: Q, K, V and O buffers are row-major (S, heads, d). GQA stacks the q heads of one
+kv head as the rows of one GEMM: scores have shape (h_kv, S_q * group, S_kv).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Tensor = Any
+Triplet = tuple[Tensor, Tensor, Tensor]
+
+
+def gqa_group(h_q: int, h_kv: int) -> int:
+    if h_kv < 1 or h_q % h_kv:
+        raise ValueError(f"h_q={h_q} must be a positive multiple of h_kv={h_kv} for GQA")
+    return h_q // h_kv
+
+
+def softmax_scale(d_head: int, sm_scale: float | None) -> float:
+    return float(sm_scale) if sm_scale is not None else 1.0 / math.sqrt(d_head)
+
+
+def load_q(q_ptr: Any, S_q: int, h_q: int, h_kv: int, d_head: int, tl: Any) -> Tensor:
+    """Q as (h_kv, S_q * group, d): the q heads sharing a kv head are one GEMM's rows."""
+    group = gqa_group(h_q, h_kv)
+    q = tl.load(q_ptr, shape=(S_q, h_kv, group, d_head), dtype="f16")
+    q = tl.trans(q, (1, 0, 2, 3))
+    return tl.reshape(q, (h_kv, S_q * group, d_head))
+
+
+def load_kv(k_ptr: Any, v_ptr: Any, S_kv: int, h_kv: int, d_head: int,
+            tl: Any) -> tuple[Tensor, Tensor]:
+    """K transposed to (h_kv, d, S_kv) and V as (h_kv, S_kv, d)."""
+    k = tl.load(k_ptr, shape=(S_kv, h_kv, d_head), dtype="f16")
+    v = tl.load(v_ptr, shape=(S_kv, h_kv, d_head), dtype="f16")
+    return tl.trans(k, (1, 2, 0)), tl.trans(v, (1, 0, 2))
+
+
+def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any) -> Triplet:
+    """Unnormalised partial attention of q against one KV slice: (m, ℓ, o), ℓ and o in f32."""
+    scores = tl.dot(q, k_t, out_dtype="f32") * scale
+    m = tl.max(scores, axis=-1)
+    p = tl.exp(scores - m)
+    ell = tl.sum(p, axis=-1)
+    o = tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+    return m, ell, o
+
+
+def absorb_slice(q: Tensor, k_t: Tensor, v: Tensor, state: Triplet, scale: float,
+                 tl: Any) -> Triplet:
+    """Fold one more KV slice into a running (m, ℓ, o) (the online-softmax step)."""
+    m, ell, o = state
+    scores = tl.dot(q, k_t, out_dtype="f32") * scale
+    m_new = tl.maximum(m, tl.max(scores, axis=-1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(scores - m_new)
+    ell = ell * alpha + tl.sum(p, axis=-1)
+    o = o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+    return m_new, ell, o
+
+
+def merge(state: Triplet, incoming: Triplet, tl: Any) -> Triplet:
+    """Online-softmax merge of two partial triplets."""
+    m, ell, o = state
+    m_in, ell_in, o_in = incoming
+    m_new = tl.maximum(m, m_in)
+    alpha = tl.exp(m - m_new)
+    beta = tl.exp(m_in - m_new)
+    return m_new, ell * alpha + ell_in * beta, o * alpha + o_in * beta
+
+
+def store_output(o_ptr: Any, o: Tensor, ell: Tensor, S_q: int, h_q: int, h_kv: int,
+                 d_head: int, tl: Any) -> None:
+    """Normalise and store O as (S_q, h_q, d) in f16."""
+    group = gqa_group(h_q, h_kv)
+    out = o / ell
+    out = tl.reshape(out, (h_kv, S_q, group, d_head))
+    out = tl.trans(out, (1, 0, 2, 3))
+    tl.store(o_ptr, tl.cast(out, "f16"))

@@ -1,0 +1,132 @@
+"""Launches: which endpoints run a kernel, with which wiring, arguments and queue depth.
+
+`program_id(axis=0)` is the PE id inside its cube; `program_id(axis=1)` the *physical*
+cube id, so a launch at `cube_start=8` sees cubes 8.. (as kernbench does).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+from meshproof.errors import LaunchError
+from meshproof.model.hardware import DEFAULT_PROFILE
+from meshproof.model.loader import KernelRef
+from meshproof.model.schedule import LaunchSpec, Scalar
+from meshproof.model.topology import MAX_CUBES, System, parse_mesh
+from meshproof.model.wiring import Wiring, build_wiring
+
+DEFAULT_SHARDED = ("k_ptr", "v_ptr")
+MAX_QUEUE_DEPTH = 1 << 16
+# Kernel parameters meshproof fills from the launch when the user does not pass them.
+LAUNCH_FILLED = ("n_ranks", "cube_start", "mesh_rows", "mesh_cols")
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOptions:
+    """What a user says about a launch (CLI flags, a panel, a gate case)."""
+
+    system: System = System()
+    pes: int | None = None
+    wiring: str | None = None
+    cubes: int | None = None
+    cube_start: int = 0
+    mesh: str | None = None
+    args: tuple[tuple[str, Scalar], ...] = ()
+    sharded: tuple[str, ...] = DEFAULT_SHARDED
+    queue_depth: int | None = None
+    harness: str | None = None
+    defaults: dict[str, Scalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    spec: LaunchSpec
+    wiring: Wiring
+    call_args: tuple[tuple[str, Scalar], ...]  # scalar args passed to the kernel
+
+
+def _kernel_params(kernel: KernelRef) -> dict[str, inspect.Parameter]:
+    params = dict(inspect.signature(kernel.func).parameters)
+    params.pop("tl", None)
+    return params
+
+
+def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
+    system = opts.system
+    pes = opts.pes if opts.pes is not None else system.pes
+    if not 1 <= pes <= system.pes:
+        raise LaunchError(f"--pes {pes} does not fit a cube of {system.pes} PEs")
+    if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
+        raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
+    explicit = dict(opts.args)
+    defaults = dict(kernel.defaults)
+    defaults.update(opts.defaults)
+    mesh_rows = mesh_cols = None
+    mesh = opts.mesh if opts.mesh is not None else (
+        kernel.default_mesh if opts.cubes is None else None)
+    if mesh is not None:
+        mesh_rows, mesh_cols = parse_mesh(mesh)
+    cubes = opts.cubes
+    if cubes is None:
+        cubes = mesh_rows * mesh_cols if mesh_rows and mesh_cols else kernel.default_cubes
+    if not 1 <= cubes <= MAX_CUBES:
+        raise LaunchError(f"--cubes {cubes} is out of range 1..{MAX_CUBES}")
+    if opts.cube_start < 0 or opts.cube_start + cubes > system.n_cubes:
+        raise LaunchError(
+            f"cubes {opts.cube_start}..{opts.cube_start + cubes - 1} do not fit the system "
+            f"{system.shape_text} ({system.n_cubes} cubes); lower --cube-start/--cubes or "
+            "grow --system")
+    wiring_name = opts.wiring or kernel.default_wiring
+    wiring = build_wiring(wiring_name, system, opts.cube_start, cubes)
+
+    params = _kernel_params(kernel)
+    ptrs = [n for n in params if n.endswith("_ptr")]
+    unknown = sorted(set(explicit) - set(params))
+    if unknown:
+        raise LaunchError(f"kernel {kernel.name} has no parameter(s) {', '.join(unknown)}; "
+                          f"its parameters: {', '.join(params)}")
+    bad_ptr = sorted(set(explicit) & set(ptrs))
+    if bad_ptr:
+        raise LaunchError(f"{', '.join(bad_ptr)} are buffers that meshproof provides; do not "
+                          "pass them with --arg")
+    values: dict[str, Scalar] = {}
+    for name, param in params.items():
+        if name in ptrs:
+            continue
+        if name in explicit:
+            values[name] = explicit[name]
+        elif name in defaults:
+            values[name] = defaults[name]
+        elif param.default is not inspect.Parameter.empty:
+            values[name] = param.default
+    rank_axis = values.get("rank_axis", 0)
+    auto: dict[str, Scalar] = {
+        "n_ranks": cubes if rank_axis == 1 else pes,
+        "cube_start": opts.cube_start,
+    }
+    if mesh_rows is not None:
+        auto["mesh_rows"], auto["mesh_cols"] = mesh_rows, mesh_cols
+    for name in LAUNCH_FILLED:
+        if name in params and name not in explicit and name in auto:
+            values[name] = auto[name]
+    missing = [n for n, p in params.items() if n not in ptrs and n not in values
+               and p.kind is not inspect.Parameter.VAR_KEYWORD
+               and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    if missing:
+        raise LaunchError(f"kernel {kernel.name} needs argument(s) {', '.join(missing)}: pass "
+                          + " ".join(f"--arg {n}=VALUE" for n in missing))
+    sharded = tuple(s for s in opts.sharded if s)
+    unknown_sharded = sorted(set(sharded) - set(ptrs))
+    if unknown_sharded and sharded != DEFAULT_SHARDED:
+        raise LaunchError(f"--sharded names {', '.join(unknown_sharded)}, which are not buffer "
+                          f"parameters of {kernel.name} ({', '.join(ptrs) or 'none'})")
+    depth = opts.queue_depth if opts.queue_depth is not None else DEFAULT_PROFILE.ipcq_depth
+    ordered = tuple((n, values[n]) for n in params if n in values)
+    spec = LaunchSpec(
+        kernel=kernel.name, kernel_file=kernel.site.display_file, wiring=wiring.name,
+        system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
+        args=tuple(sorted(values.items())), queue_depth=depth,
+        sharded=tuple(s for s in sharded if s in ptrs),
+        harness=opts.harness or kernel.harness)
+    return Launch(spec, wiring, ordered)

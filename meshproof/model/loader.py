@@ -1,0 +1,157 @@
+"""Find a kernel: a built-in name or `path/to/file.py::function`.
+
+Kernel files written for kernbench import `kernbench.common.pe_commands.TensorHandle`.
+When kernbench is not installed we provide that module (meshproof's symbolic tensor) for
+the duration of the import, so such files load unmodified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from meshproof.errors import KernelLoadError
+from meshproof.model.schedule import Scalar
+from meshproof.model.tensor import TensorHandle
+from meshproof.model.tracer import KernelFn, KernelSite
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRef:
+    """A resolved kernel: the function, where it lives, and built-in metadata if any."""
+
+    name: str
+    func: KernelFn = field(compare=False)
+    site: KernelSite
+    description: str = ""
+    harness: str = "decode"
+    defaults: tuple[tuple[str, Scalar], ...] = ()
+    source_hash: str = ""
+    default_wiring: str = "pe_line"
+    default_mesh: str | None = None
+    default_cubes: int = 1
+
+
+def display_path(path: Path) -> str:
+    """A stable, short path for diagnostics: package-relative or cwd-relative if possible."""
+    real = path.resolve()
+    for base in (_PACKAGE_ROOT, Path.cwd().resolve()):
+        with contextlib.suppress(ValueError):
+            return real.relative_to(base).as_posix()
+    return real.as_posix()
+
+
+def site_of(func: KernelFn) -> KernelSite:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        raise KernelLoadError(f"{func!r} is not a Python function; kernels are plain "
+                              "`def k(..., *, tl)` functions")
+    return KernelSite(code.co_filename, display_path(Path(code.co_filename)),
+                      code.co_firstlineno)
+
+
+def _hash_file(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def resolve_kernel(spec: str) -> KernelRef:
+    from meshproof.kernels import BUILTIN_KERNELS
+
+    if spec in BUILTIN_KERNELS:
+        info = BUILTIN_KERNELS[spec]
+        site = site_of(info.func)
+        return KernelRef(spec, info.func, site, info.description, info.harness,
+                         tuple(sorted(info.defaults.items())), _hash_file(site.real_file),
+                         info.wiring, info.mesh, info.cubes)
+    if "::" not in spec:
+        if spec.endswith(".py") or os.sep in spec:
+            raise KernelLoadError(f"kernel {spec!r} names a file but no function: write "
+                                  f"{spec}::function_name")
+        raise KernelLoadError(f"unknown kernel {spec!r}: use a built-in name (see `meshproof "
+                              "list`) or path/to/file.py::function")
+    path_text, _, func_name = spec.rpartition("::")
+    if not func_name:
+        raise KernelLoadError(f"kernel {spec!r} has an empty function name after '::'")
+    path = Path(path_text)
+    if not path.is_file():
+        raise KernelLoadError(f"kernel file {path_text} does not exist")
+    module = load_module(path)
+    func = getattr(module, func_name, None)
+    if func is None or not inspect.isfunction(func):
+        candidates = sorted(n for n, v in vars(module).items()
+                            if inspect.isfunction(v) and "tl" in inspect.signature(v).parameters)
+        hint = f"; functions taking tl: {', '.join(candidates)}" if candidates else ""
+        raise KernelLoadError(f"{path_text} has no function {func_name!r}{hint}")
+    if "tl" not in inspect.signature(func).parameters:
+        raise KernelLoadError(f"{path_text}::{func_name} takes no `tl` parameter; kernels are "
+                              "`def k(..., *, tl)`")
+    harness = str(getattr(func, "meshproof_harness", "decode"))
+    doc = (inspect.getdoc(func) or "").strip().splitlines()
+    return KernelRef(spec, func, site_of(func), doc[0] if doc else "", harness, (),
+                     _hash_file(str(path)))
+
+
+@contextlib.contextmanager
+def kernbench_shim() -> Iterator[None]:
+    """Provide `kernbench.common.pe_commands` while importing, unless kernbench exists."""
+    names = ("kernbench", "kernbench.common", "kernbench.common.pe_commands")
+    if importlib.util.find_spec("kernbench") is not None:
+        yield
+        return
+    saved = {n: sys.modules.get(n) for n in names}
+    mods = [types.ModuleType(n) for n in names]
+    mods[2].TensorHandle = TensorHandle  # type: ignore[attr-defined]
+    mods[0].common = mods[1]  # type: ignore[attr-defined]
+    mods[1].pe_commands = mods[2]  # type: ignore[attr-defined]
+    for n, m in zip(names, mods, strict=True):
+        sys.modules[n] = m
+    try:
+        yield
+    finally:
+        for n, old in saved.items():
+            if old is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = old
+
+
+def load_module(path: Path) -> Any:
+    real = path.resolve()
+    mod_name = "meshproof_user_" + hashlib.sha256(str(real).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(mod_name, real)
+    if spec is None or spec.loader is None:
+        raise KernelLoadError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    with kernbench_shim():
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise KernelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        except Exception as exc:  # the user's module code raised while importing
+            line = _innermost_line(exc, str(real))
+            raise KernelLoadError(f"{path}:{line}: importing the kernel file raised "
+                                  f"{type(exc).__name__}: {exc}") from None
+    return module
+
+
+def _innermost_line(exc: BaseException, filename: str) -> int:
+    line = 0
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == filename and frame.lineno is not None:
+            line = frame.lineno
+    return line

@@ -1,0 +1,196 @@
+"""The schedule IR: what every back-end (verify, sim, report) reads.
+
+Frozen, slotted records; ops refer to values by per-rank integer ids. Nothing here holds
+kernel code: a back-end that needs more than this has found a gap in the IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from meshproof.model.topology import Direction, Endpoint, System
+from meshproof.model.wiring import Wiring
+
+Scalar = int | float | bool | str | None
+
+
+class DType(Enum):
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is DType.F32 else 2
+
+
+class OpKind(Enum):
+    LOAD = "load"
+    STORE = "store"
+    DOT = "dot"
+    TRANS = "trans"
+    RESHAPE = "reshape"
+    MAX = "max"
+    SUM = "sum"
+    EXP = "exp"
+    LOG = "log"
+    SOFTMAX = "softmax"
+    MAXIMUM = "maximum"
+    MINIMUM = "minimum"
+    CAST = "cast"
+    FULL = "full"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    NEG = "neg"
+    SEND = "send"
+    RECV = "recv"
+
+    @property
+    def is_comm(self) -> bool:
+        return self in (OpKind.SEND, OpKind.RECV)
+
+
+ELEMENTWISE_BINARY = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV,
+                                OpKind.MAXIMUM, OpKind.MINIMUM})
+ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.LOG, OpKind.NEG})
+REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SourceLoc:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRef:
+    """An operand that is a tensor value of the same rank, by id."""
+
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """An operand that is a Python scalar baked into the op."""
+
+    value: float
+
+
+Arg = ValueRef | Const
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One tl op of one rank.
+
+    `shape`/`dtype` describe the op's result; for `send` and `store` they describe the
+    value sent or stored. `out` is the id of the value the op defines (None for send and
+    store). `axis` is the reduction/softmax axis (non-negative); `perm` the axis order of
+    `trans`; `ptr`/`offset` the buffer of `load`/`store` (offset in elements).
+    """
+
+    index: int
+    kind: OpKind
+    args: tuple[Arg, ...]
+    out: int | None
+    shape: tuple[int, ...]
+    dtype: DType
+    source: SourceLoc
+    dir: Direction | None = None
+    nbytes: int = 0
+    axis: int | None = None
+    keepdims: bool = True
+    perm: tuple[int, ...] | None = None
+    ptr: str | None = None
+    offset: int = 0
+    fill: float | None = None
+
+    @property
+    def value_args(self) -> tuple[int, ...]:
+        return tuple(a.id for a in self.args if isinstance(a, ValueRef))
+
+
+@dataclass(frozen=True, slots=True)
+class RankProgram:
+    """The ordered ops of one launched endpoint. Empty if the rank returned at once."""
+
+    endpoint: Endpoint
+    ops: tuple[Op, ...]
+
+    @property
+    def comm_ops(self) -> tuple[Op, ...]:
+        return tuple(op for op in self.ops if op.kind.is_comm)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """Everything about a launch that back-ends need, as plain data."""
+
+    kernel: str
+    kernel_file: str
+    wiring: str
+    system: System
+    pes: int
+    n_cubes: int
+    cube_start: int
+    args: tuple[tuple[str, Scalar], ...]
+    queue_depth: int
+    sharded: tuple[str, ...]
+    harness: str
+
+    @property
+    def cubes(self) -> range:
+        return range(self.cube_start, self.cube_start + self.n_cubes)
+
+    def is_launched(self, ep: Endpoint) -> bool:
+        return self.cube_start <= ep.cube < self.cube_start + self.n_cubes and \
+            0 <= ep.pe < self.pes
+
+    def arg(self, name: str, default: Scalar = None) -> Scalar:
+        for key, value in self.args:
+            if key == name:
+                return value
+        return default
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kernel": self.kernel,
+            "kernel_file": self.kernel_file,
+            "wiring": self.wiring,
+            "system": self.system.shape_text,
+            "pes": self.pes,
+            "cubes": self.n_cubes,
+            "cube_start": self.cube_start,
+            "args": {k: v for k, v in self.args},
+            "queue_depth": self.queue_depth,
+            "sharded": list(self.sharded),
+            "harness": self.harness,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A traced launch: per launched endpoint (sorted), its program."""
+
+    launch: LaunchSpec
+    wiring: Wiring
+    programs: tuple[RankProgram, ...]
+
+    def rank_index(self) -> dict[Endpoint, int]:
+        return {p.endpoint: i for i, p in enumerate(self.programs)}
+
+    @property
+    def active(self) -> tuple[RankProgram, ...]:
+        return tuple(p for p in self.programs if p.ops)
+
+    def program(self, ep: Endpoint) -> RankProgram | None:
+        for p in self.programs:
+            if p.endpoint == ep:
+                return p
+        return None
