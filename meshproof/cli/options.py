@@ -1,0 +1,94 @@
+"""Launch options shared by trace, verify and simulate (DESIGN §8)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from meshproof.errors import LaunchError
+from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
+from meshproof.model.loader import KernelRef, resolve_kernel
+from meshproof.model.schedule import Scalar
+from meshproof.model.topology import parse_system
+from meshproof.panels import SCALES, get_panel
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def launch_options(func: F) -> F:
+    """Decorate a command with KERNEL and the launch flags."""
+    decorators = [
+        click.argument("kernel", required=False),
+        click.option("--panel", help="Preset kernel + launch: one of the four GQA panels."),
+        click.option("--scale", type=click.Choice(SCALES), default="validation",
+                     show_default=True, help="Panel scale."),
+        click.option("--system", "system_text", default=None,
+                     help="SIPSxROWSxCOLS of cubes (default 1x4x4)."),
+        click.option("--pes", type=int, default=None, help="PEs launched per cube (default 8)."),
+        click.option("--wiring", default=None, help="Built-in wiring name or a wiring .toml."),
+        click.option("--cubes", type=int, default=None, help="Number of cubes launched."),
+        click.option("--cube-start", type=int, default=None, help="First physical cube."),
+        click.option("--mesh", default=None, help="RxC sub-mesh: sets mesh_rows/cols, cubes."),
+        click.option("--arg", "arg_items", multiple=True, metavar="NAME=VALUE",
+                     help="Kernel argument (a Python literal, else a string). Repeatable."),
+        click.option("--sharded", default=",".join(DEFAULT_SHARDED), show_default=True,
+                     help="Comma-separated buffers holding per-rank KV shards."),
+        click.option("--queue-depth", type=int, default=None,
+                     help="IPCQ depth D (default: hardware profile, 4)."),
+    ]
+    for deco in reversed(decorators):
+        func = deco(func)
+    return func
+
+
+def parse_arg(item: str) -> tuple[str, Scalar]:
+    name, sep, text = item.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise LaunchError(f"--arg {item!r} is not NAME=VALUE (e.g. --arg S_q=16)")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = text
+    if not isinstance(value, (int, float, bool, str, type(None))):
+        raise LaunchError(f"--arg {name}: only numbers, booleans, strings and None are "
+                          f"supported, got {text!r}")
+    return name, value
+
+
+def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_text: str | None,
+                   pes: int | None, wiring: str | None, cubes: int | None,
+                   cube_start: int | None, mesh: str | None, arg_items: tuple[str, ...],
+                   sharded: str, queue_depth: int | None) -> tuple[KernelRef, Launch]:
+    user_args = tuple(parse_arg(a) for a in arg_items)
+    if panel is not None:
+        p = get_panel(panel, scale)
+        base = p.launch_options(queue_depth)
+        kernel_name = kernel or p.kernel
+        merged = dict(base.args)
+        merged.update(dict(user_args))
+        opts = LaunchOptions(
+            system=parse_system(system_text, pes or 8) if system_text else base.system,
+            pes=pes, wiring=wiring or base.wiring,
+            cubes=cubes if cubes is not None else base.cubes,
+            cube_start=cube_start if cube_start is not None else base.cube_start,
+            mesh=mesh or base.mesh, args=tuple(sorted(merged.items())),
+            sharded=_split(sharded), queue_depth=queue_depth)
+    else:
+        if kernel is None:
+            raise LaunchError("name a KERNEL (built-in name or path/file.py::function) or "
+                              "pass --panel NAME; see `meshproof list`")
+        kernel_name = kernel
+        system = parse_system(system_text or "1x4x4", max(pes or 8, 1))
+        opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
+                             cube_start=cube_start or 0, mesh=mesh, args=user_args,
+                             sharded=_split(sharded), queue_depth=queue_depth)
+    ref = resolve_kernel(kernel_name)
+    return ref, build_launch(ref, opts)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())

@@ -1,0 +1,71 @@
+"""`meshproof list` and `meshproof trace`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import click
+
+from meshproof.cli.options import launch_options, resolve_launch
+from meshproof.kernels import BUILTIN_KERNELS
+from meshproof.model.serialize import dumps, schedule_to_json
+from meshproof.model.trace import trace
+from meshproof.model.wiring import BUILTIN_WIRINGS
+from meshproof.panels import PANELS
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def list_cmd(as_json: bool) -> int:
+    """List built-in kernels, wirings and panels."""
+    if as_json:
+        click.echo(dumps({
+            "schema": "meshproof/list-v1",
+            "kernels": [{"name": k.name, "description": k.description, "harness": k.harness,
+                         "known_bad": k.known_bad, "wiring": k.wiring}
+                        for k in BUILTIN_KERNELS.values()],
+            "wirings": [{"name": n, "description": d} for n, d in BUILTIN_WIRINGS.items()],
+            "panels": {scale: [p.to_json() for p in panels.values()]
+                       for scale, panels in PANELS.items()},
+        }), nl=False)
+        return 0
+    click.echo("kernels:")
+    width = max(len(n) for n in BUILTIN_KERNELS)
+    for k in BUILTIN_KERNELS.values():
+        click.echo(f"  {k.name:<{width}}  {k.description}")
+    click.echo("wirings:")
+    for n, d in BUILTIN_WIRINGS.items():
+        click.echo(f"  {n:<{width}}  {d}")
+    click.echo("panels (--panel NAME, --scale validation|headline):")
+    for p in PANELS["validation"].values():
+        click.echo(f"  {p.name:<{width}}  {p.kernel} on {p.wiring}, S_q={p.S_q}, "
+                   f"n={p.n_ranks}, rank_axis={p.rank_axis}")
+    return 0
+
+
+@click.command("trace")
+@launch_options
+@click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON.")
+def trace_cmd(as_json: bool, **opts: Any) -> int:
+    """Trace KERNEL symbolically and print each rank's schedule."""
+    kernel, launch = resolve_launch(**opts)
+    schedule = trace(kernel, launch)
+    if as_json:
+        click.echo(dumps(schedule_to_json(schedule)), nl=False)
+        return 0
+    spec = schedule.launch
+    click.echo(f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
+               f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs; "
+               f"{len(schedule.active)} of {len(schedule.programs)} ranks run ops")
+    for prog in schedule.active:
+        counts = Counter(op.kind.value for op in prog.ops)
+        summary = ", ".join(f"{k} {counts[k]}" for k in sorted(counts))
+        click.echo(f"{prog.endpoint.label} {prog.endpoint.describe()}: {len(prog.ops)} ops "
+                   f"({summary})")
+        for op in prog.comm_ops:
+            assert op.dir is not None
+            shape = "x".join(str(d) for d in op.shape) or "scalar"
+            click.echo(f"  #{op.index:<4} {op.kind.value:<4} {op.dir.value} {shape} "
+                       f"{op.dtype.value}  {op.source}")
+    return 0

@@ -1,0 +1,125 @@
+"""Run a schedule's communication to completion or to its stuck frontier, at queue depth D.
+
+Ranks are deterministic, each channel has one writer and one reader, and no recv is a
+wildcard: the system is a Kahn network, so this single run decides deadlock for every
+interleaving at this D (spec/properties.md). The run also yields an execution order — a
+timestamp per executed comm op — that back-ends reuse (the order certificate, numeric
+evaluation order, provenance order).
+
+Semantics (D >= 1): a send on a link is enabled while fewer than D messages are in flight
+on it; a recv is enabled when a message is waiting. D = 0 (rendezvous): a send and its
+matching recv execute together, when both ranks are at them. An op on a port the wiring
+lacks never completes (the hardware raises IpcqInvalidDirection); a recv from an endpoint
+outside the launch never returns; a send towards one fills its queue and then blocks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.schedule import OpKind, Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Outcome of one run. `stamp` orders executed comm ops (equal for a rendezvous pair)."""
+
+    depth: int
+    stamp: dict[OpRef, int]
+    # per rank index: the index of the comm op it is stuck at (absent if finished)
+    stuck: dict[int, int]
+    # comm op indices per rank, in program order (the run's view of each program)
+    comm: tuple[tuple[int, ...], ...]
+
+    @property
+    def deadlock(self) -> bool:
+        return bool(self.stuck)
+
+
+def comm_indices(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(op.index for op in p.ops if op.kind.is_comm) for p in schedule.programs)
+
+
+def run(schedule: Schedule, table: ChannelTable, depth: int) -> Progress:
+    comm = comm_indices(schedule)
+    kinds = [[schedule.programs[r].ops[i].kind for i in idx] for r, idx in enumerate(comm)]
+    n_ranks = len(comm)
+    pc = [0] * n_ranks
+    sent = [0] * len(table.channels)
+    received = [0] * len(table.channels)
+    stamp: dict[OpRef, int] = {}
+    clock = 0
+    # Which rank to wake when a channel changes: its reader (after a send) or its writer.
+    readers: dict[int, int] = {}
+    writers: dict[int, int] = {}
+    for ch_i, ch in enumerate(table.channels):
+        if ch.recvs:
+            readers[ch_i] = ch.recvs[0].rank
+        if ch.sends:
+            writers[ch_i] = ch.sends[0].rank
+
+    def status(ref: OpRef) -> PortStatus:
+        return table.port_use[ref].status
+
+    work = deque(range(n_ranks))
+    queued = [True] * n_ranks
+    while work:
+        r = work.popleft()
+        queued[r] = False
+        while pc[r] < len(comm[r]):
+            ref = OpRef(r, comm[r][pc[r]])
+            if status(ref) is PortStatus.NO_LINK:
+                break
+            ch_i, k = table.position[ref]
+            wake: int | None = None
+            if kinds[r][pc[r]] is OpKind.SEND:
+                if depth == 0:
+                    # rendezvous: the matching recv must be the reader's current op
+                    ch = table.channels[ch_i]
+                    if k >= len(ch.recvs):
+                        break
+                    peer = ch.recvs[k]
+                    if pc[peer.rank] >= len(comm[peer.rank]) or \
+                            comm[peer.rank][pc[peer.rank]] != peer.op:
+                        break
+                    clock += 1
+                    stamp[ref] = stamp[peer] = clock
+                    sent[ch_i] += 1
+                    received[ch_i] += 1
+                    pc[peer.rank] += 1
+                    wake = peer.rank
+                else:
+                    if sent[ch_i] - received[ch_i] >= depth:
+                        break
+                    clock += 1
+                    stamp[ref] = clock
+                    sent[ch_i] += 1
+                    wake = readers.get(ch_i)
+            else:
+                if depth == 0:
+                    # wait for the writer to reach the matching send (it executes both)
+                    ch = table.channels[ch_i]
+                    if k < len(ch.sends):
+                        w = ch.sends[k].rank
+                        if not queued[w]:
+                            work.append(w)
+                            queued[w] = True
+                    break
+                if received[ch_i] >= sent[ch_i]:
+                    break
+                clock += 1
+                stamp[ref] = clock
+                received[ch_i] += 1
+                wake = writers.get(ch_i)
+            pc[r] += 1
+            if wake is not None and wake != r and not queued[wake]:
+                work.append(wake)
+                queued[wake] = True
+    stuck = {r: comm[r][pc[r]] for r in range(n_ranks) if pc[r] < len(comm[r])}
+    return Progress(depth, stamp, stuck, comm)
+
+
+def max_sends_per_channel(table: ChannelTable) -> int:
+    return max((len(ch.sends) for ch in table.channels), default=0)
