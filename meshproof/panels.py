@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from meshproof.errors import LaunchError
 from meshproof.model.launch import LaunchOptions
 from meshproof.model.schedule import Scalar
-from meshproof.model.topology import System
+from meshproof.model.topology import DEFAULT_SYSTEM, System
 
 SCALES = ("validation", "headline")
 CONTEXT_HEADLINE = 1 << 20
@@ -52,7 +52,7 @@ class Panel:
 
 def _panel(name: str, description: str, kernel: str, wiring: str, S_q: int, n_ranks: int,
            rank_axis: int, shapes: dict[str, int], *, mesh: tuple[int, int] | None = None,
-           system: System = System(), cubes: int = 1, cube_start: int = 0) -> Panel:
+           system: System = DEFAULT_SYSTEM, cubes: int = 1, cube_start: int = 0) -> Panel:
     args: dict[str, Scalar] = {"S_q": S_q, "rank_axis": rank_axis, **shapes}
     if mesh is None:
         args["n_ranks"] = n_ranks

@@ -57,7 +57,7 @@ def _prefill(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_
                       tl.recv(dir="E", shape=v.shape, dtype="f16"))
             state = absorb_slice(q, from_e[0], from_e[1], state, scale, tl)
         to_e, to_w = from_w, from_e
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 

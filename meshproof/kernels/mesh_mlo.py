@@ -87,7 +87,7 @@ def mesh_mlo_1d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
     if rank is None or not 0 <= rank < n_ranks:
         return
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
-    m, ell, o = _fanout(state, rank, n_ranks, "E", "W", tl)
+    _m, ell, o = _fanout(state, rank, n_ranks, "E", "W", tl)
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
@@ -107,7 +107,7 @@ def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     state = _fanout(state, col, mesh_cols, "E", "W", tl)   # stage 1: rows
     state = _fanout(state, row, mesh_rows, "S", "N", tl)   # stage 2: columns
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
@@ -123,7 +123,7 @@ def mesh_mlo_2d_physical_rank(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     state = _fanout(state, col, mesh_cols, "E", "W", tl)
     state = _fanout(state, row, mesh_rows, "S", "N", tl)
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
@@ -154,7 +154,7 @@ def mesh_mlo_1d_forward_running_state(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr:
         # BUG: forwards the running state, which already holds the receiver's own partial
         to_e = state if got_w else None
         to_w = state if got_e else None
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
@@ -186,7 +186,7 @@ def mesh_mlo_1d_recv_first(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: 
         if from_e is not None:
             state = merge(state, from_e, tl)
         to_e, to_w = from_w, from_e
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
@@ -224,5 +224,5 @@ def ring_mlo(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_
         incoming = _recv3("W", state, tl)
         state = merge(state, incoming, tl)
         outgoing = incoming
-    m, ell, o = state
+    _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)

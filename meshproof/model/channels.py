@@ -107,9 +107,7 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
         dst = wiring.neighbour(src, d)
         if dst is None:
             status = PortStatus.NO_LINK
-        elif not launch.is_launched(dst):
-            status = PortStatus.OUTSIDE
-        elif not launch.is_launched(src):
+        elif not launch.is_launched(dst) or not launch.is_launched(src):
             status = PortStatus.OUTSIDE
         else:
             status = PortStatus.OK

@@ -16,7 +16,7 @@ from meshproof.errors import ConfigError
 @dataclass(frozen=True, slots=True)
 class LinkCost:
     latency_s: float
-    bandwidth_Bps: float  # noqa: N815 - unit in the name
+    bandwidth_Bps: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class HardwareProfile:
     name: str = "default (assumed, not measured)"
     gemm_flops_per_pe: float = 8.0e12
     vector_elems_per_s: float = 2.0e11
-    dma_bandwidth_Bps: float = 2.0e11  # noqa: N815
+    dma_bandwidth_Bps: float = 2.0e11
     dma_latency_s: float = 5.0e-7
     op_overhead_s: float = 5.0e-8
     intra_cube: LinkCost = LinkCost(1.0e-7, 1.0e11)

@@ -13,7 +13,7 @@ from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec, Scalar
-from meshproof.model.topology import MAX_CUBES, System, parse_mesh
+from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, System, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
 
 DEFAULT_SHARDED = ("k_ptr", "v_ptr")
@@ -26,7 +26,7 @@ LAUNCH_FILLED = ("n_ranks", "cube_start", "mesh_rows", "mesh_cols")
 class LaunchOptions:
     """What a user says about a launch (CLI flags, a panel, a gate case)."""
 
-    system: System = System()
+    system: System = DEFAULT_SYSTEM
     pes: int | None = None
     wiring: str | None = None
     cubes: int | None = None

@@ -135,7 +135,7 @@ class TensorHandle:
         return self._tracer.tl.dot(self, other)
 
     @property
-    def T(self) -> TensorHandle:  # noqa: N802 - numpy's name
+    def T(self) -> TensorHandle:
         return self._tracer.tl.trans(self)
 
     # Anything that needs the tensor's *data* as a Python value cannot be traced.

@@ -145,3 +145,6 @@ def parse_mesh(text: str) -> tuple[int, int]:
     if rows * cols > MAX_CUBES:
         raise TopologyError(f"mesh {text!r} has more than {MAX_CUBES} cubes")
     return rows, cols
+
+
+DEFAULT_SYSTEM = System()

@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from meshproof.errors import DataDependentControlFlow, ShapeError, UnsupportedOp
+from meshproof.errors import DataDependentControlFlow, ShapeError, TopologyError, UnsupportedOp
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
 from meshproof.model.tensor import TensorHandle, check_data_free, normalise_shape, parse_dtype
-from meshproof.model.topology import Direction, Endpoint, TopologyError
+from meshproof.model.topology import Direction, Endpoint
 
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
                  "max", "sum", "exp", "log", "softmax", "maximum", "minimum", "cast", "zeros",
