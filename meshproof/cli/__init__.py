@@ -56,23 +56,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("meshproof: aborted", err=True)
         return EXIT_BAD_INPUT
     except click.UsageError as exc:
-        click.echo(f"meshproof: error: {exc.format_message()}", err=True)
+        _error(exc.format_message())
         return EXIT_BAD_INPUT
     except click.ClickException as exc:
-        click.echo(f"meshproof: error: {exc.format_message()}", err=True)
+        _error(exc.format_message())
         return EXIT_BAD_INPUT
     except BadInput as exc:
-        click.echo(f"meshproof: error: {exc}", err=True)
+        _error(str(exc))
         return EXIT_BAD_INPUT
     except InternalError as exc:
-        click.echo(f"meshproof: internal error (please report): {exc}", err=True)
+        _error(str(exc), "internal error (please report)")
         return 70
     except MeshproofError as exc:
-        click.echo(f"meshproof: error: {exc}", err=True)
+        _error(str(exc))
         return EXIT_BAD_INPUT
     if isinstance(result, int):
         return result
     return EXIT_OK
+
+
+def _error(message: str, label: str = "error") -> None:
+    """Diagnostics are exactly one line on stderr."""
+    click.echo(f"meshproof: {label}: {' '.join(message.split())}", err=True)
 
 
 def entry() -> None:

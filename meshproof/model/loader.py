@@ -137,16 +137,26 @@ def load_module(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise KernelLoadError(f"cannot import {path}: not a Python source file")
     module = importlib.util.module_from_spec(spec)
+    # Registered like a normal import: dataclasses (and typing) look the module up in
+    # sys.modules while the file executes.
+    sys.modules[mod_name] = module
     with kernbench_shim():
         try:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
+            sys.modules.pop(mod_name, None)
             raise KernelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
         except Exception as exc:  # the user's module code raised while importing
+            sys.modules.pop(mod_name, None)
             line = _innermost_line(exc, str(real))
             raise KernelLoadError(f"{path}:{line}: importing the kernel file raised "
-                                  f"{type(exc).__name__}: {exc}") from None
+                                  f"{type(exc).__name__}: {one_line(str(exc))}") from None
     return module
+
+
+def one_line(text: str) -> str:
+    """A message folded onto one line: diagnostics are one line each."""
+    return " ".join(text.split())
 
 
 def _innermost_line(exc: BaseException, filename: str) -> int:

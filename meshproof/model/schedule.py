@@ -6,6 +6,7 @@ kernel code: a back-end that needs more than this has found a gap in the IR.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -13,6 +14,13 @@ from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.wiring import Wiring
 
 Scalar = int | float | bool | str | None
+
+
+def json_scalar(value: Scalar) -> Scalar:
+    """JSON has no inf/nan: non-finite floats are written as "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
 
 
 class DType(Enum):
@@ -167,7 +175,7 @@ class LaunchSpec:
             "pes": self.pes,
             "cubes": self.n_cubes,
             "cube_start": self.cube_start,
-            "args": {k: v for k, v in self.args},
+            "args": {k: json_scalar(v) for k, v in self.args},
             "queue_depth": self.queue_depth,
             "sharded": list(self.sharded),
             "harness": self.harness,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from meshproof.model.schedule import Const, Op, Schedule
+from meshproof.model.schedule import Const, Op, Schedule, json_scalar
 
 SCHEDULE_SCHEMA = "meshproof/schedule-v1"
 
@@ -17,7 +17,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
         "shape": list(op.shape),
         "dtype": op.dtype.value,
         "source": str(op.source),
-        "args": [{"const": a.value} if isinstance(a, Const) else {"value": a.id}
+        "args": [{"const": json_scalar(a.value)} if isinstance(a, Const) else {"value": a.id}
                  for a in op.args],
     }
     if op.out is not None:
@@ -35,7 +35,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
         out["ptr"] = op.ptr
         out["offset"] = op.offset
     if op.fill is not None:
-        out["fill"] = op.fill
+        out["fill"] = json_scalar(op.fill)
     return out
 
 

@@ -73,7 +73,7 @@ class TensorHandle:
             raise UnsupportedOp("TensorHandle(...) can only be built while meshproof traces "
                                 "a kernel (as a view of a tensor the kernel already has)")
         tracer = _ACTIVE[-1]
-        view = tracer.view(id, normalise_shape(shape), parse_dtype(dtype))
+        view = tracer.view(id, tracer.dims(shape), tracer.dtype(dtype))
         for slot in TensorHandle.__slots__:
             object.__setattr__(self, slot, getattr(view, slot))
 

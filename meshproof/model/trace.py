@@ -7,7 +7,7 @@ import traceback
 from meshproof.errors import KernelRaised, MeshproofError
 from meshproof.model import tensor
 from meshproof.model.launch import Launch
-from meshproof.model.loader import KernelRef
+from meshproof.model.loader import KernelRef, kernbench_shim, one_line
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import Pointer, RankTracer
@@ -17,29 +17,36 @@ def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     spec = launch.spec
     pointer_names = [n for n in _param_names(kernel) if n.endswith("_ptr")]
     programs: list[RankProgram] = []
-    for cube in spec.cubes:
-        for pe in range(spec.pes):
-            ep = Endpoint(cube, pe)
-            tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site)
-            kwargs: dict[str, object] = {n: Pointer(n) for n in pointer_names}
-            kwargs.update(dict(launch.call_args))
-            tensor._ACTIVE.append(tracer)
-            try:
-                kernel.func(**kwargs, tl=tracer.tl)
-            except MeshproofError:
-                raise
-            except RecursionError:
-                raise KernelRaised(f"{kernel.site.display_file}: rank {ep.describe()}: error: "
-                                   "the kernel recursed too deeply while being traced") from None
-            except Exception as exc:
-                line = _innermost_kernel_line(exc, kernel.site.real_file) or kernel.site.def_line
-                raise KernelRaised(
-                    f"{kernel.site.display_file}:{line}: rank {ep.describe()}: error: the kernel "
-                    f"raised {type(exc).__name__}: {exc}") from None
-            finally:
-                tensor._ACTIVE.pop()
-            programs.append(RankProgram(ep, tuple(tracer.ops)))
+    # Kernel files may also import kernbench lazily, inside the kernel function.
+    with kernbench_shim():
+        for cube in spec.cubes:
+            for pe in range(spec.pes):
+                programs.append(_trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names))
     return Schedule(spec, launch.wiring, tuple(programs))
+
+
+def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
+                pointer_names: list[str]) -> RankProgram:
+    spec = launch.spec
+    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site)
+    kwargs: dict[str, object] = {n: Pointer(n) for n in pointer_names}
+    kwargs.update(dict(launch.call_args))
+    tensor._ACTIVE.append(tracer)
+    try:
+        kernel.func(**kwargs, tl=tracer.tl)
+    except MeshproofError:
+        raise
+    except RecursionError:
+        raise KernelRaised(f"{kernel.site.display_file}: rank {ep.describe()}: error: "
+                           "the kernel recursed too deeply while being traced") from None
+    except Exception as exc:
+        line = _innermost_kernel_line(exc, kernel.site.real_file) or kernel.site.def_line
+        raise KernelRaised(
+            f"{kernel.site.display_file}:{line}: rank {ep.describe()}: error: the kernel "
+            f"raised {type(exc).__name__}: {one_line(str(exc))}") from None
+    finally:
+        tensor._ACTIVE.pop()
+    return RankProgram(ep, tuple(tracer.ops))
 
 
 def _param_names(kernel: KernelRef) -> list[str]:

@@ -40,7 +40,7 @@ class Pointer:
     __radd__ = __add__
 
     def __repr__(self) -> str:
-        return f"<{self.name}+{self.offset}>" if self.offset else f"<{self.name}>"
+        return f"<{self.name}{self.offset:+d}>" if self.offset else f"<{self.name}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,30 @@ class RankTracer:
 
     def shape_error(self, what: str) -> ShapeError:
         return ShapeError(f"{self.where()}: error: {what}")
+
+    def dims(self, shape: object) -> tuple[int, ...]:
+        """`normalise_shape`, with the kernel's line and rank in the error."""
+        try:
+            return normalise_shape(shape)
+        except ShapeError as exc:
+            raise self.shape_error(str(exc)) from None
+
+    def dtype(self, value: object) -> DType:
+        """`parse_dtype`, with the kernel's line and rank in the error."""
+        try:
+            return parse_dtype(value)
+        except ShapeError as exc:
+            raise self.shape_error(str(exc)) from None
+
+    def pointer(self, ptr: object, op: str) -> Pointer:
+        if not isinstance(ptr, Pointer):
+            verb = "from" if op == "load" else "to"
+            raise self.unsupported(f"tl.{op} {verb} {ptr!r}",
+                                   f"{op} {verb} a kernel argument ending in _ptr")
+        if ptr.offset < 0:
+            raise self.shape_error(f"tl.{op} at {ptr!r}: a negative offset points before the "
+                                   "start of the buffer")
+        return ptr
 
     def record(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...], dtype: DType,
                *, defines: bool = True, **fields: Any) -> TensorHandle | None:
@@ -197,20 +221,16 @@ class Tl:
 
     # --- memory ------------------------------------------------------------------------
     def load(self, ptr: object, shape: object, dtype: object = "f16", **_: object) -> TensorHandle:
-        if not isinstance(ptr, Pointer):
-            raise self._t.unsupported(f"tl.load from {ptr!r}",
-                                      "load from a kernel argument ending in _ptr")
-        dims = normalise_shape(shape)
-        return self._t.defined(OpKind.LOAD, (), dims, parse_dtype(dtype), ptr=ptr.name,
-                               offset=ptr.offset)
+        p = self._t.pointer(ptr, "load")
+        dims = self._t.dims(shape)
+        return self._t.defined(OpKind.LOAD, (), dims, self._t.dtype(dtype), ptr=p.name,
+                               offset=p.offset)
 
     def store(self, ptr: object, value: object, **_: object) -> None:
-        if not isinstance(ptr, Pointer):
-            raise self._t.unsupported(f"tl.store to {ptr!r}",
-                                      "store to a kernel argument ending in _ptr")
+        p = self._t.pointer(ptr, "store")
         t = self._t.tensor(value, "store")
         self._t.record(OpKind.STORE, (ValueRef(t.id),), t.shape, t.dt, defines=False,
-                       ptr=ptr.name, offset=ptr.offset)
+                       ptr=p.name, offset=p.offset)
 
     # --- compute -----------------------------------------------------------------------
     def dot(self, a: object, b: object, out_dtype: object = None, **_: object) -> TensorHandle:
@@ -226,7 +246,7 @@ class Tl:
         except ValueError:
             raise self._t.shape_error(f"dot of {x.shape} and {y.shape}: batch dimensions do "
                                       "not broadcast") from None
-        dt = parse_dtype(out_dtype) if out_dtype is not None else _promote([x.dt, y.dt])
+        dt = self._t.dtype(out_dtype) if out_dtype is not None else _promote([x.dt, y.dt])
         return self._t.defined(OpKind.DOT, (ValueRef(x.id), ValueRef(y.id)),
                                (*batch, x.shape[-2], y.shape[-1]), dt)
 
@@ -237,7 +257,7 @@ class Tl:
         if axes is None:
             perm = (*range(t.ndim - 2), t.ndim - 1, t.ndim - 2)
         else:
-            perm = normalise_shape(axes)
+            perm = self._t.dims(axes)
             if sorted(perm) != list(range(t.ndim)):
                 raise self._t.shape_error(f"trans axes {axes!r} are not a permutation of "
                                           f"{t.ndim} axes")
@@ -246,7 +266,7 @@ class Tl:
 
     def reshape(self, x: object, shape: object, **_: object) -> TensorHandle:
         t = self._t.tensor(x, "reshape")
-        dims = normalise_shape(shape)
+        dims = self._t.dims(shape)
         if math.prod(dims) != math.prod(t.shape):
             raise self._t.shape_error(f"reshape of {t.shape} ({math.prod(t.shape)} elements) "
                                       f"to {dims} ({math.prod(dims)} elements)")
@@ -287,13 +307,13 @@ class Tl:
 
     def cast(self, x: object, dtype: object) -> TensorHandle:
         t = self._t.tensor(x, "cast")
-        return self._t.defined(OpKind.CAST, (ValueRef(t.id),), t.shape, parse_dtype(dtype))
+        return self._t.defined(OpKind.CAST, (ValueRef(t.id),), t.shape, self._t.dtype(dtype))
 
     def full(self, shape: object, value: object, dtype: object = "f32") -> TensorHandle:
         check_data_free(value)
         if not isinstance(value, (int, float)):
             raise self._t.shape_error(f"tl.full value must be a number, got {value!r}")
-        return self._t.defined(OpKind.FULL, (), normalise_shape(shape), parse_dtype(dtype),
+        return self._t.defined(OpKind.FULL, (), self._t.dims(shape), self._t.dtype(dtype),
                                fill=float(value))
 
     def zeros(self, shape: object, dtype: object = "f32") -> TensorHandle:
@@ -315,7 +335,8 @@ class Tl:
     def recv(self, dir: object, shape: object, dtype: object = "f16",
              **_: object) -> TensorHandle:
         d = self._dir(dir)
-        return self._t.defined(OpKind.RECV, (), normalise_shape(shape), parse_dtype(dtype), dir=d)
+        return self._t.defined(OpKind.RECV, (), self._t.dims(shape), self._t.dtype(dtype),
+                                      dir=d)
 
 
 KernelFn = Callable[..., Any]
