@@ -81,16 +81,23 @@ class TensorHandle:
     def make(cls, tracer: RankTracer, vid: int, shape: tuple[int, ...], dtype: DType,
              addr: int = 0) -> TensorHandle:
         self = object.__new__(cls)
-        self._tracer = tracer
-        self.id = vid
-        self.shape = shape
-        self.dtype = dtype.value
-        self.nbytes = math.prod(shape) * dtype.itemsize
-        self.addr = addr
-        self.data = None
-        self.space = "sram"
-        self.pinned = False
+        fields = {"_tracer": tracer, "id": vid, "shape": shape, "dtype": dtype.value,
+                  "nbytes": math.prod(shape) * dtype.itemsize, "addr": addr, "data": None,
+                  "space": "sram", "pinned": False}
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
         return self
+
+    # Handles are immutable: assigning `h.shape = ...` would change what the kernel sees
+    # without recording an op, so the schedule would silently disagree with the kernel.
+    def __setattr__(self, name: str, value: object) -> None:
+        raise self._tracer.unsupported(
+            f"assigning {name!r} of a tensor handle",
+            "build a view with TensorHandle(id=..., shape=...) or use tl.reshape / tl.cast")
+
+    # numpy scalars and arrays defer to our reflected operators (np.float32(2) * t works;
+    # an ndarray operand is then rejected by the tracer with a clear message).
+    __array_ufunc__ = None
 
     @property
     def ndim(self) -> int:
