@@ -223,6 +223,9 @@ def test_wiring_file_errors_are_one_line_and_say_how_to_fix(
     assert _load("duplicate_port.toml") == (
         "wiring file tests/data/duplicate_port.toml: port (cube 0, pe 0) E is wired twice "
         "(to (cube 0, pe 1) and (cube 0, pe 2)); keep one")
+    assert _load("self_link.toml") == (
+        "wiring file tests/data/self_link.toml: link (cube 0, pe 0) E -> (cube 0, pe 0) joins a "
+        "PE to itself; remove it")
     assert _load("unknown_key.toml") == (
         "wiring file tests/data/unknown_key.toml: unknown key(s) links; allowed: name, "
         "description, [[link]]")

@@ -48,6 +48,11 @@ class Wiring:
                 except TopologyError as exc:
                     raise WiringError(f"{where}: link {_fmt(link)} leaves the system: {exc}") \
                         from None
+            if link.src == link.dst:
+                # A PE wired to itself is never real hardware, and a rendezvous (D = 0)
+                # on such a link could only ever wait for itself.
+                raise WiringError(f"{where}: link {_fmt(link)} joins a PE to itself; "
+                                  "remove it")
             port = (link.src, link.dir)
             if port in table and table[port] != link.dst:
                 raise WiringError(
