@@ -55,5 +55,19 @@ class ConfigError(BadInput):
     """A malformed TOML file (hardware profile, proof matrix)."""
 
 
+class OutputError(BadInput):
+    """An output path (report directory, diagram file) cannot be written there."""
+
+
 class InternalError(MeshproofError):
     """A bug in meshproof itself, e.g. the simulation and Z3 disagree. Report it."""
+
+
+class HarnessError(BadInput):
+    """The simulator's input harness cannot run this kernel/launch (shapes, buffers)."""
+
+
+class SimulationRefused(MeshproofError):
+    """The schedule violates a property the simulator relies on (e.g. it deadlocks).
+
+    Not bad input: the CLI reports it as a violation (exit 1)."""

