@@ -569,3 +569,58 @@ def test_tracing_is_deterministic(launch: tuple[str, dict[str, Any]]) -> None:
     doc = json.loads(first)
     assert doc["schema"] == "meshproof/schedule-v1"
     assert doc["ranks"], "every built-in launch has at least one active rank"
+
+
+# --- schedule IR: channels and k-th send <-> k-th recv --------------------------------------
+
+def test_channels_match_kth_send_with_kth_recv() -> None:
+    from meshproof.model.channels import OpRef, PortStatus, derive_channels
+
+    sched = trace_kernel("mesh_mlo_1d", args=(("n_ranks", 4),))
+    table = derive_channels(sched)
+    assert [ch.name for ch in table.channels] == ["c0p0_E", "c0p1_E", "c0p1_W", "c0p2_E",
+                                                  "c0p2_W", "c0p3_W"]
+    for ch in table.channels:
+        assert ch.status is PortStatus.OK and not ch.orphan
+        assert ch.dst == sched.wiring.neighbour(ch.src, ch.dir)
+        assert len(ch.sends) == len(ch.recvs) > 0
+        for k, (s, r) in enumerate(zip(ch.sends, ch.recvs, strict=True)):
+            send = sched.programs[s.rank].ops[s.op]
+            recv = sched.programs[r.rank].ops[r.op]
+            assert sched.programs[s.rank].endpoint == ch.src
+            assert sched.programs[r.rank].endpoint == ch.dst
+            assert (send.kind, send.dir, recv.kind, recv.dir) == \
+                (OpKind.SEND, ch.dir, OpKind.RECV, ch.dir.opposite)
+            assert (send.shape, send.dtype, send.nbytes) == (recv.shape, recv.dtype, recv.nbytes)
+            assert table.position[s] == table.position[r] == (table.channels.index(ch), k)
+            assert table.match(s, send) == r and table.match(r, recv) == s
+        # sends (and recvs) keep program order along the channel
+        assert [s.op for s in ch.sends] == sorted(s.op for s in ch.sends)
+    n_comm = sum(len(p.comm_ops) for p in sched.programs)
+    assert len(table.position) == len(table.port_use) == n_comm
+    assert OpRef(0, 0) not in table.position  # a load is on no channel
+
+
+def test_channels_flag_missing_links_and_outside_endpoints() -> None:
+    from meshproof.model.channels import PortStatus, derive_channels
+
+    # the study's bug: the 1D kernel over 8 cubes of a 4x4 cube mesh needs E at cube 3 and
+    # W at cube 4, which the wiring lacks
+    sched = trace_kernel("mesh_mlo_1d", cubes=8, wiring="cube_mesh", args=(("rank_axis", 1),))
+    table = derive_channels(sched)
+    by_name = {ch.name: ch for ch in table.channels}
+    for name in ("c3p0_E", "c4p0_W"):
+        assert by_name[name].status is PortStatus.NO_LINK and by_name[name].dst is None
+        assert by_name[name].sends and not by_name[name].recvs
+    for name in ("c3p0_E_in", "c4p0_W_in"):  # recvs on a missing port: keyed on the receiver
+        assert by_name[name].orphan and by_name[name].recvs and not by_name[name].sends
+    # a launch of 4 PEs of an 8-PE line: PE 3 talks to PE 4, which runs nothing
+    sched = trace_kernel("mesh_mlo_1d", pes=4, args=(("n_ranks", 8),))
+    table = derive_channels(sched)
+    by_name = {ch.name: ch for ch in table.channels}
+    assert by_name["c0p3_E"].status is PortStatus.OUTSIDE and not by_name["c0p3_E"].recvs
+    assert by_name["c0p4_W"].status is PortStatus.OUTSIDE and not by_name["c0p4_W"].sends
+    assert by_name["c0p4_W"].recvs  # PE 3's recvs from E wait on a link nobody writes
+    for ref, use in table.port_use.items():
+        if use.status is PortStatus.OUTSIDE:
+            assert use.peer == Endpoint(0, 4) and sched.programs[ref.rank].endpoint.pe == 3
