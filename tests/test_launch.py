@@ -14,7 +14,7 @@ from meshproof.errors import LaunchError, TopologyError, WiringError
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import OpKind
-from meshproof.model.topology import Endpoint, System
+from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.trace import trace
 from meshproof.panels import PANEL_NAMES, PANELS, SCALES, get_panel
 
@@ -142,7 +142,6 @@ def test_cube_ring_wiring_closes_over_the_launched_cubes() -> None:
     launch = build_launch(ref, LaunchOptions(wiring="cube_ring", cubes=4, cube_start=6,
                                              args=(("rank_axis", 1),)))
     w = launch.wiring
-    from meshproof.model.topology import Direction
     assert w.neighbour(Endpoint(9, 0), Direction.E) == Endpoint(6, 0)
     assert w.neighbour(Endpoint(6, 0), Direction.W) == Endpoint(9, 0)
     assert w.neighbour(Endpoint(5, 0), Direction.E) is None
@@ -198,8 +197,16 @@ def test_resolve_launch_panel_presets_and_overrides() -> None:
         _resolve(panel="decode")
     with pytest.raises(LaunchError, match="unknown scale 'big'"):
         get_panel("single_user_decode", "big")
+    # --pes launches the first N PEs of 8-PE cubes, with or without a panel
     _, launch = _resolve(kernel="mesh_mlo_1d", system_text="2x4x4", pes=4)
-    assert launch.spec.system == System(2, 4, 4, 4) and launch.spec.pes == 4
+    assert launch.spec.system == System(2, 4, 4, 8) and launch.spec.pes == 4
+    _, launch = _resolve(kernel="mesh_mlo_1d", pes=4)
+    assert launch.spec.system == System(1, 4, 4, 8) and launch.spec.pes == 4
+    assert launch.wiring.neighbour(Endpoint(0, 3), Direction.E) == Endpoint(0, 4)
+    _, launch = _resolve(panel="single_user_decode", pes=4)
+    assert launch.spec.system == System(1, 4, 4, 8) and launch.spec.pes == 4
+    _, launch = _resolve(kernel="mesh_mlo_1d", pes=16)
+    assert launch.spec.system == System(1, 4, 4, 16) and launch.spec.pes == 16
 
 
 def test_panels_table_matches_the_study() -> None:

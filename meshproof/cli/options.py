@@ -71,7 +71,7 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
         merged = dict(base.args)
         merged.update(dict(user_args))
         opts = LaunchOptions(
-            system=parse_system(system_text, pes or 8) if system_text else base.system,
+            system=parse_system(system_text, _cube_pes(pes)) if system_text else base.system,
             pes=pes, wiring=wiring or base.wiring,
             cubes=cubes if cubes is not None else base.cubes,
             cube_start=cube_start if cube_start is not None else base.cube_start,
@@ -82,12 +82,21 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
             raise LaunchError("name a KERNEL (built-in name or path/file.py::function) or "
                               "pass --panel NAME; see `meshproof list`")
         kernel_name = kernel
-        system = parse_system(system_text or "1x4x4", max(pes or 8, 1))
+        system = parse_system(system_text or "1x4x4", _cube_pes(pes))
         opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
                              cube_start=cube_start or 0, mesh=mesh, args=user_args,
                              sharded=_split(sharded), queue_depth=queue_depth)
     ref = resolve_kernel(kernel_name)
     return ref, build_launch(ref, opts)
+
+
+def _cube_pes(pes: int | None) -> int:
+    """PEs per cube of the system: 8 as on the hardware, more only if --pes asks for more.
+
+    `--pes N` launches PEs 0..N-1 of each cube (the other PEs exist and run nothing), the
+    same with or without --panel, so PE N-1's E port still reaches PE N.
+    """
+    return max(pes or 0, 8)
 
 
 def _split(text: str) -> tuple[str, ...]:
