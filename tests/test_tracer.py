@@ -563,9 +563,17 @@ def builtin_launches(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 @given(builtin_launches())
 def test_tracing_is_deterministic(launch: tuple[str, dict[str, Any]]) -> None:
     name, opts = launch
-    first = dumps(schedule_to_json(trace_kernel(name, **opts)))
+    sched = trace_kernel(name, **opts)
+    first = dumps(schedule_to_json(sched))
     second = dumps(schedule_to_json(trace_kernel(name, **opts)))
     assert first == second
+    for prog in sched.programs:  # value ids are SSA: dense, defined before use, per rank
+        defined: list[int] = []
+        for op in prog.ops:
+            assert all(v in defined for v in op.value_args)
+            if op.out is not None:
+                assert op.out == len(defined)
+                defined.append(op.out)
     doc = json.loads(first)
     assert doc["schema"] == "meshproof/schedule-v1"
     assert doc["ranks"], "every built-in launch has at least one active rank"
