@@ -632,3 +632,23 @@ def test_channels_flag_missing_links_and_outside_endpoints() -> None:
     for ref, use in table.port_use.items():
         if use.status is PortStatus.OUTSIDE:
             assert use.peer == Endpoint(0, 4) and sched.programs[ref.rank].endpoint.pe == 3
+
+
+def test_runaway_kernels_and_absurd_launches_hit_the_op_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from meshproof.model import trace as trace_module
+    from meshproof.model import tracer as tracer_module
+
+    monkeypatch.setattr(trace_module, "MAX_TRACED_OPS", 500)
+    monkeypatch.setattr(tracer_module, "MAX_TRACED_OPS", 500)
+    path = TEST_KERNELS / "broken.py"
+    with pytest.raises(TraceError) as info:
+        trace_kernel(kernel_spec("broken.py::runaway_kernel"), pes=1)
+    assert str(info.value) == (
+        f"tests/kernels/broken.py:{line_of(path, 'RUNAWAY-LINE')}: rank (cube 0, pe 0): error: "
+        "the launch traced more than 500 ops; shrink the launch (--system, --cubes, --pes) or "
+        "the kernel's shapes and loop counts")
+    # the budget is shared by all ranks of a launch: 8 ranks of ~140 ops exceed it
+    with pytest.raises(TraceError, match=r"rank \(cube 0, pe [1-7]\): error: the launch traced"):
+        trace_kernel("mesh_mlo_1d")
+    assert len(trace_kernel("mesh_mlo_1d", pes=2).programs) == 2

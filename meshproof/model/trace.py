@@ -10,7 +10,7 @@ from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, kernbench_shim, one_line
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.model.tracer import Pointer, RankTracer
+from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
 
 
 def trace(kernel: KernelRef, launch: Launch) -> Schedule:
@@ -18,17 +18,20 @@ def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     pointer_names = [n for n in _param_names(kernel) if n.endswith("_ptr")]
     programs: list[RankProgram] = []
     # Kernel files may also import kernbench lazily, inside the kernel function.
+    budget = MAX_TRACED_OPS
     with kernbench_shim():
         for cube in spec.cubes:
             for pe in range(spec.pes):
-                programs.append(_trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names))
+                program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names, budget)
+                budget -= len(program.ops)
+                programs.append(program)
     return Schedule(spec, launch.wiring, tuple(programs))
 
 
 def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
-                pointer_names: list[str]) -> RankProgram:
+                pointer_names: list[str], budget: int) -> RankProgram:
     spec = launch.spec
-    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site)
+    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget)
     kwargs: dict[str, object] = {n: Pointer(n) for n in pointer_names}
     kwargs.update(dict(launch.call_args))
     tensor._ACTIVE.append(tracer)

@@ -15,10 +15,20 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from meshproof.errors import DataDependentControlFlow, ShapeError, TopologyError, UnsupportedOp
+from meshproof.errors import (
+    DataDependentControlFlow,
+    ShapeError,
+    TopologyError,
+    TraceError,
+    UnsupportedOp,
+)
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
 from meshproof.model.tensor import TensorHandle, check_data_free, normalise_shape, parse_dtype
 from meshproof.model.topology import Direction, Endpoint
+
+# A launch that traces more ops than this is a runaway loop or an absurd size: refuse it
+# before it eats the machine (the Llama-70B headline panels trace < 100k ops).
+MAX_TRACED_OPS = 1_000_000
 
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
                  "max", "sum", "exp", "log", "softmax", "maximum", "minimum", "cast", "zeros",
@@ -62,10 +72,12 @@ def _promote(dtypes: list[DType]) -> DType:
 class RankTracer:
     """Records the ops of one endpoint's run of the kernel."""
 
-    def __init__(self, endpoint: Endpoint, grid: tuple[int, int], site: KernelSite) -> None:
+    def __init__(self, endpoint: Endpoint, grid: tuple[int, int], site: KernelSite,
+                 max_ops: int = MAX_TRACED_OPS) -> None:
         self.endpoint = endpoint
         self.grid = grid
         self.site = site
+        self.max_ops = max_ops  # what is left of the launch's op budget for this rank
         self.ops: list[Op] = []
         self._next_value = 0
         self.tl = Tl(self)
@@ -121,6 +133,11 @@ class RankTracer:
 
     def record(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...], dtype: DType,
                *, defines: bool = True, **fields: Any) -> TensorHandle | None:
+        if len(self.ops) >= self.max_ops:
+            raise TraceError(
+                f"{self.where()}: error: the launch traced more than {MAX_TRACED_OPS} ops; "
+                "shrink the launch (--system, --cubes, --pes) or the kernel's shapes and loop "
+                "counts")
         out = None
         if defines:
             out = self._next_value

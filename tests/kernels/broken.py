@@ -90,3 +90,10 @@ def needs_arg_kernel(x_ptr: Any, width: int, *, tl: Any) -> None:
 
 def no_tl_function(x_ptr: Any) -> None:
     """Not a kernel: takes no tl."""
+
+
+def runaway_kernel(x_ptr: Any, *, tl: Any) -> None:
+    """Never stops sending."""
+    x = tl.load(x_ptr, shape=(1,), dtype="f32")
+    while True:
+        tl.send(dir="E", src=x)  # RUNAWAY-LINE
