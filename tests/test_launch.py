@@ -246,3 +246,19 @@ def test_every_panel_traces(name: str, scale: str) -> None:
     assert comm and all(op.source.line > 0 for op in comm)
     sends = sum(1 for op in comm if op.kind is OpKind.SEND)
     assert sends == len(comm) - sends  # every message sent is received somewhere
+
+
+def test_2d_kernel_that_ignores_cube_start_sends_out_of_its_launch() -> None:
+    from meshproof.model.channels import PortStatus, derive_channels
+
+    good = trace_kernel("mesh_mlo_2d", mesh="2x4", cube_start=8, wiring="cube_mesh")
+    bad = trace_kernel("mesh_mlo_2d_physical_rank", mesh="2x4", cube_start=8,
+                       wiring="cube_mesh")
+    good_use = derive_channels(good).port_use
+    assert {u.status for u in good_use.values()} == {PortStatus.OK}
+    outside = {(bad.programs[ref.rank].endpoint, u.peer)
+               for ref, u in derive_channels(bad).port_use.items()
+               if u.status is PortStatus.OUTSIDE}
+    # physical rank 8 is row 2 of a 2-row mesh: it talks N to cube 4, outside the launch
+    assert (Endpoint(8, 0), Endpoint(4, 0)) in outside
+    assert all(peer is not None and peer.cube < 8 for _, peer in outside)
