@@ -1,0 +1,110 @@
+"""`meshproof simulate`: numerics against dense float64 attention, timing, op log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from meshproof.cli.options import launch_options, resolve_launch
+from meshproof.errors import SimulationRefused
+from meshproof.model.channels import derive_channels
+from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
+from meshproof.model.serialize import dumps
+from meshproof.model.trace import trace
+from meshproof.sim.api import SimConfig, simulate
+from meshproof.sim.inputs import InputKind
+from meshproof.sim.perfetto import perfetto_trace, write_json_atomic
+from meshproof.sim.result import SIM_SCHEMA, SimResult
+
+EXIT_VIOLATED = 1
+# Ranks listed one per line in the table; beyond this, only the worst ones.
+_RANK_ROWS = 16
+
+
+@click.command("simulate")
+@launch_options
+@click.option("--seed", type=int, default=0, show_default=True, help="Input RNG seed.")
+@click.option("--inputs", "inputs", type=click.Choice([k.value for k in InputKind]),
+              default=InputKind.NORMAL.value, show_default=True,
+              help="normal: Q, K, V ~ N(0,1); peaked: plus a few keys that dominate.")
+@click.option("--softmax-scale", type=float, default=None,
+              help="Softmax scale (sets the kernel argument sm_scale; default 1/sqrt(d_head)).")
+@click.option("--hw", "hw_file", type=click.Path(path_type=Path), default=None,
+              help="Hardware profile TOML (default: the built-in, assumed profile).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
+              help="Write a Chrome/Perfetto trace JSON of the timing run here.")
+def simulate_cmd(seed: int, inputs: str, softmax_scale: float | None, hw_file: Path | None,
+                 as_json: bool, perfetto_path: Path | None, **opts: Any) -> int:
+    """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
+    profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
+    if opts.get("queue_depth") is None and hw_file is not None:
+        opts["queue_depth"] = profile.ipcq_depth
+    if softmax_scale is not None:
+        opts["arg_items"] = (*opts["arg_items"], f"sm_scale={softmax_scale!r}")
+    kernel, launch = resolve_launch(**opts)
+    schedule = trace(kernel, launch)
+    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile)
+    try:
+        result = simulate(schedule, config)
+    except SimulationRefused as exc:
+        message = " ".join(str(exc).split())
+        if as_json:
+            click.echo(dumps({"schema": SIM_SCHEMA, "ok": False, "kernel": launch.spec.kernel,
+                              "launch": launch.spec.to_json(), "refused": message}), nl=False)
+        click.echo(f"meshproof: error: {message}", err=True)
+        return EXIT_VIOLATED
+    if perfetto_path is not None and result.run is not None:
+        write_json_atomic(perfetto_path,
+                          perfetto_trace(schedule, derive_channels(schedule), result.run))
+    if as_json:
+        click.echo(dumps(result.to_json()), nl=False)
+    else:
+        _print_table(result, perfetto_path)
+    return result.exit_code
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
+    spec = result.launch
+    click.echo(f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
+               f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs, "
+               f"queue depth {spec.queue_depth}")
+    num = result.numeric
+    if num is not None:
+        verdict = "ok" if num.ok else "OUT OF TOLERANCE"
+        click.echo(f"numerics ({num.harness}, {num.inputs} inputs, seed {num.seed}, "
+                   f"{num.groups} group(s)): {verdict}")
+        click.echo(f"  rel_err {_fmt(num.rel_err)}  max_abs_err {_fmt(num.max_abs_err)}  "
+                   f"tolerance {num.tolerance:g} ({'/'.join(num.dtypes)} used)")
+        rows = list(num.per_rank)
+        if len(rows) > _RANK_ROWS:
+            rows.sort(key=lambda r: (r.ok, -(r.rel_err if r.rel_err is not None
+                                             else float("inf"))))
+            rows = rows[:_RANK_ROWS]
+            click.echo(f"  worst {len(rows)} of {len(num.per_rank)} ranks:")
+        for r in rows:
+            click.echo(f"  {r.endpoint.label:<8} rel_err {_fmt(r.rel_err):>9}  max_abs "
+                       f"{_fmt(r.max_abs_err):>9}  {'ok' if r.ok else 'FAIL'}"
+                       + (f"  {r.note}" if r.note else ""))
+        click.echo(f"  {num.message}")
+    tim = result.timing
+    if tim is not None:
+        slowest = max(tim.per_rank, key=lambda r: r.finish_s, default=None)
+        click.echo(f"timing ({tim.profile}): latency {tim.latency_s * 1e6:.3f} us, "
+                   f"comm_steps {tim.comm_steps}, critical path {len(tim.critical_path)} ops")
+        if slowest is not None:
+            click.echo(f"  last to finish {slowest.endpoint.label}: busy "
+                       f"{slowest.busy_s * 1e6:.3f} us, waiting {slowest.wait_s * 1e6:.3f} us")
+        total = sum(link.bytes for link in tim.links)
+        click.echo(f"  {len(tim.links)} link(s) carried {total} bytes")
+    log = result.op_log
+    click.echo(f"op log: gemm {log.gemm}, ipcq_send {log.ipcq_send}, ipcq_recv "
+               f"{log.ipcq_recv}, dma_read {log.dma_read}, dma_write {log.dma_write}")
+    if perfetto_path is not None:
+        click.echo(f"perfetto trace: {perfetto_path}")

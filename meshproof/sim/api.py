@@ -1,0 +1,110 @@
+"""Entry point of the reference simulator: `simulate(schedule, config) -> SimResult`.
+
+Reads only the schedule IR and its launch. A schedule that deadlocks at the queue depth
+is refused (SimulationRefused naming the blocked ranks): its numbers would mean nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from meshproof.errors import SimulationRefused
+from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
+from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
+from meshproof.model.progress import Progress, run
+from meshproof.model.schedule import Schedule
+from meshproof.sim.checking import run_numerics
+from meshproof.sim.inputs import InputKind
+from meshproof.sim.oplog import op_log
+from meshproof.sim.result import (
+    CriticalStep,
+    LinkTraffic,
+    RankTiming,
+    SimResult,
+    TimingResult,
+)
+from meshproof.sim.timing import TimingRun, run_timing
+
+# Blocked ranks named in a deadlock message before it says "and N more".
+_NAMED_BLOCKED = 6
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    seed: int = 0
+    inputs: InputKind = InputKind.NORMAL
+    hardware: HardwareProfile = DEFAULT_PROFILE
+    queue_depth: int | None = None      # None: the launch's queue depth
+    numerics: bool = True
+    timing: bool = True
+    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
+    chunk_bytes: int = 1 << 30
+
+
+def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    table = derive_channels(schedule)
+    depth = config.queue_depth if config.queue_depth is not None else \
+        schedule.launch.queue_depth
+    progress = run(schedule, table, depth)
+    if progress.deadlock:
+        raise SimulationRefused(deadlock_message(schedule, table, progress))
+    phases["progress"] = time.perf_counter() - t0
+    timing: TimingResult | None = None
+    timing_run: TimingRun | None = None
+    if config.timing:
+        t1 = time.perf_counter()
+        timing_run = run_timing(schedule, table, config.hardware, depth)
+        timing = summarise_timing(schedule, table, timing_run, config.hardware, depth)
+        phases["timing"] = time.perf_counter() - t1
+    numeric = run_numerics(schedule, table, config.seed, config.inputs, config.chunk_bytes,
+                           phases) if config.numerics else None
+    return SimResult(schedule.launch.kernel, schedule.launch, numeric, timing,
+                     op_log(schedule), timing_run, tuple(sorted(phases.items())))
+
+
+def deadlock_message(schedule: Schedule, table: ChannelTable, progress: Progress) -> str:
+    parts = []
+    for r, op_index in sorted(progress.stuck.items()):
+        prog = schedule.programs[r]
+        op = prog.ops[op_index]
+        assert op.dir is not None
+        use = table.port_use[OpRef(r, op_index)]
+        why = {PortStatus.NO_LINK: f", the wiring has no {op.dir.value} link",
+               PortStatus.OUTSIDE: ", its peer is outside the launch"}.get(use.status, "")
+        parts.append(f"{op.source}: rank {prog.endpoint.describe()} at {op.kind.value} "
+                     f"{op.dir.value} (op #{op_index}{why})")
+    more = len(parts) - _NAMED_BLOCKED
+    named = "; ".join(parts[:_NAMED_BLOCKED]) + (f"; and {more} more" if more > 0 else "")
+    return (f"the schedule deadlocks at queue depth {progress.depth}: {len(parts)} rank(s) "
+            f"blocked forever: {named}; the simulator refuses to run it (see "
+            "`meshproof verify` for the wait-for cycle; fix the send/recv order or raise "
+            "--queue-depth)")
+
+
+def summarise_timing(schedule: Schedule, table: ChannelTable, tr: TimingRun,
+                     hw: HardwareProfile, depth: int) -> TimingResult:
+    per_rank = []
+    for r, evs in enumerate(tr.events):
+        if not evs:
+            continue
+        busy = sum(e.end - e.start for e in evs)
+        wait = sum(e.start - e.ready for e in evs)
+        per_rank.append(RankTiming(schedule.programs[r].endpoint, len(evs), busy, wait,
+                                   evs[-1].end))
+    path = tuple(
+        CriticalStep(schedule.programs[e.rank].endpoint, e.op,
+                     schedule.programs[e.rank].ops[e.op].kind.value,
+                     str(schedule.programs[e.rank].ops[e.op].source), e.start, e.end, e.via)
+        for e in tr.critical_path())
+    counts: dict[int, list[int]] = {}
+    for m in tr.messages:
+        c = counts.setdefault(m.channel, [0, 0])
+        c[0] += 1
+        c[1] += m.nbytes
+    links = tuple(LinkTraffic(table.channels[i].name, tr.link_class[i], c[0], c[1])
+                  for i, c in sorted(counts.items()))
+    return TimingResult(hw.name, depth, tr.latency_s, tr.comm_steps, path, tuple(per_rank),
+                        links, hw.to_json())
