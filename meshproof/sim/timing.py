@@ -198,7 +198,10 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
                 cause = peer if clock[peer.rank] > ready else None
                 emit(r, op, start, end, cause, "rendezvous" if cause else "program", hops[r])
                 peer_cause = ref if ready > clock[peer.rank] else None
-                emit(peer.rank, peer_ops[peer.op], start, end, peer_cause,
+                # the sender is held until the data is across; the receiver then pays its
+                # own op overhead, as it does when the message was queued
+                emit(peer.rank, peer_ops[peer.op], start, end + costs[peer.rank][peer.op],
+                     peer_cause,
                      "rendezvous" if peer_cause else "program",
                      max(hops[peer.rank], hops[r] + 1))
                 messages.append(MessageEvent(ch_i, k, ref, peer, start, end, op.nbytes))

@@ -1,0 +1,139 @@
+"""`meshproof simulate`: exit codes, JSON, Perfetto output, profiles."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshproof.cli import main
+
+Run = Callable[[Sequence[str]], Any]
+SEED_ARGS = ["--arg", "S_q=1", "--arg", "S_kv_per_rank=16", "--arg", "h_q=1", "--arg",
+             "h_kv=1", "--arg", "d_head=8"]
+
+
+def test_good_kernel_exits_0_with_a_table(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d"])
+    assert res.code == 0, res.err
+    assert "numerics (decode, normal inputs, seed 0, 1 group(s)): ok" in res.out
+    assert "comm_steps 7" in res.out
+    assert "op log: gemm 16, ipcq_send 168, ipcq_recv 168, dma_read 24, dma_write 8" in res.out
+
+
+@pytest.mark.parametrize("kernel", ["mesh_mlo_1d_normalised_merge",
+                                    "mesh_mlo_1d_forward_running_state"])
+def test_broken_merges_exit_1(run_cli: Run, kernel: str) -> None:
+    res = run_cli(["simulate", kernel])
+    assert res.code == 1
+    assert "OUT OF TOLERANCE" in res.out
+
+
+def test_main_returns_the_code_in_process() -> None:
+    assert main(["simulate", "mesh_mlo_1d_normalised_merge", "--json"]) == 1
+    assert main(["simulate", "mesh_kv", "--inputs", "peaked", "--json"]) == 0
+
+
+def test_seed_kernel_is_reported_out_of_tolerance(run_cli: Run, seeds_dir: Path) -> None:
+    res = run_cli(["simulate", f"{seeds_dir / 'attention_mesh_mlo.py'}"
+                   "::attention_mesh_mlo_kernel", *SEED_ARGS])
+    assert res.code == 1, res.err
+    assert "OUT OF TOLERANCE on 8 of 8 checked rank(s)" in res.out
+    assert res.err == ""
+
+
+def test_deadlock_is_refused_with_exit_1_naming_blocked_ranks(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d_recv_first"])
+    assert res.code == 1
+    assert res.out == ""
+    lines = res.err.splitlines()
+    assert len(lines) == 1
+    assert "deadlocks at queue depth 4" in lines[0]
+    assert "rank (cube 0, pe 1) at recv W" in lines[0]
+
+
+def test_deadlock_json_says_refused(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--queue-depth", "2", "--json"])
+    assert res.code == 1
+    doc = json.loads(res.out)
+    assert doc["ok"] is False and "deadlocks at queue depth 2" in doc["refused"]
+
+
+def test_json_schema_and_determinism(run_cli: Run) -> None:
+    first = run_cli(["simulate", "mesh_mlo_2d", "--mesh", "2x4", "--json", "--seed", "7"])
+    second = run_cli(["simulate", "mesh_mlo_2d", "--mesh", "2x4", "--json", "--seed", "7"])
+    assert first.code == second.code == 0
+    assert first.out == second.out
+    doc = json.loads(first.out)
+    assert doc["schema"] == "meshproof/simulation-v1"
+    assert set(doc) >= {"kernel", "launch", "numeric", "timing", "op_log", "ok"}
+    assert set(doc["numeric"]) >= {"rel_err", "max_abs_err", "tolerance", "ok", "per_rank"}
+    assert set(doc["timing"]) >= {"latency_s", "comm_steps", "critical_path", "per_rank",
+                                  "bytes_per_link"}
+    assert doc["timing"]["comm_steps"] == 4
+    assert doc["op_log"] == {"gemm": 16, "ipcq_send": 96, "ipcq_recv": 96, "dma_read": 24,
+                             "dma_write": 8}
+    assert len(doc["numeric"]["per_rank"]) == 8
+    assert first.out == json.dumps(doc, sort_keys=True, indent=2) + "\n"
+
+
+def test_softmax_scale_and_seed_flags(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--softmax-scale", "0.125", "--seed", "3",
+                   "--json"])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["launch"]["args"]["sm_scale"] == 0.125
+    assert doc["numeric"]["softmax_scale"] == 0.125 and doc["numeric"]["seed"] == 3
+
+
+def test_softmax_scale_needs_a_kernel_with_sm_scale(run_cli: Run, seeds_dir: Path) -> None:
+    res = run_cli(["simulate", f"{seeds_dir / 'attention_mesh_mlo.py'}"
+                   "::attention_mesh_mlo_kernel", *SEED_ARGS, "--softmax-scale", "0.5"])
+    assert res.code == 2
+    assert "sm_scale" in res.err
+
+
+def test_perfetto_file_is_written(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    res = run_cli(["simulate", "ring_mlo", "--perfetto", str(out)])
+    assert res.code == 0, res.err
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert sum(1 for e in doc["traceEvents"] if e["ph"] == "s") == 168
+
+
+def test_perfetto_into_a_missing_directory_is_bad_input(run_cli: Run, tmp_path: Path) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--perfetto", str(tmp_path / "no" / "t.json")])
+    assert res.code == 2
+    assert "does not exist" in res.err
+    assert not (tmp_path / "no").exists()
+
+
+def test_hardware_profile_file(run_cli: Run, tmp_path: Path) -> None:
+    hw = tmp_path / "hw.toml"
+    hw.write_text('name = "slow noc"\n[intra_cube]\nlatency_s = 1e-5\n', encoding="utf-8")
+    res = run_cli(["simulate", "mesh_mlo_1d", "--hw", str(hw), "--json"])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["timing"]["profile"] == "slow noc"
+    assert doc["timing"]["latency_s"] > 7e-5
+    # the profile's queue depth is the default when --queue-depth is not given
+    hw.write_text("ipcq_depth = 2\n", encoding="utf-8")
+    assert run_cli(["simulate", "mesh_mlo_1d", "--hw", str(hw)]).code == 1
+    assert run_cli(["simulate", "mesh_mlo_1d", "--hw", str(hw), "--queue-depth", "3"]).code == 0
+
+
+def test_missing_profile_is_bad_input(run_cli: Run, tmp_path: Path) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--hw", str(tmp_path / "none.toml")])
+    assert res.code == 2
+    assert "does not exist" in res.err
+
+
+def test_panel_runs(run_cli: Run) -> None:
+    res = run_cli(["simulate", "--panel", "single_user_prefill", "--json"])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["numeric"]["harness"] == "prefill"
+    assert doc["timing"]["comm_steps"] == 7
