@@ -1,0 +1,128 @@
+"""`meshproof gate`: the CI proof gate over a matrix file (default proofs.toml)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from meshproof.model.serialize import dumps
+from meshproof.verify.gate import (
+    CaseResult,
+    CaseStatus,
+    GateResult,
+    check_matrix,
+    default_cache,
+    run_gate,
+)
+from meshproof.verify.gate_matrix import load_matrix
+from meshproof.verify.junit import write_junit
+from meshproof.verify.result import Status
+
+_STYLE = {CaseStatus.MET: "green", CaseStatus.FAILED: "bold red",
+          CaseStatus.UNKNOWN: "yellow", CaseStatus.ERROR: "bold red"}
+_WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: "UNKNOWN",
+         CaseStatus.ERROR: "ERROR"}
+
+
+@click.command("gate")
+@click.argument("file", required=False, default="proofs.toml",
+                type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write a JUnit XML report (one testcase per case x property).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (no timings).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Cases run in parallel processes; 0 = one per CPU.")
+@click.option("--no-cache", is_flag=True,
+              help="Re-prove every case; neither read nor write .meshproof-cache/.")
+def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
+             no_cache: bool) -> int:
+    """Prove every case of FILE (default proofs.toml) and check its expected outcome.
+
+    Exit 0 if every case met its expectation, 1 if any did not, 3 if a property was
+    unknown (solver timeout) and nothing failed, 2 if FILE is missing or malformed.
+    """
+    matrix = load_matrix(file)
+    check_matrix(matrix)
+    cache = None if no_cache else default_cache(file)
+    workers = (os.cpu_count() or 1) if jobs == 0 else jobs
+    with _progress(len(matrix.cases)) as report:
+        gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report)
+    if junit_path is not None:
+        write_junit(gate, junit_path)
+    if as_json:
+        click.echo(dumps(gate.to_json()), nl=False)
+    else:
+        _print_table(gate)
+    return gate.exit_code
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
+    """A live bar on a terminal; one line per finished case otherwise (CI logs)."""
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with Progress(TextColumn("gate"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("", total=total)
+
+            def advance(result: CaseResult) -> None:
+                bar.update(task, advance=1,
+                           description=f"{result.case.name}: {_WORD[result.status]}")
+
+            yield advance
+        return
+    done = 0
+
+    def log(result: CaseResult) -> None:
+        nonlocal done
+        done += 1
+        when = "cached" if result.cached else f"{result.seconds:.1f} s"
+        click.echo(f"gate [{done}/{total}] {result.case.name}: {_WORD[result.status]} "
+                   f"({when})", err=True)
+
+    yield log
+
+
+def _print_table(gate: GateResult) -> None:
+    console = Console(width=None if Console().is_terminal else 120, highlight=False)
+    table = Table(title=f"proof gate: {gate.matrix}", title_justify="left")
+    for column in ("case", "expected", "got", "result"):
+        table.add_column(column)
+    table.add_column("time", justify="right")
+    for r in gate.results:
+        style = _STYLE[r.status]
+        table.add_row(r.case.name, r.case.expected_text, Text(r.got, style=style),
+                      Text(_WORD[r.status], style=style),
+                      "cached" if r.cached else f"{r.seconds:.2f} s")
+    console.print(table)
+    for r in gate.results:
+        if r.status is not CaseStatus.MET:
+            console.print(Text(f"{r.case.name}: {_WORD[r.status]}", style=_STYLE[r.status]))
+            # soft_wrap: a file:line diagnostic must stay on one line to stay clickable
+            for reason in r.reasons:
+                console.print(f"  {reason}", markup=False, soft_wrap=True)
+            for name in _unexpected_violations(r):
+                prop = r.property(name)
+                assert prop is not None
+                for line in prop.diagnostics:
+                    console.print(f"    {line}", markup=False, soft_wrap=True)
+    counts = ", ".join(f"{gate.count(s)} {s.value}" for s in CaseStatus if gate.count(s))
+    verdict = {0: "gate passed", 1: "gate FAILED", 3: "gate UNKNOWN (not proved)"}
+    console.print(f"{verdict[gate.exit_code]}: {len(gate.results)} cases ({counts})",
+                  markup=False)
+
+
+def _unexpected_violations(result: CaseResult) -> list[str]:
+    if result.outcome is None:
+        return []
+    return [p.name for p in result.outcome.properties
+            if p.status is Status.VIOLATED and not result.case.expects_violated(p.name)]

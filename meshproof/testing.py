@@ -1,0 +1,186 @@
+"""Assertions for your own pytest suite.
+
+    from meshproof.testing import assert_verified, assert_violates
+
+    def test_my_allreduce_is_proved():
+        assert_verified("kernels/attn.py::my_allreduce", wiring="pe_line", pes=8,
+                        args={"S_q": 1, "d_head": 64})
+
+    def test_recv_first_variant_deadlocks():
+        assert_violates(my_recv_first, "deadlock_freedom", pes=8)
+
+`kernel` is a built-in name, "path/file.py::function" (relative to the working
+directory), or the kernel function itself. The launch keywords mean what the CLI's launch
+flags mean (`--wiring`, `--system`, ...); the case keys of a proof matrix are the same.
+A failing assertion's message is the counterexample, one `file:line: rank (cube C, pe P):
+error: ...` line per finding, so pytest shows where the kernel is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from meshproof.errors import KernelLoadError, LaunchError
+from meshproof.model.loader import KernelRef, site_of
+from meshproof.model.schedule import LaunchSpec, Scalar
+from meshproof.panels import get_panel
+from meshproof.verify.gate import CaseResult, CaseStatus, PropertyOutcome, evaluate
+from meshproof.verify.gate_matrix import (
+    DEFAULT_TIMEOUT_S,
+    NUMERICS,
+    GateCase,
+    resolve_case,
+)
+from meshproof.verify.result import PROPERTY_NAMES, Status, Verdict
+
+__all__ = ["assert_verified", "assert_violates"]
+
+KernelArg = str | Callable[..., Any]
+
+
+def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = None,
+                    system: str | None = None,
+                    pes: int | None = None, cubes: int | None = None,
+                    cube_start: int | None = None, mesh: str | None = None,
+                    args: Mapping[str, Scalar] | None = None,
+                    sharded: tuple[str, ...] | list[str] | None = None,
+                    queue_depth: int | None = None, panel: str | None = None,
+                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False) -> Verdict:
+    """Assert every property is proved (and, with simulate=True, numerics in tolerance).
+
+    Returns the Verdict (e.g. for `min_queue_depth`). Raises AssertionError whose message
+    is the counterexample; an unknown property (solver timeout) fails too.
+    """
+    __tracebackhide__ = True
+    case, ref = _case(kernel, (), wiring, system, pes, cubes, cube_start, mesh, args, sharded,
+                      queue_depth, panel, timeout, simulate)
+    result = _evaluate(case, ref)
+    problems = [_describe(p) for p in _properties(result) if p.status is not Status.PROVED]
+    numeric = result.outcome.numeric if result.outcome else None
+    if numeric is not None and not numeric.ok:
+        problems.append(f"numerics out of tolerance: {numeric.text()}")
+    if problems:
+        raise AssertionError(f"{_label(result)}: expected every property proved\n"
+                             + "\n".join(problems))
+    assert result.verdict is not None
+    return result.verdict
+
+
+def assert_violates(kernel: KernelArg | None, *properties: str, exactly: bool = False,
+                    wiring: str | None = None, system: str | None = None,
+                    pes: int | None = None, cubes: int | None = None,
+                    cube_start: int | None = None, mesh: str | None = None,
+                    args: Mapping[str, Scalar] | None = None,
+                    sharded: tuple[str, ...] | list[str] | None = None,
+                    queue_depth: int | None = None, panel: str | None = None,
+                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False) -> Verdict:
+    """Assert each named property is violated (a known-bad kernel stays known-bad).
+
+    With exactly=True every other property must be proved, as in a proof matrix. Name
+    "numerics" (with simulate=True) to assert the simulation is out of tolerance.
+    """
+    __tracebackhide__ = True
+    if not properties:
+        raise LaunchError("assert_violates needs at least one property name, e.g. "
+                          "assert_violates(kernel, \"deadlock_freedom\")")
+    allowed = (*PROPERTY_NAMES, NUMERICS)
+    for name in properties:
+        if name not in allowed:
+            raise LaunchError(f"unknown property {name!r}; properties: {', '.join(allowed)}")
+    if NUMERICS in properties and not simulate:
+        raise LaunchError("asserting \"numerics\" needs simulate=True")
+    case, ref = _case(kernel, tuple(p for p in allowed if p in properties), wiring, system,
+                      pes, cubes, cube_start, mesh, args, sharded, queue_depth, panel, timeout,
+                      simulate)
+    result = _evaluate(case, ref)
+    problems: list[str] = []
+    for prop in _properties(result):
+        if prop.name in properties and prop.status is not Status.VIOLATED:
+            problems.append(f"{prop.name}: expected violated, got {prop.status.value}: "
+                            f"{prop.message}")
+        elif exactly and prop.name not in properties and prop.status is not Status.PROVED:
+            problems.append(_describe(prop))
+    numeric = result.outcome.numeric if result.outcome else None
+    if numeric is not None and numeric.ok == (NUMERICS in properties):
+        problems.append(f"numerics: expected {'out of' if numeric.ok else 'in'} tolerance, "
+                        f"got {numeric.text()}")
+    if problems:
+        raise AssertionError(f"{_label(result)}: expected {', '.join(properties)} violated"
+                             + (" and everything else proved" if exactly else "") + "\n"
+                             + "\n".join(problems))
+    assert result.verdict is not None
+    return result.verdict
+
+
+def _case(kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None, system: str | None,
+          pes: int | None, cubes: int | None, cube_start: int | None, mesh: str | None,
+          args: Mapping[str, Scalar] | None, sharded: tuple[str, ...] | list[str] | None,
+          queue_depth: int | None, panel: str | None, timeout: float,
+          simulate: bool) -> tuple[GateCase, KernelRef | None]:
+    if kernel is None:
+        if panel is None:
+            raise LaunchError("name a kernel (built-in name, \"path/file.py::function\" or "
+                              "the function) or pass panel=NAME")
+        kernel = get_panel(panel).kernel
+    ref = None if isinstance(kernel, str) else kernel_ref(kernel)
+    name = ref.name if ref is not None else str(kernel)
+    if wiring is not None and (wiring.endswith(".toml") or "/" in wiring):
+        wiring = str(Path(wiring).resolve())
+    case = GateCase(name=name, kernel=name, expect_violated=expect, panel=panel,
+                    wiring=wiring, system=system, pes=pes, cubes=cubes, cube_start=cube_start,
+                    mesh=mesh, queue_depth=queue_depth, args=tuple(sorted((args or {}).items())),
+                    sharded=tuple(sharded) if sharded is not None else None, timeout=timeout,
+                    simulate=simulate)
+    resolve_case(case, ref)  # a bad launch is a usage error (typed), not a failed assertion
+    return case, ref
+
+
+def kernel_ref(func: Callable[..., Any]) -> KernelRef:
+    """A KernelRef for a kernel function object (as resolve_kernel builds for a file)."""
+    if not inspect.isfunction(func):
+        raise KernelLoadError(f"{func!r} is not a kernel: pass a built-in name, "
+                              "\"path/file.py::function\" or a `def k(..., *, tl)` function")
+    if "tl" not in inspect.signature(func).parameters:
+        raise KernelLoadError(f"{func.__qualname__} takes no `tl` parameter; kernels are "
+                              "`def k(..., *, tl)`")
+    site = site_of(func)
+    try:
+        digest = hashlib.sha256(Path(site.real_file).read_bytes()).hexdigest()[:16]
+    except OSError:
+        digest = ""
+    doc = (inspect.getdoc(func) or "").strip().splitlines()
+    return KernelRef(f"{site.display_file}::{func.__name__}", func, site,
+                     doc[0] if doc else "", str(getattr(func, "meshproof_harness", "decode")),
+                     (), digest)
+
+
+def _evaluate(case: GateCase, ref: KernelRef | None) -> CaseResult:
+    __tracebackhide__ = True
+    result = evaluate(case, kernel=ref)
+    if result.status is CaseStatus.ERROR:
+        raise AssertionError(f"{case.kernel}: {result.error}")
+    return result
+
+
+def _properties(result: CaseResult) -> tuple[PropertyOutcome, ...]:
+    return result.outcome.properties if result.outcome else ()
+
+
+def _describe(prop: PropertyOutcome) -> str:
+    if prop.status is Status.UNKNOWN:
+        return f"{prop.name}: unknown, not proved: {prop.message}"
+    head = f"{prop.name} {prop.status.value}: {prop.summary or prop.message}"
+    return "\n".join([head, *(f"  {line}" for line in prop.diagnostics)])
+
+
+def _label(result: CaseResult) -> str:
+    spec: LaunchSpec | None = result.launch
+    if spec is None:
+        return result.case.kernel
+    last = spec.cube_start + spec.n_cubes - 1
+    return (f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
+            f"{spec.cube_start}..{last} x {spec.pes} PEs, queue depth {spec.queue_depth}")

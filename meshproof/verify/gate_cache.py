@@ -1,0 +1,101 @@
+"""The gate's result cache: unchanged cases are not re-proved.
+
+The key is a sha256 over everything a verdict depends on:
+- the meshproof version *and a digest of meshproof's own sources*, so a development
+  checkout (where the version string does not move) never serves a stale verdict;
+- the kernel's source file hash;
+- the traced schedule IR (JSON) and the wiring's links — tracing is cheap, and the IR
+  captures edits to helper modules the kernel imports that a source hash would miss;
+- what is run: queue depth (in the IR's launch), simulate on/off.
+Expectations and case names are not in the key: flipping an expectation or renaming a
+case re-checks the cached outcome instead of re-proving it.
+
+Only decided outcomes are stored; an unknown (a timeout depends on machine load) is
+always re-run. Entries are one JSON file each, written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from meshproof import __version__
+from meshproof.model.launch import Launch
+from meshproof.model.loader import KernelRef
+from meshproof.model.schedule import Schedule
+from meshproof.model.serialize import schedule_to_json
+
+CACHE_SCHEMA = "meshproof/gate-cache-v1"
+CACHE_DIR_NAME = ".meshproof-cache"
+
+
+@functools.cache
+def meshproof_digest() -> str:
+    """The version plus a hash of every .py file of the installed meshproof package."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool) -> str:
+    links = [[lk.src.cube, lk.src.pe, lk.dir.value, lk.dst.cube, lk.dst.pe]
+             for lk in launch.wiring.links]
+    material = {
+        "meshproof": meshproof_digest(),
+        "kernel_source": kernel.source_hash,
+        "schedule": schedule_to_json(schedule),
+        "wiring_links": links,
+        "simulate": simulate,
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class GateCache:
+    """A directory of `<key>.json` entries (by default `.meshproof-cache/gate/`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self.directory / f"{key}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # a missing or half-written entry is a miss, never an error
+        if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or \
+                data.get("key") != key:
+            return None
+        payload = data.get("outcome")
+        return payload if isinstance(payload, dict) else None
+
+    def put(self, key: str, outcome: dict[str, Any]) -> None:
+        text = json.dumps({"schema": CACHE_SCHEMA, "key": key, "outcome": outcome},
+                          sort_keys=True, indent=1, allow_nan=False)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.directory / f"{key}.json", text)
+        except OSError:
+            pass  # a read-only checkout still runs the gate, just without caching
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,280 @@
+"""The proof matrix (`proofs.toml`): a list of cases, each a kernel, a launch and an
+expected outcome. Parsing is strict — an unknown or mistyped key is an error — because a
+typo that silently drops an expectation would let a broken proof pass CI.
+
+Paths in a case (`kernel = "dir/file.py::fn"`, `wiring = "dir/wiring.toml"`) are relative to
+the matrix file, so the gate gives the same answer from any working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from meshproof.errors import ConfigError, MeshproofError
+from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
+from meshproof.model.loader import KernelRef, resolve_kernel
+from meshproof.model.schedule import Scalar
+from meshproof.model.topology import parse_system
+from meshproof.panels import SCALES, get_panel
+from meshproof.verify.result import PROPERTY_NAMES
+
+# A pseudo-property: "the numpy simulation is within tolerance". Only with simulate = true.
+NUMERICS = "numerics"
+EXPECT_PROVED = "proved"
+DEFAULT_TIMEOUT_S = 60.0
+
+CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
+             "cube_start", "mesh", "queue_depth", "args", "sharded", "timeout", "rlimit",
+             "simulate", "expect")
+REQUIRED_KEYS = ("name", "expect")
+
+
+@dataclass(frozen=True, slots=True)
+class GateCase:
+    """One row of the matrix, validated; launch fields left None take the usual defaults."""
+
+    name: str
+    kernel: str                          # as written: built-in name or "path.py::fn"
+    expect_violated: tuple[str, ...]     # () means every property proved
+    kernel_path: str | None = None       # "path::fn" resolved against the matrix file
+    panel: str | None = None
+    scale: str = "validation"
+    wiring: str | None = None            # built-in name, or an absolute .toml path
+    system: str | None = None
+    pes: int | None = None
+    cubes: int | None = None
+    cube_start: int | None = None
+    mesh: str | None = None
+    queue_depth: int | None = None
+    args: tuple[tuple[str, Scalar], ...] = ()
+    sharded: tuple[str, ...] | None = None
+    timeout: float = DEFAULT_TIMEOUT_S   # wall-clock seconds per solver call
+    rlimit: int | None = None            # deterministic Z3 resource limit per call
+    simulate: bool = False
+
+    @property
+    def expected_text(self) -> str:
+        return EXPECT_PROVED if not self.expect_violated else ", ".join(self.expect_violated)
+
+    def expects_violated(self, prop: str) -> bool:
+        return prop in self.expect_violated
+
+    def to_json(self) -> dict[str, Any]:
+        """The case as written (paths as in the file): part of the gate's JSON output."""
+        out: dict[str, Any] = {"name": self.name, "kernel": self.kernel,
+                               "expect": list(self.expect_violated) or EXPECT_PROVED}
+        for key in ("panel", "wiring", "system", "pes", "cubes", "cube_start", "mesh",
+                    "queue_depth"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.panel is not None:
+            out["scale"] = self.scale
+        if self.args:
+            out["args"] = dict(self.args)
+        if self.sharded is not None:
+            out["sharded"] = list(self.sharded)
+        out["timeout"] = self.timeout
+        if self.rlimit is not None:
+            out["rlimit"] = self.rlimit
+        out["simulate"] = self.simulate
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GateMatrix:
+    path: Path
+    cases: tuple[GateCase, ...]
+
+
+def load_matrix(path: Path) -> GateMatrix:
+    """Read and validate a matrix file; raises ConfigError (one line) on any problem."""
+    if not path.is_file():
+        raise ConfigError(f"proof matrix {path} does not exist; pass an existing TOML file "
+                          "(default: proofs.toml in the current directory)")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"proof matrix {path} is not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"proof matrix {path} cannot be read: {exc}") from None
+    unknown = sorted(set(data) - {"case"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; a proof "
+                          "matrix holds only [[case]] tables")
+    raw_cases = data.get("case")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise ConfigError(f"{path} lists no cases; add [[case]] tables with at least name, "
+                          "kernel and expect")
+    base = path.resolve().parent
+    cases: list[GateCase] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_cases, start=1):
+        case = parse_case(raw, base, f"{path}: case #{index}")
+        if case.name in seen:
+            raise ConfigError(f"{path}: case #{index}: name {case.name!r} is used twice; "
+                              "case names must be unique (they name JUnit testcases)")
+        seen.add(case.name)
+        cases.append(case)
+    return GateMatrix(path, tuple(cases))
+
+
+def parse_case(raw: object, base: Path, where: str) -> GateCase:
+    """Validate one `[[case]]` table; `base` anchors relative paths."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} is not a table; write each case as a [[case]] table")
+    name = raw.get("name")
+    if isinstance(name, str) and name.strip():
+        where = f"{where} ({name})"
+    for key in sorted(raw):
+        if key not in CASE_KEYS:
+            close = difflib.get_close_matches(key, CASE_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}; allowed: "
+                              f"{', '.join(CASE_KEYS)}")
+    for key in REQUIRED_KEYS:
+        if key not in raw:
+            raise ConfigError(f"{where}: missing required key {key!r}")
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ConfigError(f"{where}: name must be a non-empty string without surrounding "
+                          "spaces")
+    panel = _opt(raw, "panel", str, where)
+    kernel_text = _opt(raw, "kernel", str, where)
+    if panel is None and kernel_text is None:
+        raise ConfigError(f"{where}: give kernel = \"NAME\" (or \"path.py::function\"), or "
+                          "panel = \"NAME\"")
+    scale = _opt(raw, "scale", str, where) or "validation"
+    if scale not in SCALES:
+        raise ConfigError(f"{where}: scale {scale!r} is not one of {', '.join(SCALES)}")
+    if panel is not None:
+        try:
+            preset = get_panel(panel, scale)
+        except MeshproofError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        kernel_text = kernel_text or preset.kernel
+    elif "scale" in raw:
+        raise ConfigError(f"{where}: scale applies only to panel cases; remove it")
+    assert kernel_text is not None
+    kernel_path = None
+    if "::" in kernel_text:
+        file_part, _, func = kernel_text.rpartition("::")
+        kernel_path = f"{(base / file_part).resolve()}::{func}"
+    wiring = _opt(raw, "wiring", str, where)
+    if wiring is not None and (wiring.endswith(".toml") or "/" in wiring):
+        wiring = str((base / wiring).resolve())
+    simulate = _opt(raw, "simulate", bool, where) or False
+    return GateCase(
+        name=name, kernel=kernel_text,
+        expect_violated=_expect(raw["expect"], simulate, where),
+        kernel_path=kernel_path, panel=panel, scale=scale, wiring=wiring,
+        system=_opt(raw, "system", str, where), pes=_int(raw, "pes", 1, where),
+        cubes=_int(raw, "cubes", 1, where), cube_start=_int(raw, "cube_start", 0, where),
+        mesh=_opt(raw, "mesh", str, where), queue_depth=_int(raw, "queue_depth", 0, where),
+        args=_args(raw.get("args", {}), where), sharded=_sharded(raw.get("sharded"), where),
+        timeout=_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
+        rlimit=_int(raw, "rlimit", 1, where), simulate=simulate)
+
+
+def _opt(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = raw.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass; a `pes = true` typo must not pass as 1
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: {key} must be a {_KIND_WORDS[kind]}, got {value!r}")
+    return value
+
+
+_KIND_WORDS = {str: "string", bool: "boolean (true/false)", int: "integer"}
+
+
+def _int(raw: dict[str, Any], key: str, low: int, where: str) -> int | None:
+    value = _opt(raw, key, int, where)
+    if value is not None and value < low:
+        raise ConfigError(f"{where}: {key} must be >= {low}, got {value}")
+    return value  # type: ignore[no-any-return]
+
+
+def _expect(value: object, simulate: bool, where: str) -> tuple[str, ...]:
+    allowed = (*PROPERTY_NAMES, NUMERICS)
+    if value == EXPECT_PROVED:
+        return ()
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expect must be \"proved\" or a non-empty list of the "
+                          f"properties expected violated ({', '.join(allowed)})")
+    for item in value:
+        if item not in allowed:
+            close = difflib.get_close_matches(item, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: expect names unknown property {item!r}{hint}; "
+                              f"properties: {', '.join(allowed)}")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{where}: expect lists a property twice")
+    if NUMERICS in value and not simulate:
+        raise ConfigError(f"{where}: expect lists \"numerics\" but simulate is not true; add "
+                          "simulate = true or remove \"numerics\"")
+    return tuple(p for p in allowed if p in value)  # canonical order
+
+
+def _args(value: object, where: str) -> tuple[tuple[str, Scalar], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: args must be an inline table, e.g. args = {{ S_q = 1 }}")
+    for key, item in value.items():
+        if not isinstance(item, (int, float, bool, str)) or \
+                (isinstance(item, float) and not math.isfinite(item)):
+            raise ConfigError(f"{where}: args.{key} must be a number, boolean or string, got "
+                              f"{item!r}")
+    return tuple(sorted(value.items()))
+
+
+def _sharded(value: object, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [s.strip() for s in value.split(",") if s.strip()]
+    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+        raise ConfigError(f"{where}: sharded must be a list of buffer names, e.g. "
+                          "sharded = [\"k_ptr\", \"v_ptr\"]")
+    return tuple(value)
+
+
+def _timeout(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where}: timeout must be a positive number of seconds, got "
+                          f"{value!r}")
+    return float(value)
+
+
+def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[KernelRef, Launch]:
+    """Resolve the kernel and build the launch, as the CLI's launch flags would.
+
+    `kernel` overrides the case's kernel name (the pytest helper passes function objects).
+    """
+    ref = kernel or resolve_kernel(case.kernel_path or case.kernel)
+    sharded = case.sharded if case.sharded is not None else DEFAULT_SHARDED
+    if case.panel is not None:
+        preset = get_panel(case.panel, case.scale)
+        base = preset.launch_options(case.queue_depth)
+        merged = dict(base.args)
+        merged.update(dict(case.args))
+        opts = LaunchOptions(
+            system=parse_system(case.system, case.pes or 8) if case.system else base.system,
+            pes=case.pes, wiring=case.wiring or base.wiring,
+            cubes=case.cubes if case.cubes is not None else base.cubes,
+            cube_start=case.cube_start if case.cube_start is not None else base.cube_start,
+            mesh=case.mesh or base.mesh, args=tuple(sorted(merged.items())),
+            sharded=sharded, queue_depth=case.queue_depth)
+    else:
+        # a system of SIPSxROWSxCOLS cubes with at least `pes` PEs each, as `--pes` does
+        system = parse_system(case.system or "1x4x4", max(case.pes or 8, 1))
+        opts = LaunchOptions(system=system, pes=case.pes, wiring=case.wiring,
+                             cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
+                             args=case.args, sharded=sharded, queue_depth=case.queue_depth)
+    return ref, build_launch(ref, opts)
