@@ -65,6 +65,7 @@ def run(schedule: Schedule, table: ChannelTable, depth: int) -> Progress:
 
     work = deque(range(n_ranks))
     queued = [True] * n_ranks
+    woken_at = [-1] * n_ranks  # rendezvous: the pc at which a rank last woke its writer
     while work:
         r = work.popleft()
         queued[r] = False
@@ -99,11 +100,14 @@ def run(schedule: Schedule, table: ChannelTable, depth: int) -> Progress:
                     wake = readers.get(ch_i)
             else:
                 if depth == 0:
-                    # wait for the writer to reach the matching send (it executes both)
+                    # wait for the writer to reach the matching send (it executes both).
+                    # Wake it once per arrival at this recv: two ranks each waiting in a
+                    # recv on the other would otherwise wake each other forever.
                     ch = table.channels[ch_i]
-                    if k < len(ch.sends):
+                    if k < len(ch.sends) and woken_at[r] != pc[r]:
+                        woken_at[r] = pc[r]
                         w = ch.sends[k].rank
-                        if not queued[w]:
+                        if w != r and not queued[w]:  # no rendezvous with itself
                             work.append(w)
                             queued[w] = True
                     break

@@ -9,7 +9,6 @@ plain failure (exit 1) — a decided contradiction is the more useful thing to r
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -19,7 +18,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import BadInput, ConfigError, InternalError, MeshproofError
+from meshproof.errors import (
+    BadInput,
+    ConfigError,
+    InternalError,
+    MeshproofError,
+    SimulationRefused,
+)
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec, Schedule
 from meshproof.model.trace import trace
@@ -102,8 +107,13 @@ class NumericOutcome:
     def text(self) -> str:
         if self.message:
             return self.message
-        return (f"numerics {'in' if self.ok else 'out of'} tolerance: rel_err {self.rel_err:.3g}"
-                f" (tolerance {self.tolerance:.3g}), max_abs_err {self.max_abs_err:.3g}")
+        return (f"numerics {'in' if self.ok else 'out of'} tolerance: rel_err "
+                f"{_g(self.rel_err)} (tolerance {_g(self.tolerance)}), max_abs_err "
+                f"{_g(self.max_abs_err)}")
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,21 +303,18 @@ def _run(case: GateCase, schedule: Schedule) -> tuple[Verdict, CaseOutcome]:
 
 
 def _simulate(schedule: Schedule) -> NumericOutcome:
+    # imported here so a monkeypatched simulator (tests) is the one called
+    from meshproof.sim.api import SimConfig, simulate
+
     try:
-        sim_api: Any = importlib.import_module("meshproof.sim.api")
-    except ModuleNotFoundError as exc:
-        if exc.name != "meshproof.sim.api":
-            raise
-        raise MeshproofError("simulate = true, but this meshproof has no simulator "
-                             "(meshproof.sim.api); remove simulate from the case") from None
-    # the simulator reads the same schedule IR; its default config is the default profile
-    numeric = sim_api.simulate(schedule).numeric
-    return NumericOutcome(bool(numeric.ok), _num(numeric.rel_err), _num(numeric.max_abs_err),
-                          _num(numeric.tolerance))
-
-
-def _num(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+        # timing is not part of the gate; numerics use the simulator's defaults (seed 0)
+        numeric = simulate(schedule, SimConfig(timing=False)).numeric
+    except SimulationRefused as exc:  # e.g. it deadlocks: there are no numbers to check
+        return NumericOutcome(False, None, None, None, f"simulation refused: {exc}")
+    if numeric is None:
+        return NumericOutcome(False, None, None, None, "the simulator computed no numerics")
+    return NumericOutcome(numeric.ok, numeric.rel_err, numeric.max_abs_err, numeric.tolerance,
+                          "" if numeric.rel_err is not None else numeric.message)
 
 
 def check_matrix(matrix: GateMatrix) -> None:

@@ -1,0 +1,82 @@
+"""direction_legality and launch_confinement: every port used exists and stays inside.
+
+Both are decided by enumerating the schedule's finite set of comm ops against the wiring
+table: the enumeration is the proof (no search is involved, so no solver is needed).
+"""
+
+from __future__ import annotations
+
+import time
+
+from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.schedule import Schedule
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+
+
+def _comm_refs(schedule: Schedule, table: ChannelTable) -> list[OpRef]:
+    return sorted(table.port_use, key=lambda r: (r.rank, r.op))
+
+
+def direction_legality(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+    start = time.perf_counter()
+    wiring = schedule.wiring
+    diags: list[Diagnostic] = []
+    refs = _comm_refs(schedule, table)
+    for ref in refs:
+        if table.port_use[ref].status is not PortStatus.NO_LINK:
+            continue
+        prog = schedule.programs[ref.rank]
+        op = prog.ops[ref.op]
+        assert op.dir is not None
+        reason = wiring.missing_link_reason(prog.endpoint, op.dir)
+        diags.append(Diagnostic(
+            f"{op.kind.value} {op.dir.value} uses a link the wiring does not have "
+            f"(IpcqInvalidDirection): {reason}", Role.ILLEGAL, op.source, prog.endpoint,
+            op.index, op.kind.value, op.dir.value))
+    seconds = time.perf_counter() - start
+    if not diags:
+        return PropertyResult("direction_legality", Status.PROVED,
+                              f"all {len(refs)} send/recv ops use links of {wiring.name}",
+                              seconds=seconds, certificate="enumeration of comm ops")
+    ranks = sorted({d.endpoint for d in diags if d.endpoint})
+    summary = (f"{len(diags)} op(s) on {len(ranks)} rank(s) use links {wiring.name} lacks: "
+               + ", ".join(f"cube {e.cube} pe {e.pe} "
+                           f"{'/'.join(sorted({d.dir or '' for d in diags if d.endpoint == e}))}"
+                           for e in ranks))
+    return PropertyResult("direction_legality", Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags)), seconds,
+                          "enumeration of comm ops")
+
+
+def launch_confinement(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+    start = time.perf_counter()
+    launch = schedule.launch
+    diags: list[Diagnostic] = []
+    refs = _comm_refs(schedule, table)
+    for ref in refs:
+        use = table.port_use[ref]
+        if use.status is not PortStatus.OUTSIDE:
+            continue
+        prog = schedule.programs[ref.rank]
+        op = prog.ops[ref.op]
+        assert op.dir is not None and use.peer is not None
+        verb = "sends to" if op.kind.value == "send" else "receives from"
+        diags.append(Diagnostic(
+            f"{op.kind.value} {op.dir.value} {verb} {use.peer.describe()}, which is outside "
+            f"the launch (cubes {launch.cube_start}..{launch.cube_start + launch.n_cubes - 1}"
+            f", pes 0..{launch.pes - 1}) and runs nothing", Role.OUTSIDE, op.source,
+            prog.endpoint, op.index, op.kind.value, op.dir.value, use.peer))
+    seconds = time.perf_counter() - start
+    if not diags:
+        return PropertyResult("launch_confinement", Status.PROVED,
+                              f"all {len(refs)} send/recv ops stay inside the launch",
+                              seconds=seconds, certificate="enumeration of comm ops")
+    pairs = sorted({(d.endpoint, d.dir, d.peer) for d in diags if d.endpoint and d.peer})
+    summary = f"{len(diags)} op(s) leave the launch: " + ", ".join(
+        f"cube {e.cube} pe {e.pe} {d} -> cube {p.cube} pe {p.pe}" for e, d, p in pairs)
+    return PropertyResult("launch_confinement", Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags),
+                                         (("outside_endpoints",
+                                           [list(c) for c in sorted(
+                                               {(p.cube, p.pe) for _, _, p in pairs})]),)),
+                          seconds, "enumeration of comm ops")

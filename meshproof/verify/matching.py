@@ -1,0 +1,88 @@
+"""channel_matching: per link, as many recvs as sends, and the k-th pair agree.
+
+Only links whose both ends are launched and wired are judged here; ops on missing links
+or towards endpoints outside the launch are the business of direction_legality and
+launch_confinement, so each fault is reported once, by the property it breaks.
+"""
+
+from __future__ import annotations
+
+import time
+
+from meshproof.model.channels import Channel, ChannelTable, OpRef, PortStatus
+from meshproof.model.schedule import Op, Schedule
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+
+
+def _op(schedule: Schedule, ref: OpRef) -> Op:
+    return schedule.programs[ref.rank].ops[ref.op]
+
+
+def _describe(ch: Channel) -> str:
+    dst = ch.dst.describe() if ch.dst else "?"
+    return f"link {ch.src.describe()} -{ch.dir.value}-> {dst}"
+
+
+def channel_matching(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+    start = time.perf_counter()
+    diags: list[Diagnostic] = []
+    leftovers: list[dict[str, object]] = []
+    judged = [ch for ch in table.channels if ch.status is PortStatus.OK]
+    n_pairs = 0
+    for ch in judged:
+        for k in range(min(len(ch.sends), len(ch.recvs))):
+            n_pairs += 1
+            s_ref, r_ref = ch.sends[k], ch.recvs[k]
+            s_op, r_op = _op(schedule, s_ref), _op(schedule, r_ref)
+            what = []
+            if s_op.shape != r_op.shape:
+                what.append(f"shape {s_op.shape} sent vs {r_op.shape} expected")
+            if s_op.dtype != r_op.dtype:
+                what.append(f"dtype {s_op.dtype.value} sent vs {r_op.dtype.value} expected")
+            if s_op.nbytes != r_op.nbytes:
+                what.append(f"{s_op.nbytes} bytes sent vs {r_op.nbytes} expected")
+            if what:
+                s_ep = schedule.programs[s_ref.rank].endpoint
+                r_ep = schedule.programs[r_ref.rank].endpoint
+                diags.append(Diagnostic(
+                    f"recv {r_op.dir.value if r_op.dir else ''} (message {k} on {_describe(ch)}) "
+                    f"disagrees with its send at {s_op.source}: {'; '.join(what)}",
+                    Role.MISMATCHED, r_op.source, r_ep, r_op.index, "recv",
+                    r_op.dir.value if r_op.dir else None, s_ep))
+                diags.append(Diagnostic(
+                    f"the matching send {s_op.dir.value if s_op.dir else ''} (message {k})",
+                    Role.NOTE, s_op.source, s_ep, s_op.index, "send",
+                    s_op.dir.value if s_op.dir else None, r_ep))
+        extra_sends = ch.sends[len(ch.recvs):]
+        extra_recvs = ch.recvs[len(ch.sends):]
+        if extra_sends or extra_recvs:
+            leftovers.append({"link": ch.name, "sends": len(ch.sends), "recvs": len(ch.recvs)})
+        for k, ref in enumerate(extra_sends, start=len(ch.recvs)):
+            op = _op(schedule, ref)
+            diags.append(Diagnostic(
+                f"send {ch.dir.value} (message {k} on {_describe(ch)}) is never received: "
+                f"{len(ch.sends)} sends vs {len(ch.recvs)} recvs on this link",
+                Role.UNMATCHED, op.source, ch.src, op.index, "send", ch.dir.value, ch.dst))
+        for k, ref in enumerate(extra_recvs, start=len(ch.sends)):
+            op = _op(schedule, ref)
+            ep = schedule.programs[ref.rank].endpoint
+            diags.append(Diagnostic(
+                f"recv {op.dir.value if op.dir else ''} (message {k} on {_describe(ch)}) has no "
+                f"matching send: {len(ch.sends)} sends vs {len(ch.recvs)} recvs on this link",
+                Role.UNMATCHED, op.source, ep, op.index, "recv",
+                op.dir.value if op.dir else None, ch.src))
+    seconds = time.perf_counter() - start
+    if not diags:
+        return PropertyResult("channel_matching", Status.PROVED,
+                              f"{len(judged)} links, {n_pairs} messages: every send has its "
+                              "recv with the same shape, dtype and bytes", seconds=seconds,
+                              certificate="enumeration of channels")
+    n_bad = sum(1 for d in diags if d.role is not Role.NOTE)
+    summary = (f"{n_bad} unmatched or mismatched message(s) on "
+               f"{len({d.endpoint for d in diags})} rank(s)")
+    if leftovers:
+        summary += "; leftovers: " + ", ".join(
+            f"{lo['link']} {lo['sends']} sends/{lo['recvs']} recvs" for lo in leftovers[:6])
+    return PropertyResult("channel_matching", Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags), (("leftovers", leftovers),)),
+                          seconds, "enumeration of channels")

@@ -1,0 +1,195 @@
+"""exactly_once_merge: every stored output counts each shard of its group exactly once.
+
+The provenance interpreter (provenance.py) decides; Z3 re-derives the counts from the
+count equations of the dataflow (`cnt_c{cube}p{pe}_v{id}_s{shard}`) and is asked for a
+stored output with a count other than 1. UNSAT proves the property; the two must agree.
+Launches whose equation system is too large skip the Z3 cross-check and say so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import z3
+
+from meshproof.errors import InternalError
+from meshproof.model.channels import ChannelTable
+from meshproof.model.schedule import Schedule
+from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse, groups
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.verify.z3util import Budget, SatResult, add_group, check, new_solver
+
+MAX_Z3_TERMS = 150_000
+MAX_LISTED = 48
+
+
+def _judged(res: ProvenanceResult) -> list[StoreFact]:
+    return [s for s in res.stores if s.value.cls in (Cls.ADDITIVE, Cls.RATIO, Cls.LOST,
+                                                     Cls.OPAQUE)]
+
+
+def _bad_counts(fact: StoreFact) -> list[tuple[int, int, int | None]]:
+    """(shard column, numerator count, denominator count) where a count is not as expected."""
+    out = []
+    num = fact.value.counts
+    den = fact.value.den
+    for col in range(len(fact.expected)):
+        want = int(fact.expected[col])
+        n = int(num[col])
+        d = int(den[col]) if den is not None else None
+        if n != want or (d is not None and d != want):
+            out.append((col, n, d))
+    return out
+
+
+def _z3_counts(schedule: Schedule, table: ChannelTable, res: ProvenanceResult,
+               budget: Budget) -> tuple[SatResult, str, int]:
+    """Ask Z3 for a stored output whose count is not 1, from the count equations alone."""
+    group = groups(schedule, table)
+    shard_group = {col: group[r] for col, r in enumerate(res.shards)}
+    progs = schedule.programs
+
+    def cols_for(rank: int) -> list[int]:
+        return [c for c, g in shard_group.items() if g == group[rank]]
+
+    needed: set[tuple[int, int]] = set()
+    stack = [(s.rank, s.op.args[0].id) for s in _judged(res)  # type: ignore[union-attr]
+             if s.value.cls in (Cls.ADDITIVE, Cls.RATIO)]
+    while stack:
+        key = stack.pop()
+        if key in needed:
+            continue
+        needed.add(key)
+        stack.extend(res.values[key].deps)
+    terms = sum(len(cols_for(r)) for r, _ in needed)
+    if terms > MAX_Z3_TERMS:
+        return SatResult.UNKNOWN, f"skipped: {terms} count terms exceed {MAX_Z3_TERMS}", terms
+
+    def var(key: tuple[int, int], col: int, part: str = "") -> Any:
+        ep = progs[key[0]].endpoint
+        shard_ep = progs[res.shards[col]].endpoint
+        return z3.Int(f"cnt{part}_c{ep.cube}p{ep.pe}_v{key[1]}_s{shard_ep.label}")
+
+    equations: list[Any] = []
+    for key in sorted(needed):
+        prov = res.values[key]
+        for col in cols_for(key[0]):
+            here = var(key, col)
+            if prov.rule == "source":
+                equations.append(here == int(prov.counts[col] > 0))
+            elif prov.rule == "add":
+                equations.append(here == z3.Sum([var(d, col) for d in prov.deps]))
+            elif prov.rule == "ratio":
+                equations.append(here == var(prov.deps[0], col))
+                equations.append(var(key, col, "_den") == var(prov.deps[1], col))
+            elif prov.rule == "copy" and prov.deps:
+                equations.append(here == var(prov.deps[0], col))
+                if prov.cls is Cls.RATIO:
+                    equations.append(var(key, col, "_den") == var(prov.deps[0], col, "_den"))
+            else:
+                raise InternalError(f"exactly_once_merge: value {key} has no count rule")
+    wrong: list[Any] = []
+    for fact in _judged(res):
+        if fact.value.cls not in (Cls.ADDITIVE, Cls.RATIO):
+            continue
+        key = (fact.rank, fact.op.args[0].id)  # type: ignore[union-attr]
+        for col in cols_for(fact.rank):
+            wrong.append(var(key, col) != 1)
+            if fact.value.cls is Cls.RATIO:
+                wrong.append(var(key, col, "_den") != 1)
+    solver = new_solver(budget, "QF_LIA")
+    add_group(solver, "count_equations", equations)
+    add_group(solver, "some_output_count_not_one", [z3.Or(wrong) if wrong else z3.BoolVal(False)])
+    outcome = check(solver)
+    return outcome.result, outcome.reason, terms
+
+
+def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) -> PropertyResult:
+    start = time.perf_counter()
+    res = analyse(schedule, table)
+    progs = schedule.programs
+    if not res.shards:
+        return PropertyResult("exactly_once_merge", Status.PROVED,
+                              f"vacuous: no rank loads a sharded buffer "
+                              f"({', '.join(schedule.launch.sharded) or 'none'})",
+                              seconds=time.perf_counter() - start, certificate="provenance")
+    diags: list[Diagnostic] = []
+    counts_json: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    judged = _judged(res)
+    for fact in judged:
+        ep = progs[fact.rank].endpoint
+        if fact.value.cls is Cls.OPAQUE:
+            unknown.append(f"rank {ep.describe()} stores at {fact.op.source} a value the "
+                           f"counting rules do not cover ({fact.value.why})")
+            continue
+        if fact.value.cls is Cls.LOST:
+            diags.append(Diagnostic(f"stored output depends on a message that never arrives "
+                                    f"({fact.value.why})", Role.MERGE, fact.op.source, ep,
+                                    fact.op.index, "store"))
+            continue
+        for col, n, d in _bad_counts(fact):
+            shard_ep = progs[res.shards[col]].endpoint
+            counts_json.append({"cube": ep.cube, "pe": ep.pe, "shard": [shard_ep.cube,
+                                                                        shard_ep.pe],
+                                "numerator": n, "denominator": d})
+            if len(diags) < MAX_LISTED:
+                verb = "never merged" if n == 0 else "merged more than once" if n > 1 else \
+                    "numerator and denominator disagree"
+                den_text = f" and {d} in the denominator" if d is not None else ""
+                diags.append(Diagnostic(
+                    f"output counts the partial of shard {shard_ep.describe()} {n} time(s) in "
+                    f"the numerator{den_text} (expected 1): {verb}", Role.MERGE,
+                    fact.op.source, ep, fact.op.index, "store", peer=shard_ep))
+    for mix in res.mixing:
+        diags.append(Diagnostic(mix.message, Role.MERGE, mix.op.source,
+                                progs[mix.rank].endpoint, mix.op.index, mix.op.kind.value))
+    if res.cyclic_ranks:
+        eps = ", ".join(progs[r].endpoint.label for r in res.cyclic_ranks[:8])
+        unknown.append(f"values on {len(res.cyclic_ranks)} rank(s) ({eps}) depend on "
+                       "themselves through messages")
+    z3_result, z3_reason, terms = (SatResult.UNKNOWN, "", 0)
+    if not unknown:
+        z3_result, z3_reason, terms = _z3_counts(schedule, table, res, budget)
+    seconds = time.perf_counter() - start
+    count_violation = bool(counts_json)
+    if z3_result is SatResult.UNSAT and count_violation:
+        raise InternalError("exactly_once_merge: the provenance interpreter finds a wrong count "
+                            "but Z3's count equations say every output counts 1")
+    if z3_result is SatResult.SAT and not count_violation:
+        raise InternalError("exactly_once_merge: Z3 finds a wrong count the provenance "
+                            "interpreter does not")
+    if z3_result is SatResult.UNKNOWN and z3_reason.startswith("skipped"):
+        cert = f"provenance interpreter (Z3 cross-check {z3_reason})"
+    elif z3_result is SatResult.UNKNOWN and z3_reason:
+        unknown.append(f"Z3 count check returned unknown ({z3_reason})")
+        cert = "provenance interpreter"
+    else:
+        cert = f"provenance interpreter + z3 count equations ({terms} terms, " \
+               f"{z3_result.value})"
+    n_out = len([f for f in judged if f.value.cls in (Cls.ADDITIVE, Cls.RATIO)])
+    if diags:
+        bad_ranks = sorted({d.endpoint for d in diags if d.endpoint})
+        worst = max((c["numerator"] for c in counts_json), default=None)
+        summary = f"{len(counts_json) or len(diags)} wrong merge(s) on {len(bad_ranks)} rank(s)"
+        if counts_json:
+            zeros = sum(1 for c in counts_json if c["numerator"] == 0)
+            summary += f" (max count {worst}, {zeros} never merged)"
+        return PropertyResult("exactly_once_merge", Status.VIOLATED, summary,
+                              Counterexample(summary, tuple(diags), (("counts", counts_json),)),
+                              seconds, cert)
+    if unknown:
+        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+                              "cannot certify merging: " + "; ".join(unknown[:3]), None,
+                              seconds, cert)
+    if n_out == 0:
+        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+                              "no stored output is a merged partial (nothing to check: store "
+                              "o / ℓ or the unnormalised o)", None, seconds, cert)
+    n_shards = int(np.max([int(f.expected.sum()) for f in judged]))
+    return PropertyResult("exactly_once_merge", Status.PROVED,
+                          f"{n_out} stored output(s) each count every one of their group's "
+                          f"shards exactly once (up to {n_shards} shards per group)",
+                          None, seconds, cert)
