@@ -1,0 +1,118 @@
+"""`meshproof verify`: prove the five properties or print counterexamples."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from meshproof.cli.options import launch_options, resolve_launch
+from meshproof.errors import BadInput
+from meshproof.model.serialize import dumps
+from meshproof.model.trace import trace
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.result import Status, Verdict
+
+_STYLE = {Status.PROVED: "green", Status.VIOLATED: "bold red", Status.UNKNOWN: "yellow"}
+MAX_PRINTED_DIAGNOSTICS = 24
+
+
+def console() -> Console:
+    tty = sys.stdout.isatty()
+    return Console(file=sys.stdout, width=None if tty else 110, highlight=False,
+                   color_system="auto" if tty else None, soft_wrap=not tty)
+
+
+def print_verdict(verdict: Verdict, out: Console) -> None:
+    spec = verdict.launch
+    out.print(f"{verdict.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
+              f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs, "
+              f"queue depth {spec.queue_depth}")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("property")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    table.add_column("summary", overflow="fold")
+    for p in verdict.properties:
+        table.add_row(p.name, f"[{_STYLE[p.status]}]{p.status.value}[/]", f"{p.seconds:.2f}",
+                      p.message)
+    out.print(table)
+    depth = verdict.min_queue_depth
+    out.print(f"min_queue_depth: {depth if depth is not None else 'none up to the bound'}; "
+              f"rendezvous (D=0): "
+              f"{'deadlock-free' if verdict.rendezvous is Status.PROVED else 'deadlocks'}")
+    for p in verdict.properties:
+        if p.counterexample is None:
+            continue
+        out.print(f"\n[bold]{p.name}[/]: {p.counterexample.summary}")
+        diags = p.counterexample.diagnostics
+        for d in diags[:MAX_PRINTED_DIAGNOSTICS]:
+            out.print(d.format(), markup=False)
+        if len(diags) > MAX_PRINTED_DIAGNOSTICS:
+            out.print(f"... {len(diags) - MAX_PRINTED_DIAGNOSTICS} more (see --json)")
+    unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
+    for p in unknown:
+        out.print(f"\n[yellow]{p.name}[/]: unknown, not proved: {p.message}")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput(f"cannot write {path}: directory {parent} does not exist")
+    if path.is_dir():
+        raise BadInput(f"cannot write {path}: it is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@click.command("verify")
+@launch_options
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds per solver call; a timeout makes the property unknown.")
+@click.option("--json", "as_json", is_flag=True, help="Print one verdict-v1 JSON object.")
+@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
+@click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
+def verify_cmd(timeout_s: float, as_json: bool, diagram: Path | None, smt2_path: Path | None,
+               **opts: Any) -> int:
+    """Prove direction legality, launch confinement, channel matching, deadlock freedom
+    and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
+    if diagram is not None:
+        from meshproof.report.api import check_diagram_target
+
+        check_diagram_target(diagram)
+    kernel, launch = resolve_launch(**opts)
+    schedule = trace(kernel, launch)
+    verdict = verify(schedule, VerifyConfig(queue_depth=launch.spec.queue_depth,
+                                            timeout_s=timeout_s,
+                                            keep_smt2=smt2_path is not None))
+    notes: list[str] = []
+    if smt2_path is not None and verdict.smt2 is not None:
+        write_atomic(smt2_path, verdict.smt2)
+        notes.append(f"wrote the deadlock certificate query to {smt2_path}")
+    if diagram is not None:
+        from meshproof.report.api import write_schedule_diagram
+
+        notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
+    if as_json:
+        click.echo(dumps(verdict.to_json()), nl=False)
+        for note in notes:
+            click.echo(note, err=True)
+    else:
+        out = console()
+        print_verdict(verdict, out)
+        for note in notes:
+            out.print(note, markup=False)
+    return verdict.exit_code
