@@ -280,6 +280,7 @@ def _fake_sim(monkeypatch: pytest.MonkeyPatch, ok: bool) -> list[Schedule]:
 
     module = types.ModuleType("meshproof.sim.api")
     module.simulate = simulate  # type: ignore[attr-defined]
+    module.SimConfig = lambda **kwargs: kwargs  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "meshproof.sim.api", module)
     return seen
 

@@ -28,6 +28,7 @@ from meshproof.verify.result import Status
 
 _STYLE = {CaseStatus.MET: "green", CaseStatus.FAILED: "bold red",
           CaseStatus.UNKNOWN: "yellow", CaseStatus.ERROR: "bold red"}
+_MAX_LISTED = 8  # diagnostics per unexpected violation printed under the table
 _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: "UNKNOWN",
          CaseStatus.ERROR: "ERROR"}
 
@@ -105,24 +106,30 @@ def _print_table(gate: GateResult) -> None:
                       "cached" if r.cached else f"{r.seconds:.2f} s")
     console.print(table)
     for r in gate.results:
-        if r.status is not CaseStatus.MET:
-            console.print(Text(f"{r.case.name}: {_WORD[r.status]}", style=_STYLE[r.status]))
-            # soft_wrap: a file:line diagnostic must stay on one line to stay clickable
-            for reason in r.reasons:
-                console.print(f"  {reason}", markup=False, soft_wrap=True)
-            for name in _unexpected_violations(r):
-                prop = r.property(name)
-                assert prop is not None
-                for line in prop.diagnostics:
-                    console.print(f"    {line}", markup=False, soft_wrap=True)
+        if r.status is CaseStatus.MET:
+            continue
+        console.print(Text(f"{r.case.name}: {_WORD[r.status]}", style=_STYLE[r.status]))
+        # soft_wrap: a file:line diagnostic must stay on one line to stay clickable
+        for line in _details(r):
+            console.print(line, markup=False, soft_wrap=True)
     counts = ", ".join(f"{gate.count(s)} {s.value}" for s in CaseStatus if gate.count(s))
     verdict = {0: "gate passed", 1: "gate FAILED", 3: "gate UNKNOWN (not proved)"}
     console.print(f"{verdict[gate.exit_code]}: {len(gate.results)} cases ({counts})",
                   markup=False)
 
 
-def _unexpected_violations(result: CaseResult) -> list[str]:
-    if result.outcome is None:
-        return []
-    return [p.name for p in result.outcome.properties
-            if p.status is Status.VIOLATED and not result.case.expects_violated(p.name)]
+def _details(result: CaseResult) -> list[str]:
+    """Why a case did not meet its expectation; an unexpected violation brings the first
+    lines of its counterexample (the rest is in --junit / --json)."""
+    lines: list[str] = []
+    for reason in result.reasons:
+        lines.append(f"  {reason}")
+        prop = result.property(reason.partition(":")[0])
+        if prop is None or prop.status is not Status.VIOLATED or \
+                result.case.expects_violated(prop.name):
+            continue
+        lines.extend(f"    {d}" for d in prop.diagnostics[:_MAX_LISTED])
+        if len(prop.diagnostics) > _MAX_LISTED:
+            lines.append(f"    ... and {len(prop.diagnostics) - _MAX_LISTED} more "
+                         "(all of them: --junit PATH or --json)")
+    return lines
