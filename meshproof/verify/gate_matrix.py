@@ -186,11 +186,11 @@ def _opt(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
         return None
     # bool is an int subclass; a `pes = true` typo must not pass as 1
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {key} must be a {_KIND_WORDS[kind]}, got {value!r}")
+        raise ConfigError(f"{where}: {key} must be {_KIND_WORDS[kind]}, got {value!r}")
     return value
 
 
-_KIND_WORDS = {str: "string", bool: "boolean (true/false)", int: "integer"}
+_KIND_WORDS = {str: "a string", bool: "a boolean (true/false)", int: "an integer"}
 
 
 def _int(raw: dict[str, Any], key: str, low: int, where: str) -> int | None:
