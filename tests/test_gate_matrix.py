@@ -163,3 +163,14 @@ def test_panel_shorthand_presets_the_launch(tmp_path: Path) -> None:
 def test_load_matrix_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown key 'kernal'"):
         load_matrix(write(tmp_path, GOOD.replace("kernel", "kernal")))
+
+
+def test_the_documented_example_matrix_parses(tmp_path: Path) -> None:
+    """docs/ci.md shows a proofs.toml; it must stay valid against the strict parser."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ci.md").read_text()
+    block = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    cases = load_matrix(write(tmp_path, block)).cases
+    assert [c.name for c in cases] == ["decode-line-8", "decode-2x4-at-cube-8",
+                                       "recv-first-stays-caught", "panel"]
+    assert cases[2].expect_violated == ("deadlock_freedom",)
+    resolve_case(cases[3])
