@@ -47,6 +47,7 @@ def write_bytes(path: Path, data: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is for reading
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -54,6 +55,12 @@ def write_bytes(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}; pass a path in a "
                           "writable directory") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def check_diagram_path(path: Path) -> None:

@@ -1,0 +1,58 @@
+"""`meshproof report`: regenerate the report directory (verdicts, sweep.json, figures)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from meshproof.panels import SCALES
+from meshproof.report.api import write_report
+from meshproof.report.sweep import SweepOptions
+
+
+@click.command("report")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Report directory (default: reports/, or reports/headline at headline "
+                   "scale).")
+@click.option("--fast", is_flag=True,
+              help="Redraw figures and README.md from the existing sweep.json; no runs.")
+@click.option("--scale", type=click.Choice(SCALES), default="validation", show_default=True,
+              help="Panel scale.")
+def report_cmd(out_dir: Path | None, fast: bool, scale: str) -> int:
+    """Verify and simulate every built-in kernel and panel; write README.md, sweep.json,
+    figures and diagrams to the report directory."""
+    out = out_dir if out_dir is not None else (
+        Path("reports") if scale == "validation" else Path("reports") / "headline")
+    err = Console(stderr=True)
+    if fast:
+        outcome = write_report(out, scale=scale, fast=True)
+    else:
+        options = SweepOptions(scale=scale)
+        with Progress(TextColumn("[bold]report[/bold]"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                      transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task("starting", total=options.units())
+            started = [False]
+
+            def step(label: str) -> None:
+                if started[0]:
+                    bar.advance(task)
+                started[0] = True
+                bar.update(task, description=label)
+
+            outcome = write_report(out, scale=scale, options=options, progress=step)
+            bar.advance(task)
+    click.echo(f"wrote {out}/README.md, {out}/sweep.json, {out}/figures/, {out}/diagrams/ "
+               f"({outcome.runs} runs)")
+    for note in outcome.notes:
+        if "not drawn" in note or "renderer" in note:
+            click.echo(f"note: {note}", err=True)
+    if outcome.unexpected:
+        click.echo(f"meshproof: {len(outcome.unexpected)} run(s) did not give the expected "
+                   f"verdict: {', '.join(outcome.unexpected)}", err=True)
+        return 1
+    return 0

@@ -1,0 +1,160 @@
+"""Public entry points of the report package.
+
+- `write_schedule_diagram(schedule, verdict, path)`: the space-time diagram, for
+  `verify --diagram` and `simulate --diagram` (.svg, .png or .dot by the extension).
+- `write_topology_diagram(schedule, path)`: cubes, links, launch, missing links.
+- `write_report(out, ...)`: the whole report directory, built in a temp directory next to
+  `out` and swapped in only when complete, so an existing report is never half-overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from meshproof.errors import OutputError
+from meshproof.model.schedule import Schedule
+from meshproof.panels import SCALES
+from meshproof.report.outputs import dumps_sweep, write_outputs
+from meshproof.report.render import RenderOutcome, check_diagram_path, render_dot, write_text
+from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
+from meshproof.report.sweep import SWEEP_SCHEMA, Progress, SweepOptions, run_sweep
+from meshproof.report.topology_diagram import topology_diagram
+from meshproof.verify.result import Verdict
+
+# What the report owns inside its directory; anything else there (e.g. the verify
+# benchmark's JSON) is carried over untouched.
+OWNED = ("README.md", "sweep.json", "figures", "diagrams")
+
+
+def write_schedule_diagram(schedule: Schedule, verdict: Verdict | None, path: Path,
+                           options: DiagramOptions | None = None,
+                           renderer: str = "auto") -> RenderOutcome:
+    """Draw `schedule` (faults from `verdict`, or read off the IR when None) to `path`."""
+    check_diagram_path(path)
+    diagram = schedule_diagram(schedule, verdict, options or DiagramOptions())
+    return render_dot(diagram.source, path,
+                      renderer=renderer)
+
+
+def write_topology_diagram(schedule: Schedule, path: Path,
+                           renderer: str = "auto") -> RenderOutcome:
+    check_diagram_path(path)
+    return render_dot(topology_diagram(schedule).source, path, engine="neato",
+                      renderer=renderer)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOutcome:
+    out: Path
+    sweep: dict[str, Any]
+    notes: tuple[str, ...]
+
+    @property
+    def runs(self) -> int:
+        return len(self.sweep["cases"]) + len(self.sweep["panels"])
+
+    @property
+    def unexpected(self) -> tuple[str, ...]:
+        return tuple(r["name"] for r in self.sweep["cases"] + self.sweep["panels"]
+                     if not r.get("as_expected"))
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file, not a directory; pass a directory path")
+    parent = out.parent if str(out.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"--out {out}: {parent} is not a directory")
+
+
+def _make_temp(out: Path) -> Path:
+    parent = out.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f".{out.name}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        probe = tmp / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputError(f"cannot write the report next to {out}: "
+                          f"{exc.strerror or exc}; pass a writable --out directory") from None
+    return tmp
+
+
+def _carry_over(out: Path, tmp: Path, keep: tuple[str, ...]) -> None:
+    """Copy entries of the existing report dir that the new one should keep."""
+    if not out.is_dir():
+        return
+    for entry in sorted(out.iterdir()):
+        if entry.name in keep or entry.name not in OWNED:
+            target = tmp / entry.name
+            if entry.is_dir():
+                shutil.copytree(entry, target, symlinks=True)
+            else:
+                shutil.copy2(entry, target, follow_symlinks=False)
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    """Replace `out` by `tmp`: two renames, the old tree removed only afterwards."""
+    old = out.absolute().parent / f".{out.name}.old-{os.getpid()}"
+    try:
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+    except OSError as exc:
+        if old.exists() and not out.exists():
+            os.replace(old, out)  # put the previous report back
+        raise OutputError(f"cannot move the new report into {out}: "
+                          f"{exc.strerror or exc}") from None
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_sweep(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise OutputError(f"{path} does not exist: run `meshproof report` without --fast "
+                          "first")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OutputError(f"{path} is not a readable sweep JSON ({type(exc).__name__}); "
+                          "rerun `meshproof report` without --fast") from None
+    if not isinstance(data, dict) or data.get("schema") != SWEEP_SCHEMA:
+        raise OutputError(f"{path} is not a {SWEEP_SCHEMA} file; rerun `meshproof report` "
+                          "without --fast")
+    return data
+
+
+def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
+                 options: SweepOptions | None = None,
+                 progress: Progress | None = None) -> ReportOutcome:
+    """Run the sweep (or reuse `out/sweep.json` with `fast`) and write the report to `out`."""
+    if scale not in SCALES:
+        raise OutputError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
+    _check_out(out)
+    sweep: dict[str, Any]
+    if fast:
+        sweep = load_sweep(out / "sweep.json")
+    tmp = _make_temp(out)
+    try:
+        if fast:
+            _carry_over(out, tmp, ("sweep.json", "diagrams"))
+        else:
+            _carry_over(out, tmp, ())
+            opts = replace(options or SweepOptions(), scale=scale)
+            sweep = run_sweep(opts, tmp / "diagrams", progress)
+            write_text(tmp / "sweep.json", dumps_sweep(sweep))
+        # the verify benchmark's JSON, if any, was carried over into tmp
+        notes = write_outputs(sweep, tmp, tmp)
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ReportOutcome(out, sweep, tuple(notes))

@@ -1,0 +1,203 @@
+"""The study's figures, drawn with matplotlib from the sweep JSON (never from live runs).
+
+Deterministic: the Agg backend, fixed rcParams, no timestamps in the PNG metadata, a
+fixed SVG hash salt. Each function returns the path it wrote.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
+
+from meshproof.report import style
+from meshproof.report.render import write_bytes
+
+OP_SERIES = ("gemm", "ipcq_send", "ipcq_recv", "dma_read", "dma_write")
+RC: dict[str, Any] = {
+    "font.family": "DejaVu Sans", "font.size": 10, "axes.titlesize": 11,
+    "axes.labelsize": 10, "legend.fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9,
+    "figure.dpi": 100, "savefig.dpi": 120, "axes.grid": True, "grid.alpha": 0.3,
+    "axes.spines.top": False, "axes.spines.right": False, "svg.hashsalt": "meshproof",
+    "path.simplify": False,
+}
+
+
+@contextmanager
+def _figure(width: float, height: float, ncols: int = 1) -> Iterator[tuple[Figure, Any]]:
+    with plt.rc_context(RC):  # type: ignore[arg-type]
+        fig, axes = plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
+        try:
+            yield fig, axes
+        finally:
+            plt.close(fig)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    write_bytes(path, buf.getvalue())
+    return path
+
+
+def _bar_labels(ax: Any, bars: Any) -> None:
+    ax.bar_label(bars, fmt="%d", padding=2, fontsize=8)
+
+
+def op_log_figure(panel: str, op_log: dict[str, int], path: Path, subtitle: str = "") -> Path:
+    with _figure(6.0, 3.6) as (fig, ax):
+        values = [int(op_log.get(k, 0)) for k in OP_SERIES]
+        bars = ax.bar(OP_SERIES, values, color=style.SERIES_COLOURS[:len(OP_SERIES)])
+        _bar_labels(ax, bars)
+        ax.set_ylabel("ops issued (all ranks)")
+        ax.set_title(f"op log: {panel}" + (f"\n{subtitle}" if subtitle else ""))
+        ax.set_ylim(0, max([*values, 1]) * 1.18)
+        ax.grid(axis="x", visible=False)
+        return _save(fig, path)
+
+
+def comparison_figure(panels: list[tuple[str, dict[str, int]]], path: Path) -> Path:
+    with _figure(8.5, 4.2) as (fig, ax):
+        n = len(panels)
+        width = 0.8 / max(n, 1)
+        xs = range(len(OP_SERIES))
+        for i, (name, log) in enumerate(panels):
+            values = [int(log.get(k, 0)) for k in OP_SERIES]
+            bars = ax.bar([x - 0.4 + width * (i + 0.5) for x in xs], values, width,
+                          label=name, color=style.SERIES_COLOURS[i % len(style.SERIES_COLOURS)])
+            _bar_labels(ax, bars)
+        ax.set_xticks(list(xs), OP_SERIES)
+        ax.set_ylabel("ops issued (all ranks)")
+        ax.set_title("op log across the four GQA panels")
+        top = max([int(v) for _, log in panels for v in log.values()] + [1])
+        ax.set_ylim(0, top * 1.15)
+        ax.grid(axis="x", visible=False)
+        ax.legend(loc="upper right", frameon=False)
+        return _save(fig, path)
+
+
+def scaling_figure(records: list[dict[str, Any]], path: Path) -> Path:
+    """multi_user panels over Q heads per cube: latency (top) and op counts (bottom),
+    at validation shapes (left) and headline shapes (right)."""
+    scales = [s for s in ("validation", "headline") if any(r.get("scale", "validation") == s
+                                                          for r in records)]
+    panels = sorted({r["panel"] for r in records})
+    with plt.rc_context(RC):  # type: ignore[arg-type]
+        fig, grid = plt.subplots(2, len(scales), figsize=(6.2 * len(scales), 7.4),
+                                 layout="constrained", squeeze=False)
+        try:
+            for col, scale in enumerate(scales):
+                rows = [r for r in records if r.get("scale", "validation") == scale]
+                _scaling_latency(grid[0][col], rows, panels, scale)
+                _scaling_ops(grid[1][col], rows, panels, scale)
+            grid[1][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+            fig.suptitle("multi_user panels over Q heads per cube (one kv head per group)")
+            return _save(fig, path)
+        finally:
+            plt.close(fig)
+
+
+def _scaling_latency(ax: Any, rows: list[dict[str, Any]], panels: list[str],
+                     scale: str) -> None:
+    unit, factor = ("µs", 1e6) if scale == "validation" else ("ms", 1e3)
+    for i, panel in enumerate(panels):
+        pts = sorted((r["h_q"], r["sim"]["timing"]["latency_s"] * factor) for r in rows
+                     if r["panel"] == panel and (r.get("sim") or {}).get("timing"))
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=panel,
+                    color=style.SERIES_COLOURS[i])
+            for x, y in pts:
+                ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(0, 7),
+                            ha="center", fontsize=8)
+    ax.set_xticks(sorted({r["h_q"] for r in rows}))
+    ax.set_xlabel("Q heads per cube")
+    ax.set_ylabel(f"modelled latency ({unit})")
+    ax.set_title(f"modelled latency, {scale} shapes")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
+    ax.legend(frameon=False, loc="center right")
+
+
+def _scaling_ops(ax: Any, rows: list[dict[str, Any]], panels: list[str], scale: str) -> None:
+    groups = [(p, r) for p in panels for r in sorted(
+        (r for r in rows if r["panel"] == p), key=lambda r: r["h_q"])]
+    width = 0.8 / len(OP_SERIES)
+    for j, key in enumerate(OP_SERIES):
+        vals = [int((r.get("sim") or {}).get("op_log", {}).get(key, 0)) for _, r in groups]
+        xs = [k - 0.4 + width * (j + 0.5) for k in range(len(groups))]
+        ax.bar(xs, vals, width, label=key, color=style.SERIES_COLOURS[j])
+    ax.set_xticks(range(len(groups)),
+                  [f"{p.replace('multi_user_', '')}\nh_q={r['h_q']}" for p, r in groups])
+    ax.set_ylabel("ops issued (all ranks)")
+    ax.set_title(f"op counts, {scale} shapes")
+    ax.grid(axis="x", visible=False)
+
+
+def steps_figure(records: list[dict[str, Any]], path: Path) -> Path:
+    """Communication steps and modelled latency: 1D line vs 2D mesh vs the diameter."""
+    labels = [f"{r['mesh']}\n({r['n']} cubes)" for r in records]
+    xs = list(range(len(records)))
+    with _figure(11.0, 4.2, ncols=2) as (fig, (ax0, ax1)):
+        def line(ax: Any, key: str, label: str, colour: str, **kw: Any) -> None:
+            pts = [(x, r[key]) for x, r in zip(xs, records, strict=True)
+                   if r.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker=kw.pop("marker", "o"), label=label,
+                        color=colour, **kw)
+
+        line(ax0, "steps_1d", "1D line (n-1)", style.SERIES_COLOURS[0])
+        line(ax0, "steps_2d", "2D row-then-column", style.SERIES_COLOURS[1])
+        line(ax0, "diameter", "mesh diameter (R-1)+(C-1): lower bound", "#555555",
+             linestyle="--", marker="x")
+        for x, r in zip(xs, records, strict=True):
+            for key, dy in (("steps_1d", 6), ("steps_2d", -13)):
+                if r.get(key) is not None:
+                    ax0.annotate(str(r[key]), (x, r[key]), textcoords="offset points",
+                                 xytext=(7, dy), fontsize=8)
+        ax0.set_xticks(xs, labels)
+        ax0.set_xlabel("cube mesh R x C")
+        ax0.set_ylabel("communication steps")
+        ax0.set_title("communication steps (longest chain of hops)")
+        ax0.set_yscale("log", base=2)
+        ax0.yaxis.set_major_formatter(ScalarFormatter())
+        ax0.legend(frameon=False, loc="upper left")
+        for key, label, colour in (("latency_1d_s", "1D line", style.SERIES_COLOURS[0]),
+                                   ("latency_2d_s", "2D row-then-column",
+                                    style.SERIES_COLOURS[1])):
+            pts = [(x, r[key] * 1e6) for x, r in zip(xs, records, strict=True)
+                   if r.get(key) is not None]
+            if pts:
+                ax1.plot(*zip(*pts, strict=True), marker="o", label=label, color=colour)
+        ax1.set_xticks(xs, labels)
+        ax1.set_xlabel("cube mesh R x C")
+        ax1.set_ylabel("modelled latency (µs)")
+        ax1.set_title("modelled all-reduce latency (decode, validation shapes)")
+        ax1.set_ylim(bottom=0)
+        ax1.legend(frameon=False, loc="upper left")
+        return _save(fig, path)
+
+
+def verify_time_figure(series: dict[str, list[tuple[int, float]]], path: Path,
+                       title: str) -> Path:
+    """Proof time against ranks, one line per series (e.g. per method or property)."""
+    with _figure(7.0, 4.2) as (fig, ax):
+        for i, (name, pts) in enumerate(sorted(series.items())):
+            pts = sorted(pts)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
+                    color=style.SERIES_COLOURS[i % len(style.SERIES_COLOURS)])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("ranks")
+        ax.set_ylabel("seconds (wall clock)")
+        ax.set_title(title)
+        ax.legend(frameon=False, loc="upper left")
+        return _save(fig, path)

@@ -1,0 +1,117 @@
+"""From a sweep to files: the figures and README.md (what `--fast` redoes).
+
+`verify_time.png` comes from the verify benchmark's JSON when the report directory holds
+one (`verify_scale.json`); otherwise the README says the figure was skipped and why.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from meshproof.report import figures
+from meshproof.report.facts import study_facts
+from meshproof.report.markdown import render_readme
+from meshproof.report.render import write_text
+
+VERIFY_BENCH_FILE = "verify_scale.json"
+_X_KEYS = ("ranks", "n_ranks", "endpoints")
+_SERIES_KEYS = ("series", "method", "check", "property", "kernel", "name")
+_Y_KEYS = ("seconds", "verify_s", "time_s", "wall_s")
+
+
+def dumps_sweep(sweep: dict[str, Any]) -> str:
+    return json.dumps(sweep, sort_keys=True, indent=2, ensure_ascii=False,
+                      allow_nan=False) + "\n"
+
+
+def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
+    """(ranks, seconds) points per series, from the benchmark's records.
+
+    Accepts a list of records, or an object holding one under `results`, `runs`, `points`
+    or `rows`; a record has ranks (`ranks`/`n_ranks`), seconds (`seconds`/`verify_s`/...)
+    and optionally a series name (`series`/`method`/...).
+    """
+    rows: Any = data
+    if isinstance(data, dict):
+        rows = next((data[k] for k in ("results", "runs", "points", "rows")
+                     if isinstance(data.get(k), list)), [])
+    series: dict[str, list[tuple[int, float]]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        x = next((row[k] for k in _X_KEYS if isinstance(row.get(k), int)), None)
+        y = next((row[k] for k in _Y_KEYS if isinstance(row.get(k), (int, float))), None)
+        if x is None or y is None or y <= 0:
+            continue
+        name = next((str(row[k]) for k in _SERIES_KEYS if row.get(k) is not None), "verify")
+        series.setdefault(name, []).append((int(x), float(y)))
+    return series
+
+
+def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
+    """Figures and README.md into `out`; returns the notes the README carries."""
+    fig_dir = out / "figures"
+    made: list[tuple[str, str]] = []
+    notes: list[str] = []
+    panels = [p for p in sweep.get("panels", []) if (p.get("sim") or {}).get("op_log")]
+    for p in panels:
+        name = p["panel"]
+        figures.op_log_figure(name, p["sim"]["op_log"], fig_dir / f"gqa_op_log_{name}.png",
+                              _panel_subtitle(p, sweep["scale"]))
+        made.append((f"figures/gqa_op_log_{name}.png", f"Op log: {name}"))
+    if panels:
+        figures.comparison_figure([(p["panel"], p["sim"]["op_log"]) for p in panels],
+                                  fig_dir / "gqa_comparison.png")
+        made.append(("figures/gqa_comparison.png", "Op log across the panels"))
+    scaling = [r for r in sweep.get("scaling", []) if (r.get("sim") or {}).get("timing")]
+    if scaling:
+        figures.scaling_figure(scaling, fig_dir / "gqa_scaling.png")
+        made.append(("figures/gqa_scaling.png",
+                     "multi_user panels over Q heads per cube: modelled latency and op counts"))
+    steps = sweep.get("steps_1d_vs_2d", [])
+    if steps:
+        figures.steps_figure(steps, fig_dir / "steps_1d_vs_2d.png")
+        made.append(("figures/steps_1d_vs_2d.png",
+                     "Communication steps and modelled latency: 1D vs 2D vs the diameter"))
+    bench = bench_dir / VERIFY_BENCH_FILE
+    series: dict[str, list[tuple[int, float]]] = {}
+    if bench.is_file():
+        try:
+            series = verify_time_series(json.loads(bench.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            notes.append(f"verify_time.png not drawn: {VERIFY_BENCH_FILE} is unreadable "
+                         f"({type(exc).__name__})")
+        else:
+            if not series:
+                notes.append(f"verify_time.png not drawn: {VERIFY_BENCH_FILE} holds no "
+                             "(ranks, seconds) records")
+    else:
+        notes.append(f"verify_time.png not drawn: no verify benchmark results "
+                     f"({VERIFY_BENCH_FILE}) in this directory; run "
+                     "`python benchmarks/verify_scale.py` (or `make bench`), then "
+                     "`meshproof report --fast`")
+    if series:
+        figures.verify_time_figure(series, fig_dir / "verify_time.png",
+                                   "proof time vs ranks (verify benchmark; wall clock, "
+                                   "this machine)")
+        made.append(("figures/verify_time.png", "Proof time vs ranks"))
+    notes.append("modelled latencies use the default hardware profile: assumed numbers, "
+                 "not measured hardware (see `meshproof simulate --hw`)")
+    renderers = {(r.get("diagrams") or {}).get("renderer") for r in
+                 sweep.get("cases", []) + sweep.get("panels", [])} - {None}
+    if "none" in renderers:
+        notes.append("no graphviz renderer was available: diagrams are .dot files only")
+    readme = render_readme(sweep, made, notes, study_facts(sweep))
+    write_text(out / "README.md", readme)
+    return notes
+
+
+def _panel_subtitle(record: dict[str, Any], scale: str) -> str:
+    launch = record["launch"]
+    args = launch.get("args", {})
+    ranks = (f"mesh {args['mesh_rows']}x{args['mesh_cols']}" if args.get("mesh_rows")
+             else f"n={args.get('n_ranks')}")
+    return (f"{record['kernel']} on {launch['wiring']}, S_q={args.get('S_q')}, {ranks}, "
+            f"rank_axis={args.get('rank_axis', 0)} ({scale})")
