@@ -147,10 +147,10 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
     smt2: str | None = None
     unknown_reason = ""
     if not progress.deadlock:
-        solver, counts = order_certificate(model, depth, progress.stamp, budget)
+        solver, counts, text = order_certificate(model, depth, progress.stamp, budget)
         outcome = check(solver)
         if keep_smt2:
-            smt2 = solver.to_smt2()
+            smt2 = text
         if outcome.result is SatResult.UNSAT:
             raise InternalError(
                 f"deadlock_freedom at D={depth}: the simulation finished but Z3 rejects its "
@@ -160,14 +160,15 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
         else:
             certificates.append(
                 f"z3 order certificate ({counts['program_order']} program-order, "
-                f"{counts['message_order']} message, {counts['queue_capacity']} capacity "
+                f"{counts['message_order']} message, {counts[f'queue_capacity_D{depth}']} "
+                "capacity "
                 "constraints)")
     else:
         fixed = {r: progress.comm[r].index(i) for r, i in progress.stuck.items()}
-        solver, _ = stuck_state(model, depth, budget, fixed, progress.stamp)
+        solver, text = stuck_state(model, depth, budget, fixed, progress.stamp)
         outcome = check(solver)
         if keep_smt2:
-            smt2 = solver.to_smt2()
+            smt2 = text
         if outcome.result is SatResult.UNSAT:
             raise InternalError(
                 f"deadlock_freedom at D={depth}: the simulation is stuck but Z3 rejects the "
