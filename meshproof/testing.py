@@ -33,6 +33,7 @@ from meshproof.verify.gate_matrix import (
     DEFAULT_TIMEOUT_S,
     NUMERICS,
     GateCase,
+    is_wiring_file,
     resolve_case,
 )
 from meshproof.verify.result import PROPERTY_NAMES, Status, Verdict
@@ -128,11 +129,11 @@ def _case(kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None,
         kernel = get_panel(panel).kernel
     ref = None if isinstance(kernel, str) else kernel_ref(kernel)
     name = ref.name if ref is not None else str(kernel)
-    if wiring is not None and (wiring.endswith(".toml") or "/" in wiring):
-        wiring = str(Path(wiring).resolve())
+    wiring_path = str(Path(wiring).resolve()) if wiring and is_wiring_file(wiring) else None
     case = GateCase(name=name, kernel=name, expect_violated=expect, panel=panel,
-                    wiring=wiring, system=system, pes=pes, cubes=cubes, cube_start=cube_start,
-                    mesh=mesh, queue_depth=queue_depth, args=tuple(sorted((args or {}).items())),
+                    wiring=wiring, wiring_path=wiring_path, system=system, pes=pes,
+                    cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
+                    args=tuple(sorted((args or {}).items())),
                     sharded=tuple(sharded) if sharded is not None else None, timeout=timeout,
                     simulate=simulate)
     resolve_case(case, ref)  # a bad launch is a usage error (typed), not a failed assertion

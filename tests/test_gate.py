@@ -302,3 +302,14 @@ def test_simulate_checks_numerics(fake: Callable[[Table], list[str]], tmp_path: 
     numerics = ET.parse(junit).getroot().find(".//testcase[@name='numerics']")
     assert numerics is not None
     assert (numerics.find("failure") is None) == (code == 0)
+
+
+def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], list[str]], matrix: Path,
+                                           tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    fake(BAD)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["gate", str(matrix), "--no-cache", "--junit", str(blocker / "j.xml")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "cannot write the JUnit report" in err[0]

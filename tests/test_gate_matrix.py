@@ -146,7 +146,7 @@ expect = "proved"
     assert (spec.system.shape_text, spec.cube_start, spec.n_cubes, spec.queue_depth) == \
         ("2x4x4", 8, 8, 3)
     assert spec.arg("cube_start") == 8  # filled from the launch
-    assert second.wiring == str(wiring.resolve())
+    assert (second.wiring, second.wiring_path) == ("w/two.toml", str(wiring.resolve()))
     assert resolve_case(second)[1].wiring.name != "pe_line"
 
 

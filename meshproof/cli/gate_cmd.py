@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from meshproof.errors import ConfigError
 from meshproof.model.serialize import dumps
 from meshproof.verify.gate import (
     CaseResult,
@@ -56,12 +57,16 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     workers = (os.cpu_count() or 1) if jobs == 0 else jobs
     with _progress(len(matrix.cases)) as report:
         gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report)
-    if junit_path is not None:
-        write_junit(gate, junit_path)
     if as_json:
         click.echo(dumps(gate.to_json()), nl=False)
     else:
         _print_table(gate)
+    if junit_path is not None:
+        try:
+            write_junit(gate, junit_path)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the JUnit report {junit_path}: "
+                              f"{exc.strerror or exc}; pass a writable --junit path") from None
     return gate.exit_code
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,8 @@ class GateCase:
     kernel_path: str | None = None       # "path::fn" resolved against the matrix file
     panel: str | None = None
     scale: str = "validation"
-    wiring: str | None = None            # built-in name, or an absolute .toml path
+    wiring: str | None = None            # as written: built-in name or a .toml path
+    wiring_path: str | None = None       # a .toml path resolved against the matrix file
     system: str | None = None
     pes: int | None = None
     cubes: int | None = None
@@ -165,19 +166,24 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         file_part, _, func = kernel_text.rpartition("::")
         kernel_path = f"{(base / file_part).resolve()}::{func}"
     wiring = _opt(raw, "wiring", str, where)
-    if wiring is not None and (wiring.endswith(".toml") or "/" in wiring):
-        wiring = str((base / wiring).resolve())
+    wiring_path = str((base / wiring).resolve()) if wiring and is_wiring_file(wiring) else None
     simulate = _opt(raw, "simulate", bool, where) or False
     return GateCase(
         name=name, kernel=kernel_text,
         expect_violated=_expect(raw["expect"], simulate, where),
         kernel_path=kernel_path, panel=panel, scale=scale, wiring=wiring,
+        wiring_path=wiring_path,
         system=_opt(raw, "system", str, where), pes=_int(raw, "pes", 1, where),
         cubes=_int(raw, "cubes", 1, where), cube_start=_int(raw, "cube_start", 0, where),
         mesh=_opt(raw, "mesh", str, where), queue_depth=_int(raw, "queue_depth", 0, where),
         args=_args(raw.get("args", {}), where), sharded=_sharded(raw.get("sharded"), where),
         timeout=_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
         rlimit=_int(raw, "rlimit", 1, where), simulate=simulate)
+
+
+def is_wiring_file(wiring: str) -> bool:
+    """The rule build_wiring uses to tell a wiring file from a built-in name."""
+    return wiring.endswith(".toml") or "/" in wiring
 
 
 def _opt(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -257,7 +263,10 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[Kerne
 
     `kernel` overrides the case's kernel name (the pytest helper passes function objects).
     """
-    ref = kernel or resolve_kernel(case.kernel_path or case.kernel)
+    # named as written in the matrix, not by the absolute path it resolved to, so the
+    # verdict, JSON output and cache key do not depend on where the checkout lives
+    ref = kernel or replace(resolve_kernel(case.kernel_path or case.kernel), name=case.kernel)
+    wiring = case.wiring_path or case.wiring
     sharded = case.sharded if case.sharded is not None else DEFAULT_SHARDED
     if case.panel is not None:
         preset = get_panel(case.panel, case.scale)
@@ -266,7 +275,7 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[Kerne
         merged.update(dict(case.args))
         opts = LaunchOptions(
             system=parse_system(case.system, case.pes or 8) if case.system else base.system,
-            pes=case.pes, wiring=case.wiring or base.wiring,
+            pes=case.pes, wiring=wiring or base.wiring,
             cubes=case.cubes if case.cubes is not None else base.cubes,
             cube_start=case.cube_start if case.cube_start is not None else base.cube_start,
             mesh=case.mesh or base.mesh, args=tuple(sorted(merged.items())),
@@ -274,7 +283,7 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[Kerne
     else:
         # a system of SIPSxROWSxCOLS cubes with at least `pes` PEs each, as `--pes` does
         system = parse_system(case.system or "1x4x4", max(case.pes or 8, 1))
-        opts = LaunchOptions(system=system, pes=case.pes, wiring=case.wiring,
+        opts = LaunchOptions(system=system, pes=case.pes, wiring=wiring,
                              cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
                              args=case.args, sharded=sharded, queue_depth=case.queue_depth)
     return ref, build_launch(ref, opts)
