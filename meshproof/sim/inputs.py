@@ -25,6 +25,8 @@ DIRECT_LIMIT = 1 << 22
 POOL_SIZE = 1 << 22
 TILE = 1 << 16
 PEAKED_KEYS = 4
+# The common query component of peaked inputs, in units of the N(0,1) noise.
+QUERY_SHIFT = 3.0
 _TENSOR_CODES = {"q": 1, "k": 2, "v": 3, "peaks": 4}
 
 
@@ -73,19 +75,23 @@ def fill_inputs(q: F32, k: F32, v: F32, kind: InputKind, seed: int, group: int,
 
 
 def _implant_peaks(q: F32, k: F32, seed: int, group: int, scale: float) -> None:
-    """Make a few keys per KV head dominate: key i points along the mean query of that
-    head's q heads, scaled so its score is about log(kv_rows) + 5 - i."""
+    """Make a few keys per KV head dominate every query of that head (an "attention
+    sink"): every query of the head gets the same component QUERY_SHIFT along a random
+    unit vector e (its own component along e is replaced), and key i is e scaled so that
+    it scores ln(kv_rows) + 5 - i against every query."""
     rng = np.random.default_rng([seed, group + 1, _TENSOR_CODES["peaks"]])
     kv_rows, h_kv, d = k.shape
     n = min(PEAKED_KEYS, kv_rows)
     positions = rng.choice(kv_rows, size=n, replace=False)
     g = q.shape[1] // h_kv
-    base_gain = math.log(kv_rows) + 5.0
+    gain = math.log(kv_rows) + 5.0
     for h in range(h_kv):
-        u = q[:, h * g:(h + 1) * g, :].astype(np.float64).reshape(-1, d).mean(axis=0)
-        norm2 = float(u @ u)
-        if norm2 == 0.0:
-            continue
+        e = rng.standard_normal(d)
+        e /= np.linalg.norm(e)
+        heads = q[:, h * g:(h + 1) * g, :]
+        along = heads.astype(np.float64) @ e
+        shifted = heads + (QUERY_SHIFT - along)[..., None] * e
+        heads[...] = round_to(shifted.astype(np.float32), DType.F16)
         for i, pos in enumerate(positions):
-            row = u * ((base_gain - i) / (scale * norm2))
-            k[pos, h, :] = round_to(row.astype(np.float32), DType.F16)
+            key = e * ((gain - i) / (scale * QUERY_SHIFT))
+            k[pos, h, :] = round_to(key.astype(np.float32), DType.F16)
