@@ -93,16 +93,20 @@ class _Builder:
         active = [r for r, p in enumerate(self.schedule.programs) if p.ops]
         if len(active) <= self.opt.max_lanes:
             return active, []
-        flagged = {ep for ep, _ in self.marks.ops} | set(self.marks.lanes) | \
-            set(self.marks.blocked) | set(self.marks.cycle)
-        keep = [r for r in active if self.schedule.programs[r].endpoint in flagged]
-        keep = keep[:self.opt.max_lanes]
-        for r in active:
-            if len(keep) >= self.opt.max_lanes:
-                break
-            if r not in keep:
-                keep.append(r)
-        shown = sorted(keep)
+        # keep the lanes that explain the fault: root causes first, then the wait-for
+        # cycle, then ranks that are merely blocked or hold a wrong output
+        primary = {Role.ILLEGAL, Role.OUTSIDE, Role.MISMATCHED, Role.UNMATCHED}
+        score: dict[Endpoint, int] = {}
+        for (ep, _), marks in self.marks.ops.items():
+            rank = 0 if any(m.role in primary for m in marks) else 2
+            score[ep] = min(score.get(ep, 3), rank)
+        for ep in self.marks.lanes:
+            score[ep] = min(score.get(ep, 3), 2)
+        for ep in self.marks.cycle:
+            score[ep] = min(score.get(ep, 3), 1)
+        eps = self.schedule.programs
+        ranked = sorted(active, key=lambda r: (score.get(eps[r].endpoint, 3), r))
+        shown = sorted(ranked[:self.opt.max_lanes])
         return shown, [r for r in active if r not in set(shown)]
 
     def _lane_nodes(self, rank: int, prog: RankProgram) -> list[_Node]:
@@ -217,7 +221,8 @@ class _Builder:
         lane_marks = self.marks.lanes.get(ep, ())
         attrs: dict[str, str | int | float] = {
             "label": ep.label, "fillcolor": style.HEAD_FILL, "fontsize": 11,
-            "style": "filled,bold", "tooltip": f"rank {ep.describe()}: {len(prog.ops)} ops"}
+            "style": "filled,bold", "tooltip": f"rank {ep.describe()}: {len(prog.ops)} ops",
+            "group": ep.label}
         if lane_marks:
             attrs.update(color=style.FAULT, penwidth=2,
                          tooltip="; ".join(m.message for m in lane_marks))
@@ -226,7 +231,8 @@ class _Builder:
         prev = head
         for node in nodes:
             self.home[node.id] = g
-            g.node(node.id, **self._node_attrs(prog, node))
+            # `group` asks dot to keep the lane's program-order edges straight
+            g.node(node.id, group=ep.label, **self._node_attrs(prog, node))
             g.edge(prev, node.id, color=style.LANE, arrowhead="none", weight=50)
             prev = node.id
         return head
@@ -259,7 +265,9 @@ class _Builder:
         faults = [m for m in node.marks if m.role is not Role.NOTE]
         notes = [m for m in node.marks if m.role is Role.NOTE]
         if faults:
-            lines += _fault_lines(faults, first.kind)
+            blocked_at = self.marks.blocked.get(prog.endpoint)
+            at = f" at #{blocked_at}" if len(ops) > 1 and blocked_at in node.ops else ""
+            lines += _fault_lines(faults, first.kind, at)
             lines.append(str(first.source).rsplit("/", 1)[-1])
             attrs.update(color=style.FAULT, fillcolor=style.FAULT_FILL, penwidth=2,
                          fontcolor=style.FAULT,
@@ -368,8 +376,10 @@ class _Builder:
             if na is None or nb is None:
                 continue
             in_cycle = (a, b) in cycle
-            self.graph.edge(na, nb, color=style.FAULT, fontcolor=style.FAULT,
-                            label="waits for (cycle)" if in_cycle else "waits for",
+            # a 2-cycle draws two edges between the same nodes: label one of them
+            twin = in_cycle and (b, a) in cycle and b < a
+            label = "" if twin else ("waits for (cycle)" if in_cycle else "waits for")
+            self.graph.edge(na, nb, color=style.FAULT, fontcolor=style.FAULT, label=label,
                             style="bold" if in_cycle else "dashed",
                             penwidth=2.5 if in_cycle else 1.5, constraint="false")
             self.faults += 1
@@ -426,7 +436,7 @@ class _Builder:
         return lines
 
 
-def _fault_lines(marks: list[OpMark], kind: OpKind) -> list[str]:
+def _fault_lines(marks: list[OpMark], kind: OpKind, blocked_at: str = "") -> list[str]:
     out: list[str] = []
     for role in dict.fromkeys(m.role for m in marks):
         m = next(x for x in marks if x.role is role)
@@ -440,7 +450,7 @@ def _fault_lines(marks: list[OpMark], kind: OpKind) -> list[str]:
         elif role is Role.MISMATCHED:
             out.append("MISMATCHED shape/dtype")
         elif role is Role.BLOCKED:
-            out.append("BLOCKED (deadlock)")
+            out.append(f"BLOCKED{blocked_at} (deadlock)")
         elif role is Role.MERGE:
             out += ["MERGE: " + line for line in
                     textwrap.wrap(m.message, 44, max_lines=2, placeholder=" ...")[:1]]

