@@ -31,6 +31,17 @@ from meshproof.verify.result import Verdict
 OWNED = ("README.md", "sweep.json", "figures", "diagrams")
 
 
+def check_diagram_target(path: Path) -> None:
+    """Fail fast, before any tracing or solving, on a diagram path that cannot work."""
+    check_diagram_path(path)
+    parent = path.absolute().parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OutputError(f"cannot write {path}: {existing} is not a directory")
+    if existing is not None and not os.access(existing, os.W_OK):
+        raise OutputError(f"cannot write {path}: {existing} is not writable")
+
+
 def write_schedule_diagram(schedule: Schedule, verdict: Verdict | None, path: Path,
                            options: DiagramOptions | None = None,
                            renderer: str = "auto") -> RenderOutcome:
