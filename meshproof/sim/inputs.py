@@ -17,7 +17,6 @@ import math
 from enum import Enum
 
 import numpy as np
-import numpy.typing as npt
 
 from meshproof.model.schedule import DType
 from meshproof.sim.rounding import F32, round_to
@@ -87,7 +86,7 @@ def _implant_peaks(q: F32, k: F32, seed: int, group: int, scale: float) -> None:
     g = q.shape[1] // h_kv
     gain = math.log(kv_rows) + 5.0
     for h in range(h_kv):
-        draw: npt.NDArray[np.float64] = rng.standard_normal(d)
+        draw = rng.standard_normal(size=(int(d),))
         e = draw / float(np.linalg.norm(draw))
         heads = q[:, h * g:(h + 1) * g, :]
         along = heads.astype(np.float64) @ e
