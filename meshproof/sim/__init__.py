@@ -1,0 +1,1 @@
+"""The numpy reference simulator: `meshproof.sim.api.simulate(schedule, config)`."""

@@ -148,7 +148,7 @@ class Buffer:
     fixed: bool = True
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class GroupInputs:
     """Q, K, V of a batch of groups: (batch, rows, heads, d), f16 values in float32."""
 
