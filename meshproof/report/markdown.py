@@ -45,7 +45,10 @@ def _steps(sim: dict[str, Any]) -> str:
 
 def _latency(sim: dict[str, Any]) -> str:
     t = (sim or {}).get("timing")
-    return f"{t['latency_s'] * 1e6:.2f} µs" if t and t["latency_s"] is not None else "–"
+    if not t or t["latency_s"] is None:
+        return "–"
+    seconds = float(t["latency_s"])
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
 
 
 def _launch(record: dict[str, Any]) -> str:

@@ -97,6 +97,9 @@ def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str
                                    "proof time vs ranks (verify benchmark; wall clock, "
                                    "this machine)")
         made.append(("figures/verify_time.png", "Proof time vs ranks"))
+    if sweep["scale"] != "validation":
+        notes.append(f"numerics are not simulated at {sweep['scale']} scale (1M-token "
+                     "context); the panels are traced, verified and timed")
     notes.append("modelled latencies use the default hardware profile: assumed numbers, "
                  "not measured hardware (see `meshproof simulate --hw`)")
     renderers = {(r.get("diagrams") or {}).get("renderer") for r in

@@ -101,8 +101,9 @@ def topology_diagram(schedule: Schedule) -> TopologyDiagram:
         if detailed(cube):
             attrs.update(label=f"cube {cube}", labelloc="t")
         else:
-            ran = any(e.cube == cube for e in active)
-            attrs["label"] = label_lines([f"cube {cube}"] + (["runs"] if ran else []))
+            ran = sum(1 for e in active if e.cube == cube)
+            runs = [] if not ran else [f"{ran} PEs run"] if intra and ran > 1 else ["runs"]
+            attrs["label"] = label_lines([f"cube {cube}", *runs])
         g.node(f"cube{cube}", **attrs)
         if detailed(cube):
             for pe in range(system.pes):
