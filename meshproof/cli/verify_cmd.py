@@ -51,14 +51,25 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
         if p.counterexample is None:
             continue
         out.print(f"\n[bold]{p.name}[/]: {p.counterexample.summary}")
-        diags = p.counterexample.diagnostics
-        for d in diags[:MAX_PRINTED_DIAGNOSTICS]:
-            out.print(d.format(), markup=False)
-        if len(diags) > MAX_PRINTED_DIAGNOSTICS:
-            out.print(f"... {len(diags) - MAX_PRINTED_DIAGNOSTICS} more (see --json)")
+        # A loop repeats the same fault at the same line: print it once, with a count.
+        grouped: dict[str, list[int]] = {}
+        for d in p.counterexample.diagnostics:
+            grouped.setdefault(d.format(), []).append(d.op_index if d.op_index is not None
+                                                      else -1)
+        for i, (text, ops) in enumerate(grouped.items()):
+            if i == MAX_PRINTED_DIAGNOSTICS:
+                out.print(f"... {len(grouped) - i} more (see --json)")
+                break
+            repeat = f" [x{len(ops)}: ops {_op_list(ops)}]" if len(ops) > 1 else ""
+            out.print(text + repeat, markup=False)
     unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
     for p in unknown:
         out.print(f"\n[yellow]{p.name}[/]: unknown, not proved: {p.message}")
+
+
+def _op_list(ops: list[int]) -> str:
+    shown = ", ".join(f"#{o}" for o in ops[:6])
+    return shown + (", ..." if len(ops) > 6 else "")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -149,7 +149,8 @@ def order_certificate(model: DeadlockModel, depth: int, stamp: dict[OpRef, int],
         smt.add(term)
     smt.group("ops_that_can_never_complete")
     for ref in never:
-        smt.add(f"false ; {t[ref]}")
+        smt.lines.append(f"; {t[ref]} can never complete")
+        smt.add("false")
     smt.group("simulation_timestamps")
     for ref in model.ops:
         smt.add(f"(= {t[ref]} {stamp.get(ref, -1)})")

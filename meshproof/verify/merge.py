@@ -188,7 +188,12 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
     if diags:
         bad_ranks = sorted({d.endpoint for d in diags if d.endpoint})
         worst = max((c["numerator"] for c in counts_json), default=None)
-        summary = f"{len(counts_json) or len(diags)} wrong merge(s) on {len(bad_ranks)} rank(s)"
+        n_lost = sum(1 for d in diags if "never arrives" in d.message)
+        summary = f"{len(counts_json) or len(diags) - n_lost} wrong merge count(s) on " \
+                  f"{len(bad_ranks)} rank(s)"
+        if n_lost:
+            summary = f"{n_lost} stored output(s) depend on messages that never arrive" + \
+                      (f"; {summary}" if counts_json else "")
         if counts_json:
             zeros = sum(1 for c in counts_json if c["numerator"] == 0)
             summary += f" (max count {worst}, {zeros} never merged)"
