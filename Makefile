@@ -28,8 +28,12 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+gate: $(STAMP)
+	$(BIN)/meshproof gate proofs.toml
+
 bench: $(STAMP)
-	$(BIN)/python benchmarks/verify_scale.py
+	$(BIN)/python benchmarks/verify_scale.py --json reports/verify_scale.json
+	$(BIN)/python benchmarks/verify_random.py
 	$(BIN)/python benchmarks/sim_scale.py
 
 clean:
