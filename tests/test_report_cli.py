@@ -164,3 +164,23 @@ def test_cli_exit_code_says_whether_every_run_was_as_expected(
     assert res.code == 1
     assert "did not give the expected verdict: mesh_mlo_1d_8cubes" in res.err
     assert "**UNEXPECTED**" in (tmp_path / "bad" / "README.md").read_text()
+
+
+def test_the_verify_scale_benchmark_format_is_read() -> None:
+    from meshproof.report.outputs import search_baselines, verify_time_series
+
+    data = {"schema": "meshproof/verify-scale-v1",
+            "rows": [{"case": "2d 2x4", "ranks": 8, "seconds_total": 0.2,
+                      "deadlock_freedom": 0.05, "exactly_once_merge": 0.1},
+                     {"case": "1d 16", "ranks": 16, "seconds_total": 1.0,
+                      "deadlock_freedom": 0.0, "exactly_once_merge": 0.9}],
+            "baselines": [{"case": "2d 4x4", "certificate_seconds": 0.05,
+                           "search_seconds": 0.3}]}
+    series = verify_time_series(data)
+    assert series == {"mesh_mlo_2d · all five properties": [(8, 0.2)],
+                      "mesh_mlo_2d · deadlock_freedom": [(8, 0.05)],
+                      "mesh_mlo_2d · exactly_once_merge": [(8, 0.1)],
+                      "mesh_mlo_1d · all five properties": [(16, 1.0)],
+                      "mesh_mlo_1d · exactly_once_merge": [(16, 0.9)]}  # 0 s: no log point
+    assert search_baselines(data) == [("2d 4x4", 0.05, 0.3)]
+    assert verify_time_series({"rows": "nonsense"}) == {}

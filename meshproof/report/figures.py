@@ -186,18 +186,44 @@ def steps_figure(records: list[dict[str, Any]], path: Path) -> Path:
         return _save(fig, path)
 
 
-def verify_time_figure(series: dict[str, list[tuple[int, float]]], path: Path,
-                       title: str) -> Path:
-    """Proof time against ranks, one line per series (e.g. per method or property)."""
-    with _figure(7.0, 4.2) as (fig, ax):
-        for i, (name, pts) in enumerate(sorted(series.items())):
+def verify_time_figure(series: dict[str, list[tuple[int, float]]],
+                       baselines: list[tuple[str, float, float]], path: Path) -> Path:
+    """Proof time vs ranks (one colour per kernel family, one line style per measure), and
+    the deadlock certificate check against the stuck-state search where measured."""
+    families = sorted({name.split(" · ")[0] for name in series})
+    styles = {"all five properties": "-", "deadlock_freedom": "--",
+              "exactly_once_merge": ":"}
+    ncols = 2 if baselines else 1
+    with _figure(6.8 * ncols, 4.4, ncols=ncols) as (fig, axes):
+        ax = axes[0] if baselines else axes
+        for name, pts in sorted(series.items()):
+            family, _, measure = name.partition(" · ")
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
-                    color=style.SERIES_COLOURS[i % len(style.SERIES_COLOURS)])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4,
+                    label=name, linestyle=styles.get(measure, "-"),
+                    color=style.SERIES_COLOURS[families.index(family)
+                                               % len(style.SERIES_COLOURS)])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel("ranks")
-        ax.set_ylabel("seconds (wall clock)")
-        ax.set_title(title)
-        ax.legend(frameon=False, loc="upper left")
+        ax.set_ylabel("seconds (wall clock, benchmark machine)")
+        ax.set_title("verification time vs ranks (verify benchmark)")
+        ax.legend(frameon=False, loc="upper left", fontsize=8)
+        if baselines:
+            ax1 = axes[1]
+            xs = list(range(len(baselines)))
+            w = 0.38
+            b1 = ax1.bar([x - w / 2 for x in xs], [b[1] for b in baselines], w,
+                         label="order certificate check", color=style.SERIES_COLOURS[2])
+            b2 = ax1.bar([x + w / 2 for x in xs], [b[2] for b in baselines], w,
+                         label="stuck-state search", color=style.SERIES_COLOURS[5])
+            ax1.bar_label(b1, fmt="%.3g s", padding=2, fontsize=8)
+            ax1.bar_label(b2, fmt="%.3g s", padding=2, fontsize=8)
+            ax1.set_xticks(xs, [b[0] for b in baselines])
+            ax1.set_ylabel("seconds")
+            ax1.set_title("deadlock freedom: certificate check vs search")
+            ax1.set_ylim(0, max(b[2] for b in baselines) * 1.2)
+            ax1.grid(axis="x", visible=False)
+            ax1.legend(frameon=False, loc="upper left")
         return _save(fig, path)

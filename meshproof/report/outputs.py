@@ -19,6 +19,7 @@ VERIFY_BENCH_FILE = "verify_scale.json"
 _X_KEYS = ("ranks", "n_ranks", "endpoints")
 _SERIES_KEYS = ("series", "method", "check", "property", "kernel", "name")
 _Y_KEYS = ("seconds", "verify_s", "time_s", "wall_s")
+_FAMILIES = {"1d": "mesh_mlo_1d", "2d": "mesh_mlo_2d"}
 
 
 def dumps_sweep(sweep: dict[str, Any]) -> str:
@@ -27,11 +28,14 @@ def dumps_sweep(sweep: dict[str, Any]) -> str:
 
 
 def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
-    """(ranks, seconds) points per series, from the benchmark's records.
+    """(ranks, seconds) points per series, from the verify benchmark's records.
 
-    Accepts a list of records, or an object holding one under `results`, `runs`, `points`
-    or `rows`; a record has ranks (`ranks`/`n_ranks`), seconds (`seconds`/`verify_s`/...)
-    and optionally a series name (`series`/`method`/...).
+    `meshproof/verify-scale-v1` (benchmarks/verify_scale.py): `rows` of {case ("2d 4x8",
+    "1d 32"), ranks, seconds_total, and seconds per property}; series "2d · all five
+    properties", "2d · deadlock_freedom", "2d · exactly_once_merge", and the same for 1d.
+    Otherwise: a list of records (or one under `results`, `runs`, `points`, `rows`) with
+    ranks (`ranks`/`n_ranks`), seconds (`seconds`/`verify_s`/...) and optionally a series
+    name (`series`/`method`/...).
     """
     rows: Any = data
     if isinstance(data, dict):
@@ -42,12 +46,36 @@ def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
         if not isinstance(row, dict):
             continue
         x = next((row[k] for k in _X_KEYS if isinstance(row.get(k), int)), None)
+        if x is None:
+            continue
+        if isinstance(row.get("seconds_total"), (int, float)) and isinstance(row.get("case"),
+                                                                              str):
+            family = row["case"].split()[0]
+            family = _FAMILIES.get(family, family)
+            for key, label in (("seconds_total", "all five properties"),
+                               ("deadlock_freedom", "deadlock_freedom"),
+                               ("exactly_once_merge", "exactly_once_merge")):
+                y = row.get(key)
+                if isinstance(y, (int, float)) and y > 0:
+                    series.setdefault(f"{family} · {label}", []).append((int(x), float(y)))
+            continue
         y = next((row[k] for k in _Y_KEYS if isinstance(row.get(k), (int, float))), None)
-        if x is None or y is None or y <= 0:
+        if y is None or y <= 0:
             continue
         name = next((str(row[k]) for k in _SERIES_KEYS if row.get(k) is not None), "verify")
         series.setdefault(name, []).append((int(x), float(y)))
     return series
+
+
+def search_baselines(data: Any) -> list[tuple[str, float, float]]:
+    """(case, certificate check s, stuck-state search s) from the benchmark, if present."""
+    out = []
+    for b in data.get("baselines", []) if isinstance(data, dict) else []:
+        if isinstance(b, dict) and isinstance(b.get("certificate_seconds"), (int, float)) \
+                and isinstance(b.get("search_seconds"), (int, float)):
+            out.append((str(b.get("case", "?")), float(b["certificate_seconds"]),
+                        float(b["search_seconds"])))
+    return out
 
 
 def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
@@ -77,9 +105,12 @@ def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str
                      "Communication steps and modelled latency: 1D vs 2D vs the diameter"))
     bench = bench_dir / VERIFY_BENCH_FILE
     series: dict[str, list[tuple[int, float]]] = {}
+    baselines: list[tuple[str, float, float]] = []
     if bench.is_file():
         try:
-            series = verify_time_series(json.loads(bench.read_text(encoding="utf-8")))
+            bench_data = json.loads(bench.read_text(encoding="utf-8"))
+            series = verify_time_series(bench_data)
+            baselines = search_baselines(bench_data)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             notes.append(f"verify_time.png not drawn: {VERIFY_BENCH_FILE} is unreadable "
                          f"({type(exc).__name__})")
@@ -93,9 +124,7 @@ def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str
                      "`python benchmarks/verify_scale.py` (or `make bench`), then "
                      "`meshproof report --fast`")
     if series:
-        figures.verify_time_figure(series, fig_dir / "verify_time.png",
-                                   "proof time vs ranks (verify benchmark; wall clock, "
-                                   "this machine)")
+        figures.verify_time_figure(series, baselines, fig_dir / "verify_time.png")
         made.append(("figures/verify_time.png", "Proof time vs ranks"))
     if sweep["scale"] != "validation":
         notes.append(f"numerics are not simulated at {sweep['scale']} scale (1M-token "

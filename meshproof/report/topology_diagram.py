@@ -144,10 +144,23 @@ def topology_diagram(schedule: Schedule) -> TopologyDiagram:
         if a == b or key in drawn or key in outside_links:
             continue
         drawn.add(key)
-        if key in used:
-            g.edge(a, b, color=style.USED_LINK, penwidth=2.2)
+        attrs: dict[str, str | int | float] = (
+            {"color": style.USED_LINK, "penwidth": 2.2} if key in used
+            else {"color": style.LINK, "penwidth": 1})
+        if detailed(link.src.cube) and link.src.cube == link.dst.cube and \
+                abs(link.src.pe - link.dst.pe) > 1:
+            # a wrap-around link (pe_ring) would cross the PEs in between: route it
+            # below the row through two pinned waypoints
+            (xa, ya), (xb, _) = ep_xy(link.src), ep_xy(link.dst)
+            way = [f"via_{a}_{b}_{i}" for i in range(2)]
+            for w, x in zip(way, (xa, xb), strict=True):
+                g.node(w, shape="point", width=0.01, style="invis",
+                       pos=f"{x:.3f},{ya - 0.3:.3f}!")
+            g.edge(a, way[0], **attrs)
+            g.edge(way[0], way[1], **attrs)
+            g.edge(way[1], b, **attrs)
         else:
-            g.edge(a, b, color=style.LINK, penwidth=1)
+            g.edge(a, b, **attrs)
 
     for (ep, d), status in sorted(bad_ports.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
         if system.coord(ep.cube).sip not in sips:
