@@ -144,7 +144,7 @@ def topology_diagram(schedule: Schedule) -> TopologyDiagram:
         if a == b or key in drawn or key in outside_links:
             continue
         drawn.add(key)
-        attrs: dict[str, str | int | float] = (
+        link_attrs: dict[str, str | int | float] = (
             {"color": style.USED_LINK, "penwidth": 2.2} if key in used
             else {"color": style.LINK, "penwidth": 1})
         if detailed(link.src.cube) and link.src.cube == link.dst.cube and \
@@ -156,11 +156,11 @@ def topology_diagram(schedule: Schedule) -> TopologyDiagram:
             for w, x in zip(way, (xa, xb), strict=True):
                 g.node(w, shape="point", width=0.01, style="invis",
                        pos=f"{x:.3f},{ya - 0.3:.3f}!")
-            g.edge(a, way[0], **attrs)
-            g.edge(way[0], way[1], **attrs)
-            g.edge(way[1], b, **attrs)
+            g.edge(a, way[0], **link_attrs)
+            g.edge(way[0], way[1], **link_attrs)
+            g.edge(way[1], b, **link_attrs)
         else:
-            g.edge(a, b, **attrs)
+            g.edge(a, b, **link_attrs)
 
     for (ep, d), status in sorted(bad_ports.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
         if system.coord(ep.cube).sip not in sips:
