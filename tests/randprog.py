@@ -112,11 +112,11 @@ class Machine:
         if pe != 0:
             return None  # inter-cube installs link PE 0 only
         if self.wiring == "cube_ring":
-            ring = list(range(self.cube_start, self.cube_start + self.cubes))
-            if len(ring) < 2 or cube not in ring or d not in ("E", "W"):
+            cubes = list(range(self.cube_start, self.cube_start + self.cubes))
+            if len(cubes) < 2 or cube not in cubes or d not in ("E", "W"):
                 return None
             step = 1 if d == "E" else -1
-            return (ring[(ring.index(cube) + step) % len(ring)], 0)
+            return (cubes[(cubes.index(cube) + step) % len(cubes)], 0)
         assert self.wiring == "cube_mesh"
         sip, local = divmod(cube, rows * cols)
         row, col = divmod(local, cols)
@@ -422,6 +422,17 @@ class Expected:
     min_queue_depth: int | None
     rendezvous_free: bool
     states: int
+    waits_on: dict[Ep, Ep] = field(default_factory=dict)  # blocked rank -> blocked peer
+
+    def has_wait_cycle(self) -> bool:
+        for start in self.waits_on:
+            seen, node = set(), start
+            while node in self.waits_on and node not in seen:
+                seen.add(node)
+                node = self.waits_on[node]
+            if node in seen:
+                return True
+        return False
 
 
 def expected(ex: Example, max_states: int = 2_000_000) -> Expected:
@@ -445,10 +456,16 @@ def expected(ex: Example, max_states: int = 2_000_000) -> Expected:
                       if (a.n, a.dtype) != (b.n, b.dtype))
     at_depth = explore(ex, ex.depth, max_states)
     stuck: frozenset[tuple[Ep, int]] = frozenset()
+    waits_on: dict[Ep, Ep] = {}
     eps = ex.machine.endpoints
     if at_depth.deadlock and len(at_depth.terminals) == 1:
         t = at_depth.terminals[0]
         stuck = frozenset((eps[r], pc) for r, pc in enumerate(t) if pc < at_depth.lengths[r])
+        blocked = dict(stuck)
+        for ep, pc in stuck:
+            peer = res[ep][pc].peer
+            if res[ep][pc].status == "ok" and peer in blocked:
+                waits_on[ep] = peer
     cache: dict[int | None, bool] = {ex.depth: not at_depth.deadlock}
 
     def free(d: int | None) -> bool:
@@ -463,7 +480,7 @@ def expected(ex: Example, max_states: int = 2_000_000) -> Expected:
         min_depth = next((d for d in range(bound + 1) if free(d)), None)
         assert min_depth is not None, "oracle: free when unbounded but not at the send bound"
     return Expected(illegal, outside, faults, at_depth.deadlock, len(at_depth.terminals),
-                    stuck, min_depth, free(0), at_depth.states)
+                    stuck, min_depth, free(0), at_depth.states, waits_on)
 
 
 def _sends_per_port(res: dict[Ep, list[Resolved]]) -> dict[tuple[Ep, str], list[int]]:
@@ -482,7 +499,12 @@ def _sends_per_port(res: dict[Ep, list[Resolved]]) -> dict[tuple[Ep, str], list[
 class CrossCheck:
     outcome: str              # a label for tallies, e.g. "legal matched free"
     problems: tuple[str, ...]  # disagreements between meshproof and the oracles (want none)
-    states: int
+    states: int                # states the interleaving search visited at the example's D
+    min_queue_depth: int | None  # the oracle's
+
+
+def trace_example(ex: Example, kernel: KernelRef) -> Schedule:
+    return trace(kernel, build_launch(kernel, ex.launch_options()))
 
 
 def cross_check(ex: Example, kernel: KernelRef, max_states: int = 2_000_000) -> CrossCheck:
@@ -493,12 +515,13 @@ def cross_check(ex: Example, kernel: KernelRef, max_states: int = 2_000_000) -> 
         "matched" if not want.matching_faults else "unmatched",
         "deadlock" if want.deadlock else "free"))
     try:
-        schedule = trace(kernel, build_launch(kernel, ex.launch_options()))
+        schedule = trace_example(ex, kernel)
         verdict = verify(schedule)
     except Exception as exc:  # InternalError (Z3 vs simulation) or any crash is a finding
-        return CrossCheck(outcome, (f"{type(exc).__name__}: {exc}",), want.states)
+        return CrossCheck(outcome, (f"{type(exc).__name__}: {exc}",), want.states,
+                          want.min_queue_depth)
     problems = _compare(ex, want, schedule, verdict)
-    return CrossCheck(outcome, tuple(problems), want.states)
+    return CrossCheck(outcome, tuple(problems), want.states, want.min_queue_depth)
 
 
 def _compare(ex: Example, want: Expected, schedule: Schedule, verdict: Verdict) -> list[str]:
@@ -562,6 +585,12 @@ def _compare(ex: Example, want: Expected, schedule: Schedule, verdict: Verdict) 
         if got_stuck != set(want.stuck):
             problems.append(f"deadlock_freedom blocked ranks {sorted(got_stuck)}, oracle "
                             f"{sorted(want.stuck)}")
+        cycle = [(c, p) for c, p in (cx.detail("wait_for_cycle", []) if cx else [])]
+        edges_ok = all(want.waits_on.get(a) == cycle[(i + 1) % len(cycle)]
+                       for i, a in enumerate(cycle))
+        if not edges_ok or bool(cycle) != want.has_wait_cycle():
+            problems.append(f"deadlock_freedom wait-for cycle {cycle}, oracle's wait-for "
+                            f"edges {sorted(want.waits_on.items())}")
     if verdict.min_queue_depth != want.min_queue_depth:
         problems.append(f"min_queue_depth: meshproof {verdict.min_queue_depth}, oracle "
                         f"{want.min_queue_depth}")

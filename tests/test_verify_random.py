@@ -127,7 +127,7 @@ def test_oracle_neighbours_match_meshproof_wirings(m: Machine) -> None:
 
 def prog(m: Machine, depth: int, **ops: str) -> Example:
     """`prog(m, D, c0p0="sE rW", ...)`: send/recv ops as kind+direction words."""
-    programs = {ep: () for ep in m.endpoints}
+    programs: dict[tuple[int, int], tuple[CommOp, ...]] = {ep: () for ep in m.endpoints}
     for key, text in ops.items():
         cube, pe = (int(x) for x in key[1:].split("p"))
         programs[(cube, pe)] = tuple(CommOp(w[0], w[1], 1, "f32") for w in text.split())
@@ -175,7 +175,7 @@ def test_oracle_explores_every_interleaving() -> None:
 def test_cross_check_flags_a_wrong_verdict() -> None:
     """The comparison can fail: tamper with a correct verdict and it must complain."""
     ex = prog(LINE3_OF_4, 1, c0p0="sE sE rE", c0p1="rW sW rW", c0p2="sN sW")
-    schedule = randprog.trace(KERNEL, randprog.build_launch(KERNEL, ex.launch_options()))
+    schedule = randprog.trace_example(ex, KERNEL)
     verdict = verify(schedule)
     want = expected(ex)
     assert randprog._compare(ex, want, schedule, verdict) == []
@@ -191,7 +191,7 @@ def test_cross_check_flags_a_wrong_verdict() -> None:
 def test_simulation_alone_matches_the_oracle_at_every_depth() -> None:
     """model/progress.run (the Kahn run) against the interleaving search, D = 0..4."""
     for ex in randprog.seeded_examples(11, 60):
-        schedule = randprog.trace(KERNEL, randprog.build_launch(KERNEL, ex.launch_options()))
+        schedule = randprog.trace_example(ex, KERNEL)
         table = derive_channels(schedule)
         for depth in range(5):
             assert run(schedule, table, depth).deadlock == \
