@@ -105,7 +105,8 @@ def test_fast_rerenders_without_any_solver_and_draws_the_verify_benchmark(
     assert json.loads(after["verify_scale.json"]) == bench
     readme = after["README.md"].decode()
     old = before["README.md"].decode()
-    assert "![Proof time vs ranks](figures/verify_time.png)" in readme
+    assert "![Proof time vs ranks (from verify_scale.json; wall clock)](figures/verify_time.png)" \
+        in readme
     assert "verify_time.png not drawn" in old and "verify_time.png not drawn" not in readme
     # apart from the verify_time figure and its note, the page is the same
     strip = {"verify_time.png", "Proof time vs ranks", "verify benchmark results"}

@@ -125,7 +125,8 @@ def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str
                      "`meshproof report --fast`")
     if series:
         figures.verify_time_figure(series, baselines, fig_dir / "verify_time.png")
-        made.append(("figures/verify_time.png", "Proof time vs ranks"))
+        made.append(("figures/verify_time.png",
+                     f"Proof time vs ranks (from {VERIFY_BENCH_FILE}; wall clock)"))
     if sweep["scale"] != "validation":
         notes.append(f"numerics are not simulated at {sweep['scale']} scale (1M-token "
                      "context); the panels are traced, verified and timed")
