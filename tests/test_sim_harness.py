@@ -17,7 +17,7 @@ from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import tolerance_for
 from meshproof.sim.groups import find_groups
 from meshproof.sim.harness import Buffer
-from meshproof.sim.numerics import GroupEvaluator
+from meshproof.sim.numerics import GroupEvaluator, plan_group
 
 Run = Callable[[Sequence[str]], Any]
 NO_TIMING = SimConfig(timing=False)
@@ -109,7 +109,7 @@ def test_scratch_buffers_are_written_then_read_back(kernels: Path) -> None:
     q = np.arange(2 * 16, dtype=np.float32).reshape(2, 16)   # a batch of two
     memory = {"q_ptr": Buffer(q, DType.F16),
               "o_ptr": Buffer(np.full((2, 16), np.nan, np.float32), DType.F32, shared=False)}
-    GroupEvaluator(schedule, derive_channels(schedule), group, [memory], 2).run()
+    GroupEvaluator(plan_group(schedule, derive_channels(schedule), group), [memory], 2).run()
     assert np.array_equal(memory["o_ptr"].data, 2 * q)
     tmp = memory["tmp_ptr"].data
     assert tmp.shape == (2, 20) and np.isnan(tmp[:, :4]).all()

@@ -26,7 +26,7 @@ from meshproof.sim.harness import (
     reference,
 )
 from meshproof.sim.inputs import InputKind
-from meshproof.sim.numerics import GroupEvaluator
+from meshproof.sim.numerics import GroupEvaluator, plan_group
 from meshproof.sim.result import NumericResult, RankNumeric
 from meshproof.sim.rounding import F32
 
@@ -54,6 +54,7 @@ def run_numerics(schedule: Schedule, table: ChannelTable, seed: int, kind: Input
     for cls in classes:
         rep = groups[cls.representative]
         layout = group_layout(schedule, rep, shape)
+        plan = plan_group(schedule, table, rep)
         per_chunk = max(1, chunk_bytes // max(1, layout.input_bytes))
         inputs: GroupInputs | None = None
         for c0 in range(0, len(cls.members), per_chunk):
@@ -65,7 +66,7 @@ def run_numerics(schedule: Schedule, table: ChannelTable, seed: int, kind: Input
             t2 = time.perf_counter()
             memories = [rank_memory(layout, role, inputs, schedule.launch.sharded)
                         for role in layout.roles]
-            GroupEvaluator(schedule, table, rep, memories, len(members)).run()
+            GroupEvaluator(plan, memories, len(members)).run()
             t3 = time.perf_counter()
             for pos, role in enumerate(layout.roles):
                 if not role.checked:
