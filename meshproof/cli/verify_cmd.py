@@ -33,7 +33,7 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
     spec = verdict.launch
     out.print(f"{verdict.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
               f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs, "
-              f"queue depth {spec.queue_depth}")
+              f"queue depth {verdict.depth}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("property")
     table.add_column("status")

@@ -56,7 +56,7 @@ class _Node:
 
 def schedule_diagram(schedule: Schedule, verdict: Verdict | None = None,
                      options: DiagramOptions = DiagramOptions()) -> ScheduleDiagram:
-    depth = verdict.launch.queue_depth if verdict is not None else None
+    depth = verdict.depth if verdict is not None else None
     msgs = message_table(schedule, depth)
     marks = marks_from_verdict(verdict) if verdict is not None else \
         marks_from_schedule(schedule, msgs)
@@ -420,7 +420,7 @@ class _Builder:
                          f"deadlock at queue depth {self.msgs.progress.depth})")
         elif self.verdict.ok:
             lines.append(f"verdict: all {len(self.verdict.properties)} properties proved"
-                         f" at queue depth {self.verdict.launch.queue_depth}")
+                         f" at queue depth {self.verdict.depth}")
         else:
             bad = [f"{p.name} {p.status.value}" for p in self.verdict.properties
                    if p.status.value != "proved"]

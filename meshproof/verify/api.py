@@ -43,4 +43,4 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
         exactly_once_merge(schedule, table, budget),
     )
     return Verdict(schedule.launch.kernel, schedule.launch, properties, deadlock.min_queue_depth,
-                   deadlock.rendezvous, deadlock.smt2)
+                   deadlock.rendezvous, deadlock.smt2, depth)

@@ -117,6 +117,7 @@ class Verdict:
     min_queue_depth: int | None
     rendezvous: Status                     # deadlock freedom at D = 0
     smt2: str | None = field(default=None, repr=False)  # the certificate query, if kept
+    queue_depth: int = -1                  # the D deadlock_freedom was judged at
 
     @property
     def ok(self) -> bool:
@@ -129,6 +130,10 @@ class Verdict:
         if any(p.status is Status.UNKNOWN for p in self.properties):
             return 3
         return 0
+
+    @property
+    def depth(self) -> int:
+        return self.queue_depth if self.queue_depth >= 0 else self.launch.queue_depth
 
     def property(self, name: str) -> PropertyResult:
         for p in self.properties:
@@ -151,5 +156,6 @@ class Verdict:
             "launch": self.launch.to_json(),
             "properties": props,
             "min_queue_depth": self.min_queue_depth,
+            "queue_depth": self.depth,
             "rendezvous": self.rendezvous.value,
         }
