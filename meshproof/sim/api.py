@@ -39,7 +39,7 @@ class SimConfig:
     numerics: bool = True
     timing: bool = True
     # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
-    chunk_bytes: int = 1 << 28
+    chunk_bytes: int = 1 << 30
 
 
 def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
