@@ -36,9 +36,16 @@ _RANK_ROWS = 16
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
+@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 def simulate_cmd(seed: int, inputs: str, softmax_scale: float | None, hw_file: Path | None,
-                 as_json: bool, perfetto_path: Path | None, **opts: Any) -> int:
+                 as_json: bool, perfetto_path: Path | None, diagram: Path | None,
+                 **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
+    if diagram is not None:
+        from meshproof.report.api import check_diagram_target
+
+        check_diagram_target(diagram)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
@@ -46,6 +53,12 @@ def simulate_cmd(seed: int, inputs: str, softmax_scale: float | None, hw_file: P
         opts["arg_items"] = (*opts["arg_items"], f"sm_scale={softmax_scale!r}")
     kernel, launch = resolve_launch(**opts)
     schedule = trace(kernel, launch)
+    if diagram is not None:
+        # Drawn before simulating: a deadlocked schedule is refused, and its diagram (with
+        # the stuck frontier in red) is exactly what the developer needs then.
+        from meshproof.report.api import write_schedule_diagram
+
+        click.echo(write_schedule_diagram(schedule, None, diagram).note, err=True)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile)
     try:
         result = simulate(schedule, config)
