@@ -92,11 +92,13 @@ def write_atomic(path: Path, text: str) -> None:
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds per solver call; a timeout makes the property unknown.")
 @click.option("--json", "as_json", is_flag=True, help="Print one verdict-v1 JSON object.")
+@click.option("--no-timings", is_flag=True,
+              help="Leave `seconds` out of --json, so identical runs print identical bytes.")
 @click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
-def verify_cmd(timeout_s: float, as_json: bool, diagram: Path | None, smt2_path: Path | None,
+def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path | None, smt2_path: Path | None,
                **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
@@ -118,7 +120,7 @@ def verify_cmd(timeout_s: float, as_json: bool, diagram: Path | None, smt2_path:
 
         notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
     if as_json:
-        click.echo(dumps(verdict.to_json()), nl=False)
+        click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)
         for note in notes:
             click.echo(note, err=True)
     else:
