@@ -98,8 +98,8 @@ def write_atomic(path: Path, text: str) -> None:
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
-def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path | None, smt2_path: Path | None,
-               **opts: Any) -> int:
+def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path | None,
+               smt2_path: Path | None, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
     if diagram is not None:
