@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/meshproof report --out reports
-	@echo "Look at reports/README.md (verdict table) and reports/*.svg, reports/*.png"
+	@echo "Look at reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
 
 lint: $(STAMP)
 	$(BIN)/ruff check meshproof tests benchmarks
