@@ -123,3 +123,30 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
         for k, ref in enumerate(ch.recvs):
             position[ref] = (i, k)
     return ChannelTable(tuple(channels), position, port_use)
+
+
+def communication_groups(schedule: Schedule, table: ChannelTable) -> tuple[tuple[int, ...], ...]:
+    """Connected components over the ranks that run ops, joined by the channels whose both
+    ends are launched and wired: independent rings or meshes of one launch (e.g. 64 cubes
+    each running its own 8-PE line). Ordered by their first rank; ranks sorted."""
+    active = [r for r, p in enumerate(schedule.programs) if p.ops]
+    parent = {r: r for r in active}
+
+    def find(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for ch in table.channels:
+        if ch.status is not PortStatus.OK:
+            continue
+        ends = sorted({ref.rank for ref in (*ch.sends, *ch.recvs)} & parent.keys())
+        for r in ends[1:]:
+            a, b = find(ends[0]), find(r)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    members: dict[int, list[int]] = {}
+    for r in active:
+        members.setdefault(find(r), []).append(r)
+    return tuple(tuple(sorted(rs)) for rs in sorted(members.values(), key=min))

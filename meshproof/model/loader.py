@@ -148,7 +148,7 @@ def load_module(path: Path) -> Any:
             raise KernelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
         except Exception as exc:  # the user's module code raised while importing
             sys.modules.pop(mod_name, None)
-            line = _innermost_line(exc, str(real))
+            line = innermost_line(exc, str(real))
             raise KernelLoadError(f"{path}:{line}: importing the kernel file raised "
                                   f"{type(exc).__name__}: {one_line(str(exc))}") from None
     return module
@@ -159,7 +159,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _innermost_line(exc: BaseException, filename: str) -> int:
+def innermost_line(exc: BaseException, filename: str) -> int:
     line = 0
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename == filename and frame.lineno is not None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import traceback
-
 from meshproof.errors import KernelRaised, MeshproofError
 from meshproof.model import tensor
 from meshproof.model.launch import Launch
-from meshproof.model.loader import KernelRef, kernbench_shim, one_line
+from meshproof.model.loader import KernelRef, innermost_line, kernbench_shim, one_line
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
@@ -43,7 +41,7 @@ def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
         raise KernelRaised(f"{kernel.site.display_file}: rank {ep.describe()}: error: "
                            "the kernel recursed too deeply while being traced") from None
     except Exception as exc:
-        line = _innermost_kernel_line(exc, kernel.site.real_file) or kernel.site.def_line
+        line = innermost_line(exc, kernel.site.real_file) or kernel.site.def_line
         raise KernelRaised(
             f"{kernel.site.display_file}:{line}: rank {ep.describe()}: error: the kernel "
             f"raised {type(exc).__name__}: {one_line(str(exc))}") from None
@@ -56,11 +54,3 @@ def _param_names(kernel: KernelRef) -> list[str]:
     import inspect
 
     return [n for n in inspect.signature(kernel.func).parameters if n != "tl"]
-
-
-def _innermost_kernel_line(exc: BaseException, filename: str) -> int:
-    line = 0
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename == filename and frame.lineno is not None:
-            line = frame.lineno
-    return line

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channels import ChannelTable, OpRef, communication_groups
 from meshproof.model.schedule import Op, OpKind, Schedule
 
 
@@ -33,33 +33,9 @@ class GroupClass:
 
 
 def find_groups(schedule: Schedule, table: ChannelTable) -> tuple[Group, ...]:
-    """Connected components over ranks with ops, joined by channels both of whose ends run
-    ops; ordered by their first endpoint."""
-    active = [r for r, p in enumerate(schedule.programs) if p.ops]
-    parent = {r: r for r in active}
-
-    def find(r: int) -> int:
-        while parent[r] != r:
-            parent[r] = parent[parent[r]]
-            r = parent[r]
-        return r
-
-    for ch in table.channels:
-        if ch.status is not PortStatus.OK:
-            continue
-        ends = {ref.rank for ref in (*ch.sends, *ch.recvs)}
-        ends = {r for r in ends if r in parent}
-        first = min(ends, default=None)
-        for r in ends:
-            assert first is not None
-            a, b = find(first), find(r)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    members: dict[int, list[int]] = {}
-    for r in active:
-        members.setdefault(find(r), []).append(r)
-    ordered = sorted(members.values(), key=lambda rs: min(rs))
-    return tuple(Group(i, tuple(sorted(rs))) for i, rs in enumerate(ordered))
+    """Connected components over ranks with ops (model.channels.communication_groups)."""
+    return tuple(Group(i, ranks)
+                 for i, ranks in enumerate(communication_groups(schedule, table)))
 
 
 def _op_key(op: Op) -> tuple[object, ...]:

@@ -16,7 +16,7 @@ from enum import Enum
 
 import numpy as np
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channels import ChannelTable, OpRef, PortStatus, communication_groups
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
 
 
@@ -69,23 +69,12 @@ class ProvenanceResult:
 
 
 def groups(schedule: Schedule, table: ChannelTable) -> list[int]:
-    """Connected components of the communication graph: a group id per rank."""
-    parent = list(range(len(schedule.programs)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for ch in table.channels:
-        if ch.status is not PortStatus.OK:
-            continue
-        for a, b in zip(ch.sends, ch.recvs, strict=False):
-            ra, rb = find(a.rank), find(b.rank)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    return [find(r) for r in range(len(parent))]
+    """A group id per rank: its communication group (ranks without ops stand alone)."""
+    ids = list(range(len(schedule.programs)))
+    for ranks in communication_groups(schedule, table):
+        for r in ranks:
+            ids[r] = ranks[0]
+    return ids
 
 
 class _Interp:
