@@ -43,20 +43,25 @@ def _partial(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv_per_rank: int, h
     return q, partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl)
 
 
-def _send3(direction: str, t: Triplet, tl: Any) -> None:
+def _send3(direction: str, t: Triplet, tl: Any, msg_dtype: str = "f32") -> None:
+    # Halving message bytes with f16 is tempting; ℓ then overflows past 65504 (one rank's
+    # key count, for near-uniform attention) at long context.
+    if msg_dtype != "f32":
+        t = (tl.cast(t[0], msg_dtype), tl.cast(t[1], msg_dtype), tl.cast(t[2], msg_dtype))
     tl.send(dir=direction, src=t[0])
     tl.send(dir=direction, src=t[1])
     tl.send(dir=direction, src=t[2])
 
 
-def _recv3(direction: str, like: Triplet, tl: Any) -> Triplet:
-    m = tl.recv(dir=direction, shape=like[0].shape, dtype="f32")
-    ell = tl.recv(dir=direction, shape=like[1].shape, dtype="f32")
-    o = tl.recv(dir=direction, shape=like[2].shape, dtype="f32")
+def _recv3(direction: str, like: Triplet, tl: Any, msg_dtype: str = "f32") -> Triplet:
+    m = tl.recv(dir=direction, shape=like[0].shape, dtype=msg_dtype)
+    ell = tl.recv(dir=direction, shape=like[1].shape, dtype=msg_dtype)
+    o = tl.recv(dir=direction, shape=like[2].shape, dtype=msg_dtype)
     return m, ell, o
 
 
-def _fanout(state: Triplet, index: int, count: int, up: str, down: str, tl: Any) -> Triplet:
+def _fanout(state: Triplet, index: int, count: int, up: str, down: str, tl: Any,
+            msg_dtype: str = "f32") -> Triplet:
     """Bidirectional fan-out all-reduce along one axis (`up` towards higher index)."""
     has_up = index < count - 1
     has_down = index > 0
@@ -64,16 +69,16 @@ def _fanout(state: Triplet, index: int, count: int, up: str, down: str, tl: Any)
     to_down: Triplet | None = state
     for step in range(1, count):
         if has_up and to_up is not None:
-            _send3(up, to_up, tl)
+            _send3(up, to_up, tl, msg_dtype)
         if has_down and to_down is not None:
-            _send3(down, to_down, tl)
+            _send3(down, to_down, tl, msg_dtype)
         from_down: Triplet | None = None
         from_up: Triplet | None = None
         if index - step >= 0:
-            from_down = _recv3(down, state, tl)
+            from_down = _recv3(down, state, tl, msg_dtype)
             state = merge(state, from_down, tl)
         if index + step < count:
-            from_up = _recv3(up, state, tl)
+            from_up = _recv3(up, state, tl, msg_dtype)
             state = merge(state, from_up, tl)
         to_up, to_down = from_down, from_up
     return state
@@ -81,21 +86,27 @@ def _fanout(state: Triplet, index: int, count: int, up: str, down: str, tl: Any)
 
 def mesh_mlo_1d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
                 h_q: int, h_kv: int, d_head: int, n_ranks: int, rank_axis: int = 0,
-                cube_start: int = 0, sm_scale: float | None = None, *, tl: Any) -> None:
-    """Bidirectional fan-out all-reduce of (m, ℓ, o) over a line of n_ranks (E/W)."""
+                cube_start: int = 0, sm_scale: float | None = None, msg_dtype: str = "f32", *,
+                tl: Any) -> None:
+    """Bidirectional fan-out all-reduce of (m, ℓ, o) over a line of n_ranks (E/W).
+
+    `msg_dtype` is the dtype the triplets travel in (f32; "f16" shows ℓ's overflow)."""
     rank = _rank(rank_axis, cube_start, tl)
     if rank is None or not 0 <= rank < n_ranks:
         return
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
-    _m, ell, o = _fanout(state, rank, n_ranks, "E", "W", tl)
+    _m, ell, o = _fanout(state, rank, n_ranks, "E", "W", tl, msg_dtype)
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
 def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
                 h_q: int, h_kv: int, d_head: int, mesh_rows: int, mesh_cols: int,
-                cube_start: int = 0, rank_axis: int = 1, sm_scale: float | None = None, *,
-                tl: Any) -> None:
-    """Row-then-column fan-out all-reduce over a mesh_rows x mesh_cols cube sub-mesh."""
+                cube_start: int = 0, rank_axis: int = 1, sm_scale: float | None = None,
+                msg_dtype: str = "f32", *, tl: Any) -> None:
+    """Row-then-column fan-out all-reduce over a mesh_rows x mesh_cols cube sub-mesh.
+
+    Launch-local ranks are numbered row-major, so a sub-mesh narrower than its SIP must
+    have one row (cube ids of a launch are contiguous); meshproof verify says so if not."""
     if rank_axis != 1:
         raise ValueError("mesh_mlo_2d runs over cubes: rank_axis must be 1")
     if tl.program_id(axis=0) != 0:
@@ -105,8 +116,8 @@ def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
         return
     row, col = divmod(rank, mesh_cols)
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
-    state = _fanout(state, col, mesh_cols, "E", "W", tl)   # stage 1: rows
-    state = _fanout(state, row, mesh_rows, "S", "N", tl)   # stage 2: columns
+    state = _fanout(state, col, mesh_cols, "E", "W", tl, msg_dtype)   # stage 1: rows
+    state = _fanout(state, row, mesh_rows, "S", "N", tl, msg_dtype)   # stage 2: columns
     _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 

@@ -23,6 +23,12 @@ class Case:
     why: str                        # what the case shows, one line
     panel: str | None = None
     scale: str = "validation"
+    inputs: str = "normal"          # the simulator's input generator (sim.inputs.InputKind)
+
+
+# The fan-out forwards single-rank partials, so a message's ℓ is at most one rank's key
+# count: 131072 per rank (1M context over 8 PEs, the headline) is past float16's 65504.
+F16_OVERFLOW_KEYS_PER_RANK = 131072
 
 
 def _opts(**kw: object) -> LaunchOptions:
@@ -60,6 +66,10 @@ VALIDATION_CASES: tuple[Case, ...] = (
          "merges softmax-normalised o, then divides by l again: wrong numbers"),
     Case("mesh_kv_skip_last", "mesh_kv_skip_last", _opts(), False,
          "prefill that stops one step early: the farthest slice is never merged"),
+    Case("mesh_mlo_1d_f16_messages", "mesh_mlo_1d",
+         _opts(args=(("S_kv_per_rank", F16_OVERFLOW_KEYS_PER_RANK), ("msg_dtype", "f16"))),
+         False, "triplets sent in f16, near-uniform attention, 131072 keys per rank (1M "
+         "context over 8 PEs): a partial ℓ of 131072 > 65504 overflows f16", inputs="uniform"),
 )
 
 

@@ -70,6 +70,16 @@ def study_facts(sweep: dict[str, Any]) -> list[Fact]:
         facts.append(("the bidirectional fan-out (3 messages per direction per step) "
                       "deadlocks at queue depth 2 and is deadlock-free from 3 up", ok,
                       "" if ok else f"min depth {min_d}, depth 2: {shallow['status']}"))
+    f32_run = _record(sweep, "mesh_mlo_1d")
+    f16_run = _record(sweep, "mesh_mlo_1d_f16_messages")
+    if f32_run is not None and f16_run is not None:
+        f16_num = (f16_run.get("sim") or {}).get("numeric") or {}
+        f32_num = (f32_run.get("sim") or {}).get("numeric") or {}
+        ok = f16_num.get("ok") is False and f32_num.get("ok") is True
+        facts.append(("at 1M context (131072 keys per rank) ℓ carried in f16 overflows "
+                      "float16's max (65504) and the output is lost; carried in f32 it is "
+                      "within tolerance", ok,
+                      "" if ok else f"f16 run ok={f16_num.get('ok')}, f32 ok={f32_num.get('ok')}"))
     for panel in sweep.get("panels", []):
         if not panel["name"].endswith("_decode"):
             continue

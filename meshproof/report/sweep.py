@@ -35,6 +35,7 @@ from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
 from meshproof.report.topology_diagram import topology_diagram
 from meshproof.sim.api import SimConfig, simulate
+from meshproof.sim.inputs import InputKind
 from meshproof.verify.api import VerifyConfig, verify
 from meshproof.verify.result import Verdict
 
@@ -89,9 +90,11 @@ def _verdict_json(v: Verdict) -> dict[str, Any]:
             "rendezvous": v.rendezvous.value}
 
 
-def _sim_json(schedule: Schedule, numerics: bool, seed: int) -> dict[str, Any]:
+def _sim_json(schedule: Schedule, numerics: bool, seed: int,
+              inputs: str = "normal") -> dict[str, Any]:
     try:
-        result = simulate(schedule, SimConfig(seed=seed, numerics=numerics))
+        result = simulate(schedule, SimConfig(seed=seed, numerics=numerics,
+                                              inputs=InputKind(inputs)))
     except SimulationRefused as exc:
         return {"refused": str(exc)}
     out: dict[str, Any] = {"op_log": result.op_log.to_json(), "ok": result.ok}
@@ -132,7 +135,8 @@ def run_case(case: Case, options: SweepOptions, diagram_dir: Path | None) -> dic
         verdict = verify(schedule, options.verify_config)
         record["verdict"] = _verdict_json(verdict)
         record["hop_steps"] = message_table(schedule).comm_steps
-        record["sim"] = _sim_json(schedule, case.scale == "validation", options.seed)
+        record["sim"] = _sim_json(schedule, case.scale == "validation", options.seed,
+                                  case.inputs)
         if diagram_dir is not None:
             record["diagrams"] = _draw(schedule, verdict, case.name, diagram_dir,
                                        options.renderer)

@@ -33,6 +33,7 @@ _TENSOR_CODES = {"q": 1, "k": 2, "v": 3, "peaks": 4}
 class InputKind(Enum):
     NORMAL = "normal"     # Q, K, V i.i.d. N(0,1)
     PEAKED = "peaked"     # as NORMAL, plus a few keys per KV head whose scores dominate
+    UNIFORM = "uniform"   # Q = 0: every score equal, so ℓ equals the number of keys
 
 
 @functools.lru_cache(maxsize=2)
@@ -72,6 +73,9 @@ def fill_inputs(q: F32, k: F32, v: F32, kind: InputKind, seed: int, group: int,
     fill_normal(v, seed, group, "v")
     if kind is InputKind.PEAKED:
         _implant_peaks(q, k, seed, group, scale)
+    elif kind is InputKind.UNIFORM:
+        # The stress case for ℓ's range: with equal scores every exp(s - m) is 1.
+        q.fill(0.0)
 
 
 def _implant_peaks(q: F32, k: F32, seed: int, group: int, scale: float) -> None:
