@@ -126,11 +126,17 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
 
 
 def communication_groups(schedule: Schedule, table: ChannelTable) -> tuple[tuple[int, ...], ...]:
-    """Connected components over the ranks that run ops, joined by the channels whose both
-    ends are launched and wired: independent rings or meshes of one launch (e.g. 64 cubes
-    each running its own 8-PE line). Ordered by their first rank; ranks sorted."""
+    """Connected components over the ranks that run ops, joined by the wiring's links
+    between two such ranks (and by every channel whose both ends are launched and wired).
+
+    Components follow the *wiring*, not just the messages actually exchanged: a kernel
+    that forgot to communicate must still be judged against every shard it could reach
+    (else "each rank merges its own shard once" would pass). Independent rings of one
+    launch (64 cubes each running its own 8-PE line) stay separate because no link joins
+    them. Ordered by their first rank; ranks sorted."""
     active = [r for r, p in enumerate(schedule.programs) if p.ops]
     parent = {r: r for r in active}
+    index = {schedule.programs[r].endpoint: r for r in active}
 
     def find(r: int) -> int:
         while parent[r] != r:
@@ -138,14 +144,20 @@ def communication_groups(schedule: Schedule, table: ChannelTable) -> tuple[tuple
             r = parent[r]
         return r
 
+    def join(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for link in schedule.wiring.links:
+        if link.src in index and link.dst in index:
+            join(index[link.src], index[link.dst])
     for ch in table.channels:
         if ch.status is not PortStatus.OK:
             continue
         ends = sorted({ref.rank for ref in (*ch.sends, *ch.recvs)} & parent.keys())
         for r in ends[1:]:
-            a, b = find(ends[0]), find(r)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+            join(ends[0], r)
     members: dict[int, list[int]] = {}
     for r in active:
         members.setdefault(find(r), []).append(r)

@@ -16,6 +16,7 @@ import numpy as np
 from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import Schedule
+from meshproof.model.topology import Endpoint
 from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse, groups
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.z3util import Budget, SatResult, check, new_solver
@@ -186,7 +187,8 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
                f"{z3_result.value}{z3_reason})"
     n_out = len([f for f in judged if f.value.cls in (Cls.ADDITIVE, Cls.RATIO)])
     if diags:
-        bad_ranks = sorted({d.endpoint for d in diags if d.endpoint})
+        bad_ranks = sorted({d.endpoint for d in diags if d.endpoint} |
+                           {Endpoint(c["cube"], c["pe"]) for c in counts_json})
         worst = max((c["numerator"] for c in counts_json), default=None)
         n_lost = sum(1 for d in diags if "never arrives" in d.message)
         summary = f"{len(counts_json) or len(diags) - n_lost} wrong merge count(s) on " \
