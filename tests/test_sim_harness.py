@@ -58,8 +58,9 @@ def kernels(tmp_path: Path) -> Path:
     return path
 
 
-def test_ranks_without_messages_are_groups_of_their_own(kernels: Path) -> None:
-    schedule = trace_kernel(f"{kernels}::local", pes=3,
+def test_ranks_without_links_are_groups_of_their_own(kernels: Path) -> None:
+    # cube_mesh links only PE 0 of each cube: the three PEs of one cube share no link
+    schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh",
                             args=(*SHAPES, ("h_q", 4), ("h_kv", 2)))
     result = simulate(schedule, NO_TIMING)
     assert result.numeric is not None
@@ -69,7 +70,7 @@ def test_ranks_without_messages_are_groups_of_their_own(kernels: Path) -> None:
 
 
 def test_a_shard_rank_that_never_stores_fails(kernels: Path) -> None:
-    schedule = trace_kernel(f"{kernels}::local", pes=3,
+    schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh",
                             args=(*SHAPES, ("h_q", 1), ("h_kv", 1), ("skip_pe", 1)))
     result = simulate(schedule, NO_TIMING)
     assert result.numeric is not None and not result.ok
@@ -78,6 +79,15 @@ def test_a_shard_rank_that_never_stores_fails(kernels: Path) -> None:
     assert bad[0].rel_err is None and "never stores o_ptr" in bad[0].note
     assert result.numeric.rel_err is None
     assert "(cube 0, pe 1)" in result.numeric.message
+
+
+def test_linked_ranks_that_do_not_communicate_are_one_group(kernels: Path) -> None:
+    # on pe_line the three PEs are wired together: their outputs must merge all 3 shards
+    schedule = trace_kernel(f"{kernels}::local", pes=3,
+                            args=(*SHAPES, ("h_q", 1), ("h_kv", 1)))
+    result = simulate(schedule, NO_TIMING)
+    assert result.numeric is not None and result.numeric.groups == 1
+    assert not result.numeric.ok
 
 
 def test_bf16_widens_the_tolerance(kernels: Path) -> None:
