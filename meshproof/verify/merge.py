@@ -15,7 +15,7 @@ import numpy as np
 
 from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable
-from meshproof.model.schedule import Schedule
+from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse, groups
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
@@ -129,9 +129,21 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
     res = analyse(schedule, table)
     progs = schedule.programs
     if not res.shards:
+        named = ', '.join(schedule.launch.sharded) or 'none'
+        # Without shards every value is a constant, so a kernel whose KV buffers are named
+        # otherwise would pass unchecked: softmax partials with no shard are not certified.
+        partial = next((op for p in progs for op in p.ops
+                        if op.kind in (OpKind.EXP, OpKind.SOFTMAX)), None)
+        if partial is not None:
+            return PropertyResult(
+                "exactly_once_merge", Status.UNKNOWN,
+                f"no rank loads a sharded buffer ({named}), yet the kernel computes softmax "
+                f"partials ({partial.kind.value} at {partial.source}): name its KV buffers "
+                "with --sharded a_ptr,b_ptr", seconds=time.perf_counter() - start,
+                certificate="provenance")
         return PropertyResult("exactly_once_merge", Status.PROVED,
-                              f"vacuous: no rank loads a sharded buffer "
-                              f"({', '.join(schedule.launch.sharded) or 'none'})",
+                              f"vacuous: no rank loads a sharded buffer ({named}) and no rank "
+                              "computes a softmax partial",
                               seconds=time.perf_counter() - start, certificate="provenance")
     diags: list[Diagnostic] = []
     counts_json: list[dict[str, Any]] = []

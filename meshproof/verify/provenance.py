@@ -11,6 +11,7 @@ messages by the k-th send <-> k-th recv matching.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -31,6 +32,10 @@ class Cls(Enum):
     RATIO = "ratio"          # additive / additive: the normalised output
     LOST = "lost"            # depends on a message that never arrives
     OPAQUE = "opaque"        # an operation the counting rules do not cover
+
+
+# Classes that scale a partial: they must stay positive for counts to mean multiplicities.
+_SCALINGS = frozenset({Cls.ADDITIVE, Cls.WEIGHT, Cls.RATIO})
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +115,12 @@ class _Interp:
                 return a
         deps = tuple((rank, a.id) for a in op.args if isinstance(a, ValueRef))
         if k is OpKind.LOAD:
-            if op.ptr in self.sharded and rank in self.col:
-                v = self.zero.copy()
-                v[self.col[rank]] = 1
-                return self.p(Cls.DATA, v)
-            return self.p(Cls.CONST)
+            return self.load(rank, op)
         if k is OpKind.FULL:
             return self.p(Cls.CONST)
+        if k is OpKind.NEG and args[0].cls in _SCALINGS:
+            return self.opaque(op, f"({args[0].cls.value} value): a negated partial or weight "
+                               "cancels instead of merging")
         if k in (OpKind.RESHAPE, OpKind.TRANS, OpKind.CAST, OpKind.NEG, OpKind.STORE,
                  OpKind.SEND):
             a = args[0]
@@ -151,7 +155,7 @@ class _Interp:
                             "modelled)")
         if k is OpKind.DOT:
             return self.dot(rank, op, args[0], args[1], deps)
-        return self.arith(op, args[0], args[1], deps)
+        return self.arith(rank, op, args[0], args[1], deps)
 
     def dot(self, rank: int, op: Op, a: Prov, b: Prov, deps: tuple[tuple[int, int], ...]) -> Prov:
         classes = {a.cls, b.cls}
@@ -159,7 +163,8 @@ class _Interp:
             return self.p(Cls.CONST)
         if classes <= {Cls.CONST, Cls.DATA}:
             return self.p(Cls.DATA, np.maximum(a.counts, b.counts))
-        if Cls.ADDITIVE in classes and classes <= {Cls.ADDITIVE, Cls.DATA, Cls.CONST}:
+        if Cls.ADDITIVE in classes and classes <= {Cls.ADDITIVE, Cls.DATA, Cls.CONST} and \
+                (a.cls, b.cls) != (Cls.ADDITIVE, Cls.ADDITIVE):  # a product of partials is no merge
             add, other = (a, b) if a.cls is Cls.ADDITIVE else (b, a)
             if other.cls is Cls.DATA and not np.array_equal(other.counts > 0, add.counts > 0):
                 self.mixing.append(Mixing(rank, op, f"{op.source}: dot applies weights of "
@@ -169,11 +174,23 @@ class _Interp:
                         "copy")
         return self.opaque(op, f"of {a.cls.value} and {b.cls.value} values")
 
-    def arith(self, op: Op, a: Prov, b: Prov, deps: tuple[tuple[int, int], ...]) -> Prov:
+    def arith(self, rank: int, op: Op, a: Prov, b: Prov,
+              deps: tuple[tuple[int, int], ...]) -> Prov:
         k, ca, cb = op.kind, a.cls, b.cls
         C = Cls
         if ca is C.CONST and cb is C.CONST:
             return self.p(C.CONST)
+        # Counts are multiplicities of positively scaled partials: a factor that may be zero
+        # or negative could drop or cancel a partial while its count stays 1.
+        if {ca, cb} & _SCALINGS and C.CONST in {ca, cb}:
+            factor = op.args[1] if cb is C.CONST else op.args[0]
+            if k in (OpKind.MUL, OpKind.DIV) and not self.positive(rank, factor):
+                return self.opaque(op, f"({(a if cb is C.CONST else b).cls.value} value) by a "
+                                   "factor that is not a known positive constant: it could "
+                                   "drop or cancel a partial")
+            if k in (OpKind.ADD, OpKind.SUB) and C.WEIGHT in {ca, cb}:
+                return self.opaque(op, "(weight and constant): a shifted weight may be zero or "
+                                   "negative")
         if k in (OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV) and cb is C.CONST and \
                 ca is not C.RATIO:
             return Prov(ca, a.counts, a.den, "", deps[:1], "copy")
@@ -198,6 +215,50 @@ class _Interp:
         if k is OpKind.DIV and ca is C.WEIGHT and cb is C.WEIGHT:
             return self.p(C.WEIGHT)
         return self.opaque(op, f"of {ca.value} and {cb.value} values")
+
+    def positive(self, rank: int, arg: ValueRef | Const) -> bool:
+        """A factor known to be a positive finite constant: a scalar, or a `tl.full` of one
+        (through reshapes, transposes and casts)."""
+        if isinstance(arg, Const):
+            return math.isfinite(arg.value) and arg.value > 0
+        op = self.defining[(rank, arg.id)]
+        while op.kind in (OpKind.RESHAPE, OpKind.TRANS, OpKind.CAST):
+            src = op.args[0]
+            assert isinstance(src, ValueRef)
+            op = self.defining[(rank, src.id)]
+        return op.kind is OpKind.FULL and op.fill is not None and math.isfinite(op.fill) and \
+            op.fill > 0
+
+    def _stores_read(self, rank: int, op: Op) -> list[Op]:
+        """The rank's earlier stores to the buffer `op` loads that overlap the loaded
+        elements, in program order (memory is per rank; offsets count elements)."""
+        lo, hi = op.offset, op.offset + math.prod(op.shape)
+        return [s for s in self.stores.get((rank, op.ptr or ""), ())
+                if s.index < op.index and s.offset < hi and lo < s.offset + math.prod(s.shape)]
+
+    def load(self, rank: int, op: Op) -> Prov:
+        """A load reads the buffer's input, or what this rank stored there earlier: a
+        partial spilled and reloaded keeps its counts (else a round trip would launder it
+        into a constant and a double merge would go unseen)."""
+        stores = self._stores_read(rank, op)
+        if stores:
+            last = stores[-1]
+            key = (rank, last.value_args[0])
+            n = math.prod(op.shape)
+            if last.offset <= op.offset and op.offset + n <= last.offset + math.prod(last.shape):
+                kept = self.values[key]
+                return Prov(kept.cls, kept.counts, kept.den, kept.why, (key,), "copy")
+            if op.ptr in self.sharded or any(self.values[(rank, s.value_args[0])].cls
+                                             is not Cls.CONST for s in stores):
+                return self.opaque(op, f"from {op.ptr} at offset {op.offset} mixes stored "
+                                   "values with other elements (partial overwrites are not "
+                                   "modelled: reload exactly what was stored)")
+            return self.p(Cls.CONST)
+        if op.ptr in self.sharded and rank in self.col:
+            v = self.zero.copy()
+            v[self.col[rank]] = 1
+            return self.p(Cls.DATA, v)
+        return self.p(Cls.CONST)
 
     def _names(self, counts: np.ndarray) -> str:
         eps = [self.s.programs[self.shards[i]].endpoint.label for i in np.nonzero(counts)[0]]
@@ -226,6 +287,8 @@ class _Interp:
         if op.kind is OpKind.RECV:
             src = self._recv_source(rank, op)
             return [src] if isinstance(src, tuple) else []
+        if op.kind is OpKind.LOAD:
+            return [(rank, s.value_args[0]) for s in self._stores_read(rank, op)]
         return [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
 
     def _evaluate(self, key: tuple[int, int]) -> None:
@@ -278,6 +341,11 @@ class _Interp:
         self.defining = {(r, op.out): op for r, p in enumerate(progs) for op in p.ops
                          if op.out is not None}
         self.cyclic: set[int] = set()
+        self.stores: dict[tuple[int, str], list[Op]] = {}
+        for r, p in enumerate(progs):
+            for op in p.ops:
+                if op.kind is OpKind.STORE:
+                    self.stores.setdefault((r, op.ptr or ""), []).append(op)
         group = groups(self.s, self.table)
         expected_by_group: dict[int, np.ndarray] = {}
         for r, g in enumerate(group):
