@@ -5,6 +5,10 @@ Kept fast (small launches, a fake verifier where the gate only needs expectation
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +16,17 @@ from typing import Any
 import pytest
 from conftest import REPO_ROOT, trace_kernel
 
+from meshproof.atomic import write_atomic
+from meshproof.cli import simulate_cmd
+from meshproof.errors import ConfigError, HarnessError
+from meshproof.model.channels import derive_channels
+from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
+from meshproof.sim import checking
+from meshproof.sim.api import SimConfig, simulate
+from meshproof.sim.checking import plan_numerics
+from meshproof.sim.inputs import InputKind
+from meshproof.sim.memory import estimate_batch
 
 Run = Callable[[Sequence[str]], Any]
 
@@ -47,3 +61,175 @@ def test_schedule_diagram_still_draws_caps_and_faults() -> None:
     assert '"c3p0_head"' in first.source and '"c4p0_head"' in first.source
     assert "no E link" in first.source and "no W link" in first.source
     assert "op groups not shown (cap 5 nodes per lane)" in first.source
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+def _one_line_error(res: Any, code: int = 2) -> str:
+    """The CLI's promise for bad input: exit `code`, one line on stderr, no traceback."""
+    assert res.code == code, (res.code, res.out, res.err)
+    assert res.err.count("\n") == 1 and res.err.startswith("meshproof: error: "), res.err
+    assert "Traceback" not in res.err + res.out
+    return str(res.err)
+
+
+# --- the simulator refuses sizes that cannot fit, before allocating anything --------------
+
+def test_absurd_sizes_are_refused_with_an_estimate_and_the_fix(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--arg", "S_kv_per_rank=1000000000000"])
+    err = _one_line_error(res)
+    assert "GiB" in err and "available" in err
+    assert "S_kv_per_rank=1000000000000" in err          # what was asked
+    assert "lower S_kv_per_rank" in err and "--no-numerics" in err   # how to fix it
+    # the JSON mode refuses the same way (nothing on stdout)
+    res = run_cli(["simulate", "mesh_mlo_1d", "--arg", "S_kv_per_rank=10000000000",
+                   "--json"])
+    _one_line_error(res)
+    assert res.out == ""
+
+
+def test_no_numerics_gives_timing_and_op_log_at_any_size(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--arg", "S_kv_per_rank=1000000000000",
+                   "--no-numerics", "--json"])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["numeric"] is None and doc["ok"] is True
+    assert doc["timing"]["comm_steps"] == 7 and doc["op_log"]["gemm"] == 16
+
+
+def test_memory_limit_shrinks_batches_before_refusing() -> None:
+    # 4 cubes, each its own 8-PE line: 4 groups of one class, normally one batch
+    schedule = trace_kernel("mesh_mlo_1d", cubes=4)
+    table = derive_channels(schedule)
+    whole = plan_numerics(schedule, table, 1 << 30, memory_limit=1 << 40)
+    assert [c.batch for c in whole.classes] == [4]
+    one = estimate_batch(schedule, whole.groups[0], whole.classes[0].layout, 1)
+    tight = plan_numerics(schedule, table, 1 << 30, memory_limit=2 * one.total)
+    assert [c.batch for c in tight.classes] == [2]
+    # batching does not change the numbers
+    free = simulate(schedule, SimConfig(timing=False))
+    capped = simulate(schedule, SimConfig(timing=False, memory_limit_bytes=2 * one.total))
+    assert free.to_json() == capped.to_json()
+    with pytest.raises(HarnessError, match=r"needs about .* GiB .* more than the"):
+        simulate(schedule, SimConfig(timing=False, memory_limit_bytes=one.total - 1))
+
+
+def test_the_estimate_counts_inputs_intermediates_and_reference() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", args=(("S_kv_per_rank", 1000), ("d_head", 64)))
+    plan = plan_numerics(schedule, derive_channels(schedule), 1 << 30, memory_limit=1 << 40)
+    m = plan.memory
+    kv = 2 * 8 * 1000 * 64 * 4                         # float32 K and V of 8 shards
+    assert m.inputs == kv + 64 * 4                     # plus Q (1 row, 1 head)
+    assert m.intermediates >= 3 * 1000 * 4             # the scores of one rank, a few times
+    assert m.reference > 0 and m.total == m.inputs + m.outputs + m.intermediates + \
+        m.reference
+
+
+def test_running_out_of_memory_anyway_is_one_clear_line(
+        run_cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_memory(*_: object, **__: object) -> None:
+        raise MemoryError("Unable to allocate 23.8 GiB")
+
+    monkeypatch.setattr(checking, "make_inputs", no_memory)
+    err = _one_line_error(run_cli(["simulate", "mesh_mlo_1d"]))
+    assert "out of memory simulating mesh_mlo_1d" in err and "lower S_kv_per_rank" in err
+
+
+def test_negative_seed_is_bad_input(run_cli: Run) -> None:
+    err = _one_line_error(run_cli(["simulate", "mesh_mlo_1d", "--seed", "-1"]))
+    assert "--seed" in err
+    with pytest.raises(HarnessError, match="seed -1 is negative"):
+        simulate(trace_kernel("mesh_mlo_1d"), SimConfig(seed=-1))
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("gemm_flops_per_pe = nan\n", "gemm_flops_per_pe must be a finite number > 0, got nan"),
+    ("dma_bandwidth_Bps = inf\n", "dma_bandwidth_Bps must be a finite number > 0, got inf"),
+    ("[inter_sip]\nlatency_s = inf\n", "inter_sip.latency_s must be a finite number >= 0"),
+    ("gemm_flops_per_pe = -1e12\n", "gemm_flops_per_pe must be a positive number"),
+    ("gemm_flop_per_pe = 1e12\n", "unknown key(s) gemm_flop_per_pe"),
+    ("gemm_flops_per_pe = \n", "is not valid TOML"),
+])
+def test_bad_hardware_profiles_are_one_line(run_cli: Run, tmp_path: Path, text: str,
+                                           needle: str) -> None:
+    hw = tmp_path / "hw.toml"
+    hw.write_text(text, encoding="utf-8")
+    assert needle in _one_line_error(run_cli(["simulate", "mesh_mlo_1d", "--hw", str(hw),
+                                              "--json"]))
+
+
+def test_profile_check_guards_the_library_too() -> None:
+    bad = HardwareProfile(name="x", inter_cube=LinkCost(1e-7, math.nan))
+    with pytest.raises(ConfigError, match=r"inter_cube.bandwidth_Bps must be a finite"):
+        simulate(trace_kernel("mesh_mlo_1d"), SimConfig(hardware=bad))
+    # numerics alone do not use the profile
+    assert simulate(trace_kernel("mesh_mlo_1d"),
+                    SimConfig(hardware=bad, timing=False)).ok
+
+
+# --- the Perfetto trace: checked before simulating, readable like any output --------------
+
+@pytest.mark.parametrize("where", ["missing/t.json", "afile/t.json", "adir"])
+def test_bad_perfetto_paths_fail_before_simulating(run_cli: Run, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   where: str) -> None:
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    (tmp_path / "adir").mkdir()
+
+    def not_reached(*_: object, **__: object) -> None:
+        raise AssertionError("simulated although the trace path cannot be written")
+
+    monkeypatch.setattr(simulate_cmd, "simulate", not_reached)
+    err = _one_line_error(run_cli(["simulate", "mesh_mlo_1d", "--perfetto",
+                                   str(tmp_path / where)]))
+    want = {"missing/t.json": "does not exist", "afile/t.json": "is a file, not a directory",
+            "adir": "is a directory"}[where]
+    assert want in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+
+
+def test_outputs_get_normal_permissions(run_cli: Run, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        trace_path = tmp_path / "t.json"
+        assert run_cli(["simulate", "mesh_mlo_1d", "--perfetto", str(trace_path)]).code == 0
+        write_atomic(tmp_path / "x.bin", b"x")
+    finally:
+        os.umask(old)
+    for path in (trace_path, tmp_path / "x.bin"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+# --- the simulator's numbers, as spec/simulator.md states them ---------------------------
+
+@pytest.mark.parametrize("kernel,options", [
+    ("mesh_mlo_1d", {}), ("ring_mlo", {}), ("mesh_kv", {}),
+    ("mesh_mlo_2d", {"mesh": "2x4", "wiring": "cube_mesh"})])
+def test_correct_kernels_pass_at_s_q_16_gqa_8_on_peaked_inputs(kernel: str,
+                                                               options: dict[str, Any]) -> None:
+    args = (("S_q", 16), ("h_q", 8), ("h_kv", 1), ("S_kv_per_rank", 32), ("d_head", 16))
+    schedule = trace_kernel(kernel, args=args, **options)
+    numeric = simulate(schedule, SimConfig(inputs=InputKind.PEAKED, timing=False)).numeric
+    assert numeric is not None and numeric.ok, numeric.message if numeric else ""
+    assert numeric.tolerance == 1e-2 and numeric.dtypes == ("f16", "f32")
+    # f16 storage lands near 3e-4: 30x inside the tolerance, not at its edge
+    assert numeric.rel_err is not None and numeric.rel_err < 1e-3
+
+
+def test_peaked_inputs_can_hide_a_normalised_merge_but_normal_inputs_catch_it() -> None:
+    schedule = trace_kernel("mesh_mlo_1d_normalised_merge")
+    peaked = [simulate(schedule, SimConfig(inputs=InputKind.PEAKED, seed=seed, timing=False))
+              for seed in (0, 1)]
+    assert [r.ok for r in peaked] == [False, True]          # seed 1: every ℓ ≈ 1
+    for seed in range(4):
+        normal = simulate(schedule, SimConfig(seed=seed, timing=False)).numeric
+        assert normal is not None and normal.rel_err is not None and normal.rel_err > 0.3
+
+
+def test_simulate_json_is_byte_identical_across_runs(run_cli: Run) -> None:
+    args = ["simulate", "--panel", "multi_user_prefill", "--inputs", "peaked", "--json"]
+    first, second = run_cli(args), run_cli(args)
+    assert first.code == 0 and first.out == second.out
+    doc = json.loads(first.out)
+    assert list(doc) == sorted(doc) and "seconds" not in first.out

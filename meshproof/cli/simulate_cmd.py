@@ -15,7 +15,7 @@ from meshproof.model.serialize import dumps
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.inputs import InputKind
-from meshproof.sim.perfetto import perfetto_trace, write_json_atomic
+from meshproof.sim.perfetto import check_json_target, perfetto_trace, write_json_atomic
 from meshproof.sim.result import SIM_SCHEMA, SimResult
 
 EXIT_VIOLATED = 1
@@ -25,10 +25,15 @@ _RANK_ROWS = 16
 
 @click.command("simulate")
 @launch_options
-@click.option("--seed", type=int, default=0, show_default=True, help="Input RNG seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Input RNG seed (>= 0).")
 @click.option("--inputs", "inputs", type=click.Choice([k.value for k in InputKind]),
               default=InputKind.NORMAL.value, show_default=True,
-              help="normal: Q, K, V ~ N(0,1); peaked: plus a few keys that dominate.")
+              help="normal: Q, K, V ~ N(0,1); peaked: plus a few keys that dominate; "
+                   "uniform: Q = 0, every score equal.")
+@click.option("--no-numerics", is_flag=True,
+              help="Skip the numeric check (no data is allocated): timing model and op log "
+                   "only, e.g. at headline scale.")
 @click.option("--softmax-scale", type=float, default=None,
               help="Softmax scale (sets the kernel argument sm_scale; default 1/sqrt(d_head)).")
 @click.option("--hw", "hw_file", type=click.Path(path_type=Path), default=None,
@@ -38,14 +43,16 @@ _RANK_ROWS = 16
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
 @click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
-def simulate_cmd(seed: int, inputs: str, softmax_scale: float | None, hw_file: Path | None,
-                 as_json: bool, perfetto_path: Path | None, diagram: Path | None,
-                 **opts: Any) -> int:
+def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float | None,
+                 hw_file: Path | None, as_json: bool, perfetto_path: Path | None,
+                 diagram: Path | None, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if diagram is not None:
         from meshproof.report.api import check_diagram_target
 
         check_diagram_target(diagram)
+    if perfetto_path is not None:
+        check_json_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
@@ -59,7 +66,8 @@ def simulate_cmd(seed: int, inputs: str, softmax_scale: float | None, hw_file: P
         from meshproof.report.api import write_schedule_diagram
 
         click.echo(write_schedule_diagram(schedule, None, diagram).note, err=True)
-    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile)
+    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
+                       numerics=not no_numerics)
     try:
         result = simulate(schedule, config)
     except SimulationRefused as exc:

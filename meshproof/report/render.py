@@ -12,10 +12,10 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from meshproof.atomic import write_atomic
 from meshproof.errors import OutputError
 
 FORMATS = (".svg", ".png", ".dot")
@@ -40,27 +40,13 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (temp file in the same directory, then rename)."""
+    """Write atomically (temp file in the same directory, then rename), creating parents."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is for reading
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}; pass a path in a "
                           "writable directory") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def check_diagram_path(path: Path) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from meshproof.errors import SimulationRefused
+from meshproof.errors import HarnessError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
 from meshproof.model.progress import Progress, run
 from meshproof.model.schedule import Schedule
-from meshproof.sim.checking import run_numerics
+from meshproof.sim.checking import plan_numerics, run_numerics
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.oplog import op_log
 from meshproof.sim.result import (
@@ -24,7 +24,7 @@ from meshproof.sim.result import (
     SimResult,
     TimingResult,
 )
-from meshproof.sim.timing import TimingRun, run_timing
+from meshproof.sim.timing import TimingRun, check_profile, run_timing
 
 # Blocked ranks named in a deadlock message before it says "and N more".
 _NAMED_BLOCKED = 6
@@ -40,9 +40,21 @@ class SimConfig:
     timing: bool = True
     # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
     chunk_bytes: int = 1 << 30
+    # bytes the numeric run may use at once (None: what the machine has available); a
+    # run that needs more is refused before anything is allocated
+    memory_limit_bytes: int | None = None
 
 
 def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
+    """Refuse a deadlocking schedule, then run the timing model and the numerics.
+
+    Bad input (a negative seed, a hardware profile the timing model cannot use, shapes the
+    harness cannot build or that do not fit in memory) is raised before any work.
+    """
+    if config.seed < 0:
+        raise HarnessError(f"seed {config.seed} is negative; pass a seed >= 0")
+    if config.timing:
+        check_profile(config.hardware)
     phases: dict[str, float] = {}
     t0 = time.perf_counter()
     table = derive_channels(schedule)
@@ -51,6 +63,8 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
     progress = run(schedule, table, depth)
     if progress.deadlock:
         raise SimulationRefused(deadlock_message(schedule, table, progress))
+    plan = plan_numerics(schedule, table, config.chunk_bytes, config.memory_limit_bytes) \
+        if config.numerics else None
     phases["progress"] = time.perf_counter() - t0
     timing: TimingResult | None = None
     timing_run: TimingRun | None = None
@@ -59,8 +73,8 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
         timing_run = run_timing(schedule, table, config.hardware, depth)
         timing = summarise_timing(schedule, table, timing_run, config.hardware, depth)
         phases["timing"] = time.perf_counter() - t1
-    numeric = run_numerics(schedule, table, config.seed, config.inputs, config.chunk_bytes,
-                           phases) if config.numerics else None
+    numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases) \
+        if plan is not None else None
     return SimResult(schedule.launch.kernel, schedule.launch, numeric, timing,
                      op_log(schedule), timing_run, tuple(sorted(phases.items())))
 

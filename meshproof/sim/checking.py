@@ -8,25 +8,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from meshproof.errors import HarnessError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import DType, OpKind, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.sim.groups import find_groups, group_classes
+from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (
     O_PTR,
     AttentionShape,
     GroupInputs,
+    GroupLayout,
     group_layout,
     make_inputs,
     rank_memory,
     reference,
 )
 from meshproof.sim.inputs import InputKind
-from meshproof.sim.numerics import GroupEvaluator, plan_group
+from meshproof.sim.memory import GIB, MemoryEstimate, available_bytes, estimate_batch
+from meshproof.sim.numerics import GroupEvaluator, GroupPlan, plan_group
 from meshproof.sim.result import NumericResult, RankNumeric
 from meshproof.sim.rounding import F32
 
@@ -44,29 +48,99 @@ def tolerance_for(schedule: Schedule) -> tuple[float, tuple[str, ...]]:
     return TOLERANCE[DType.F32], tuple(sorted(d.value for d in used))
 
 
-def run_numerics(schedule: Schedule, table: ChannelTable, seed: int, kind: InputKind,
-                 chunk_bytes: int, phases: MutableMapping[str, float]) -> NumericResult:
+@dataclass(frozen=True, slots=True)
+class ClassPlan:
+    """How one class of identical groups is evaluated: its layout, op plan and batch."""
+
+    members: tuple[int, ...]        # group indices
+    layout: GroupLayout
+    plan: GroupPlan
+    batch: int                      # groups evaluated together
+    memory: MemoryEstimate          # what one batch keeps alive
+
+
+@dataclass(frozen=True, slots=True)
+class NumericPlan:
+    """Everything decided before any array is allocated (bad shapes and sizes fail here)."""
+
+    shape: AttentionShape
+    tolerance: float
+    dtypes: tuple[str, ...]
+    groups: tuple[Group, ...]
+    classes: tuple[ClassPlan, ...]
+    available: int | None           # bytes the run may use; None: unknown
+
+    @property
+    def memory(self) -> MemoryEstimate:
+        """The largest batch's estimate (classes run one after another)."""
+        return max((c.memory for c in self.classes), key=lambda m: m.total,
+                   default=MemoryEstimate(0, 0, 0, 0))
+
+
+def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
+                  memory_limit: int | None = None) -> NumericPlan:
+    """Shapes, groups, classes and batches; refuses (HarnessError) a run that cannot fit
+    in `memory_limit` bytes (None: the memory this machine has available)."""
     shape = AttentionShape.from_schedule(schedule)
     tol, dtypes = tolerance_for(schedule)
     groups = find_groups(schedule, table)
-    classes = group_classes(schedule, table, groups)
-    per_rank: list[RankNumeric] = []
-    for cls in classes:
+    available = memory_limit if memory_limit is not None else available_bytes()
+    plans = []
+    for cls in group_classes(schedule, table, groups):
         rep = groups[cls.representative]
         layout = group_layout(schedule, rep, shape)
-        plan = plan_group(schedule, table, rep)
-        per_chunk = max(1, chunk_bytes // max(1, layout.input_bytes))
+        batch = min(len(cls.members), max(1, chunk_bytes // max(1, layout.input_bytes)))
+        memory = estimate_batch(schedule, rep, layout, batch)
+        # smaller batches give the same numbers (spec/simulator.md §3): shrink to fit
+        while available is not None and batch > 1 and memory.total > available:
+            batch = max(1, batch // 2)
+            memory = estimate_batch(schedule, rep, layout, batch)
+        if available is not None and memory.total > available:
+            raise HarnessError(_too_big(schedule, shape, len(rep.ranks), memory, available))
+        plans.append(ClassPlan(cls.members, layout, plan_group(schedule, table, rep), batch,
+                               memory))
+    return NumericPlan(shape, tol, dtypes, groups, tuple(plans), available)
+
+
+def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: MemoryEstimate,
+             available: int) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in (
+        ("S_q", shape.S_q), ("S_kv_per_rank", shape.S_kv_per_rank), ("h_q", shape.h_q),
+        ("h_kv", shape.h_kv), ("d_head", shape.d_head)))
+    return (f"the numeric simulation of {schedule.launch.kernel} needs about "
+            f"{memory.total / GIB:.1f} GiB at once for one group of {ranks} rank(s) "
+            f"({memory.breakdown()}) with {sizes}, more than the {available / GIB:.1f} GiB "
+            "available; lower S_kv_per_rank (or S_q, d_head, the head counts) with --arg, "
+            "or skip the numerics (`meshproof simulate --no-numerics` runs the timing model "
+            "and op log alone)")
+
+
+def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
+                 phases: MutableMapping[str, float]) -> NumericResult:
+    groups = plan.groups
+    per_rank: list[RankNumeric] = []
+    for cls in plan.classes:
+        layout = cls.layout
         inputs: GroupInputs | None = None
-        for c0 in range(0, len(cls.members), per_chunk):
-            members = cls.members[c0:c0 + per_chunk]
+        for c0 in range(0, len(cls.members), cls.batch):
+            members = cls.members[c0:c0 + cls.batch]
             t0 = time.perf_counter()
-            inputs = make_inputs(layout, members, kind, seed, reuse=inputs)
-            t1 = time.perf_counter()
-            expected = reference(layout, inputs)
-            t2 = time.perf_counter()
-            memories = [rank_memory(layout, role, inputs, schedule.launch.sharded)
-                        for role in layout.roles]
-            GroupEvaluator(plan, memories, len(members)).run()
+            try:
+                inputs = make_inputs(layout, members, kind, seed, reuse=inputs)
+                t1 = time.perf_counter()
+                expected = reference(layout, inputs)
+                t2 = time.perf_counter()
+                memories = [rank_memory(layout, role, inputs, schedule.launch.sharded)
+                            for role in layout.roles]
+                GroupEvaluator(cls.plan, memories, len(members)).run()
+            except MemoryError:
+                # the estimate is a lower bound: say what was expected, never a traceback
+                raise HarnessError(
+                    f"out of memory simulating {schedule.launch.kernel} (estimated "
+                    f"{cls.memory.total / GIB:.1f} GiB for {len(members)} group(s) at once: "
+                    f"{cls.memory.breakdown()}); lower S_kv_per_rank (or S_q, d_head, the "
+                    "head counts) with --arg, or skip the numerics (`meshproof simulate "
+                    "--no-numerics`)") from None
             t3 = time.perf_counter()
             for pos, role in enumerate(layout.roles):
                 if not role.checked:
@@ -78,17 +152,18 @@ def run_numerics(schedule: Schedule, table: ChannelTable, seed: int, kind: Input
                 for b, g in enumerate(members):
                     rank = groups[g].ranks[pos]
                     per_rank.append(_compare(schedule.programs[rank].endpoint, g, got[b],
-                                             want[b], tol, stores))
+                                             want[b], plan.tolerance, stores))
             del memories
             t4 = time.perf_counter()
             for name, dt in (("inputs", t1 - t0), ("reference", t2 - t1),
                              ("evaluate", t3 - t2), ("compare", t4 - t3)):
                 phases[name] = phases.get(name, 0.0) + dt
     per_rank.sort(key=lambda r: r.endpoint)
+    shape = plan.shape
     return NumericResult(
         harness=shape.harness, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
-        dtypes=dtypes, tolerance=tol, tolerance_rule=TOLERANCE_RULE, groups=len(groups),
-        classes=len(classes), per_rank=tuple(per_rank))
+        dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
+        groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank))
 
 
 def _compare(endpoint: Endpoint, group: int, got: F32, want: npt.NDArray[np.float64],

@@ -28,7 +28,7 @@ HARNESSES = ("decode", "prefill")
 Q_PTR, K_PTR, V_PTR, O_PTR = "q_ptr", "k_ptr", "v_ptr", "o_ptr"
 # float64 bytes per reference chunk of K (or V): large enough that the per-chunk numpy
 # calls cost little next to the float32 -> float64 conversion.
-_REF_CHUNK_BYTES = 4 << 20
+REF_CHUNK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +196,11 @@ def rank_memory(layout: GroupLayout, role: RankRole, inputs: GroupInputs,
     return mem
 
 
+def reference_chunk_rows(batch: int, shape: AttentionShape) -> int:
+    """KV rows per step of the reference's online softmax."""
+    return max(64, REF_CHUNK_BYTES // (8 * batch * shape.h_kv * shape.d_head))
+
+
 def reference(layout: GroupLayout, inputs: GroupInputs) -> F64:
     """Dense float64 GQA attention: (batch, q_rows, h_q, d). Online softmax over chunks
     of KV rows, so K and V are never converted to float64 as a whole."""
@@ -207,7 +212,7 @@ def reference(layout: GroupLayout, inputs: GroupInputs) -> F64:
     m = np.full((b, s.h_kv, rows * g, 1), -np.inf)
     ell = np.zeros((b, s.h_kv, rows * g, 1))
     acc = np.zeros((b, s.h_kv, rows * g, s.d_head))
-    chunk = max(64, _REF_CHUNK_BYTES // (8 * b * s.h_kv * s.d_head))
+    chunk = reference_chunk_rows(b, s)
     kbuf = np.empty((b, chunk, s.h_kv, s.d_head))
     vbuf = np.empty_like(kbuf)
     for c0 in range(0, layout.kv_rows, chunk):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from meshproof.atomic import write_atomic
 from meshproof.errors import OutputError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
@@ -62,23 +62,30 @@ def perfetto_trace(schedule: Schedule, table: ChannelTable, run: TimingRun) -> d
             "otherData": {"kernel": schedule.launch.kernel, "schema": "meshproof/perfetto-v1"}}
 
 
-def write_json_atomic(path: Path, obj: object) -> None:
-    """Write JSON to a temp file next to `path`, then rename: never a partial file."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+def check_json_target(path: Path) -> None:
+    """Fail fast, before simulating, on a trace path that cannot be written: its
+    directory must exist (it is not created: a typo should not grow a tree) and be
+    writable, and the path must not be a directory."""
     directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory; name a .json file")
+    if directory.exists() and not directory.is_dir():
+        raise OutputError(f"cannot write {path}: {directory} is a file, not a directory; "
+                          "choose another path")
     if not directory.is_dir():
         raise OutputError(f"cannot write {path}: directory {directory} does not exist; "
                           "create it or choose another path")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {path}: directory {directory} is not writable; "
+                          "choose another path")
+
+
+def write_json_atomic(path: Path, obj: object) -> None:
+    """Write JSON to a temp file next to `path`, then rename: never a partial file."""
+    check_json_target(path)
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror}; choose a writable path") \
-            from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {exc.strerror}; choose a writable path") \
-            from None
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; choose a writable "
+                          "path") from None

@@ -16,7 +16,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from meshproof.errors import SimulationRefused
+from meshproof.errors import ConfigError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.schedule import (
@@ -90,6 +90,34 @@ class TimingRun:
             else:
                 cur = self.events[cur.rank][cur.op - 1] if cur.op > 0 else None
         return tuple(reversed(path))
+
+
+def check_profile(hw: HardwareProfile) -> None:
+    """The timing model divides by rates and adds latencies: every rate must be a finite
+    number > 0 and every latency a finite number >= 0, or the times (and the JSON, which
+    cannot hold nan/inf) are meaningless. TOML spells nan and inf, so a profile file can
+    carry them."""
+    rates = {"gemm_flops_per_pe": hw.gemm_flops_per_pe,
+             "vector_elems_per_s": hw.vector_elems_per_s,
+             "dma_bandwidth_Bps": hw.dma_bandwidth_Bps}
+    times = {"dma_latency_s": hw.dma_latency_s, "op_overhead_s": hw.op_overhead_s}
+    for cls in LINK_CLASSES:
+        cost = _link_cost(hw, cls)
+        rates[f"{cls}.bandwidth_Bps"] = cost.bandwidth_Bps
+        times[f"{cls}.latency_s"] = cost.latency_s
+    for key, value in rates.items():
+        if not _finite(value) or value <= 0:
+            raise ConfigError(f"hardware profile {hw.name!r}: {key} must be a finite number "
+                              f"> 0, got {value!r}; fix it in the --hw file")
+    for key, value in times.items():
+        if not _finite(value) or value < 0:
+            raise ConfigError(f"hardware profile {hw.name!r}: {key} must be a finite number "
+                              f">= 0, got {value!r}; fix it in the --hw file")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
 
 
 def link_class(system: System, src: Endpoint, dst: Endpoint | None) -> str | None:

@@ -16,16 +16,14 @@ always re-run. Entries are one JSON file each, written atomically.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from meshproof import __version__
+from meshproof.atomic import write_atomic as write_bytes_atomic
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
@@ -90,12 +88,4 @@ class GateCache:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file in the same directory and rename over `path`."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
