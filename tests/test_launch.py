@@ -110,7 +110,7 @@ def test_launch_errors() -> None:
     # the default --sharded is ignored by kernels without k_ptr / v_ptr
     assert build_launch(ref, LaunchOptions(args=(("width", 1),))).spec.sharded == ()
     mlo = resolve_kernel("mesh_mlo_1d")
-    for opts, match in [(LaunchOptions(pes=0), "--pes 0 does not fit a cube of 8 PEs"),
+    for opts, match in [(LaunchOptions(pes=0), "--pes 0 launches no PE: launch 1..8"),
                         (LaunchOptions(pes=9), "--pes 9 does not fit"),
                         (LaunchOptions(cubes=0), "--cubes 0 is out of range 1..4096"),
                         (LaunchOptions(cubes=100000), "--cubes 100000 is out of range"),

@@ -6,13 +6,20 @@ numerically wrong in ways a naive count keeps at 1 and must never be certified.
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
-from conftest import CliResult, kernel_spec, trace_kernel
+import z3
+from conftest import TEST_KERNELS, CliResult, kernel_spec, line_of, trace_kernel
 
+from meshproof.cli.options import parse_arg
 from meshproof.verify.api import verify
 from meshproof.verify.result import Status, Verdict
+from meshproof.verify.z3util import Budget, check, new_solver
 
 RunCli = Callable[[Sequence[str]], CliResult]
 
@@ -75,3 +82,159 @@ def test_softmax_partials_without_any_sharded_buffer_are_not_vacuously_proved() 
     assert "name its KV buffers with --sharded" in message
     status, message = _merge("review_merge.py::renamed_buffers", sharded=("kc_ptr", "vc_ptr"))
     assert status is Status.VIOLATED and "max count 2" in message
+
+
+# --- bad input through the CLI: one line on stderr, exit 2, nothing written --------------
+
+def _bad(r: CliResult, *fragments: str) -> None:
+    assert r.code == 2, r
+    assert r.out == ""
+    lines = r.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("meshproof: error: "), r.err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_a_kernel_calling_sys_exit_cannot_set_the_exit_code(run_cli: RunCli) -> None:
+    # Was exit 0 with no output at all: `verify` looked like "all proved" to CI.
+    r = run_cli(["verify", kernel_spec("review_bad.py::exits_zero"), "--pes", "2"])
+    line = line_of(TEST_KERNELS / "review_bad.py", "REVIEW-EXIT-LINE")
+    _bad(r, f"review_bad.py:{line}: rank (cube 0, pe 0): error: the kernel raised "
+            "SystemExit: 0")
+    r = run_cli(["trace", kernel_spec("review_import_exit.py::kernel")])
+    line = line_of(TEST_KERNELS / "review_import_exit.py", "REVIEW-IMPORT-EXIT-LINE")
+    _bad(r, f"review_import_exit.py:{line}: importing the kernel file raised SystemExit")
+
+
+def test_an_exception_with_a_broken_str_is_one_line(run_cli: RunCli) -> None:
+    # Was a traceback (str() of the kernel's exception raised inside the error handler).
+    r = run_cli(["trace", kernel_spec("review_bad.py::broken_str"), "--pes", "1"])
+    line = line_of(TEST_KERNELS / "review_bad.py", "REVIEW-WEIRD-LINE")
+    _bad(r, f"review_bad.py:{line}:", "the kernel raised Weird")
+    assert r.err.rstrip().endswith("raised Weird")
+
+
+def test_a_generator_kernel_is_refused_not_vacuously_proved(run_cli: RunCli) -> None:
+    # Was exit 0: calling a generator runs no kernel code, so every property held vacuously.
+    r = run_cli(["verify", kernel_spec("review_bad.py::generator")])
+    _bad(r, "is a generator or async function")
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1"])
+def test_timeouts_must_be_positive_and_finite(run_cli: RunCli, timeout: str) -> None:
+    # nan and inf were tracebacks (int(nan * 1000) inside the solver set-up).
+    _bad(run_cli(["verify", "mesh_mlo_1d", "--timeout", timeout]),
+         "--timeout must be a positive, finite number of seconds")
+
+
+def test_huge_timeouts_are_clamped_not_wrapped_to_a_millisecond() -> None:
+    # Z3 keeps the timeout in 32 bits: 2**32 + 1 ms used to become 1 ms (instant unknown).
+    budget = Budget(timeout_s=(2**32 + 1) / 1000, rlimit=0)
+    solver = new_solver(budget)
+    x = z3.Int("x")
+    solver.add(x * x * x + 7 * x == 123456789012345)
+    assert check(solver).reason != "timeout"
+
+
+def test_smt2_into_a_missing_directory_fails_before_tracing(run_cli: RunCli,
+                                                           tmp_path: Path) -> None:
+    # Checked up front now, like --diagram: a slow verify no longer ends in a write error.
+    r = run_cli(["verify", kernel_spec("review_bad.py::exits_zero"), "--smt2",
+                 str(tmp_path / "none" / "q.smt2")])
+    _bad(r, "directory", "does not exist; create it or pick another path")
+    _bad(run_cli(["verify", "mesh_mlo_1d", "--smt2", ""]), "it is a directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_smt2_output_is_readable_like_any_other_output(run_cli: RunCli,
+                                                      tmp_path: Path) -> None:
+    path = tmp_path / "q.smt2"
+    assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--smt2", str(path)]).code == 0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # was 0600 (mkstemp's mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["q.smt2"]
+
+
+def test_mesh_and_cubes_must_agree(run_cli: RunCli) -> None:
+    _bad(run_cli(["trace", "mesh_mlo_2d", "--mesh", "2x4", "--cubes", "4"]),
+         "--mesh 2x4 launches 8 cubes but --cubes says 4; drop --cubes")
+    assert run_cli(["trace", "mesh_mlo_2d", "--mesh", "2x4", "--cubes", "8"]).code == 0
+    _bad(run_cli(["trace", "--panel", "multi_user_decode", "--cubes", "8"]),
+         "--cubes 8 disagrees with panel multi_user_decode's 1x4 mesh", "pass --mesh RxC")
+    _bad(run_cli(["trace", "mesh_mlo_2d", "--cubes", "8"]),
+         "or --mesh RxC, which sets mesh_rows, mesh_cols and --cubes")
+
+
+def test_mesh_overrides_a_panels_mesh(run_cli: RunCli) -> None:
+    # Was silently ignored: the panel's mesh_rows=1, mesh_cols=4 and 4 cubes stayed.
+    r = run_cli(["trace", "--panel", "multi_user_decode", "--mesh", "2x4", "--json"])
+    assert r.code == 0
+    launch = json.loads(r.out)["launch"]
+    assert (launch["cubes"], launch["args"]["mesh_rows"], launch["args"]["mesh_cols"]) == \
+        (8, 2, 4)
+
+
+def test_pes_zero_and_an_empty_wiring_are_clear_errors(run_cli: RunCli) -> None:
+    _bad(run_cli(["trace", "mesh_mlo_1d", "--pes", "0"]),
+         "--pes 0 launches no PE: launch 1..8 PEs per cube")
+    # --wiring "" silently fell back to the kernel's default wiring.
+    _bad(run_cli(["trace", "mesh_mlo_1d", "--wiring", ""]), "unknown wiring ''")
+    _bad(run_cli(["trace", "--panel", "single_user_decode", "--wiring", ""]),
+         "unknown wiring ''")
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("true", True), ("false", False), ("null", None), (" 4 ", 4), ("-inf", -math.inf),
+    ("'16'", "16"), ('"x y"', "x y"), ("16", 16), ("a=b", "a=b"), ("", ""),
+])
+def test_arg_values(text: str, value: object) -> None:
+    # `--arg flag=false` used to be the truthy string "false"; " 4" the string " 4".
+    assert parse_arg(f"flag={text}") == ("flag", value)
+    assert math.isnan(float(parse_arg("x=nan")[1] or 0))
+
+
+def test_kernels_can_probe_tl_for_ops() -> None:
+    # hasattr(tl, "arange") raised UnsupportedOp instead of returning False.
+    schedule = trace_kernel(kernel_spec("review_bad.py::probes_for_ops"), pes=1)
+    assert [op.kind.value for op in schedule.programs[0].ops] == ["load", "mul", "store"]
+
+
+def test_program_id_axis_must_be_an_int(run_cli: RunCli) -> None:
+    r = run_cli(["trace", kernel_spec("review_bad.py::float_axis"), "--pes", "1"])
+    line = line_of(TEST_KERNELS / "review_bad.py", "REVIEW-AXIS-LINE")
+    _bad(r, f"review_bad.py:{line}:", "program_id(axis=1.0): axis is 0 (PE) or 1 (cube), an int")
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ('name = 5\n', "name must be a non-empty, one-line string, got 5"),
+    ('name = ""\n', "name must be a non-empty, one-line string, got ''"),
+    ('name = "a\\nb"\n', "name must be a non-empty, one-line string"),
+    ('description = 3\n', "description must be a string, got 3"),
+])
+def test_wiring_file_names_are_one_line_strings(run_cli: RunCli, tmp_path: Path, body: str,
+                                               fragment: str) -> None:
+    # A newline in the name split the trace header and every diagnostic over two lines.
+    path = tmp_path / "w.toml"
+    path.write_text(body + _PAIR, encoding="utf-8")
+    _bad(run_cli(["trace", "mesh_mlo_1d", "--wiring", str(path), "--arg", "n_ranks=2"]),
+         fragment)
+
+
+def test_a_wiring_path_that_is_a_directory_says_so(run_cli: RunCli, tmp_path: Path) -> None:
+    folder = tmp_path / "w.toml"
+    folder.mkdir()
+    _bad(run_cli(["trace", "mesh_mlo_1d", "--wiring", str(folder)]),
+         "is a directory; pass a .toml file")
+
+
+_PAIR = """[[link]]
+from = [0, 0]
+dir = "E"
+to = [0, 1]
+
+[[link]]
+from = [0, 1]
+dir = "W"
+to = [0, 0]
+"""

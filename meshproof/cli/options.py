@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,7 +13,7 @@ from meshproof.errors import LaunchError
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Scalar
-from meshproof.model.topology import parse_system
+from meshproof.model.topology import parse_mesh, parse_system
 from meshproof.panels import SCALES, get_panel
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,14 +45,24 @@ def launch_options(func: F) -> F:
     return func
 
 
+# Spellings people type that are not Python literals: JSON's words and IEEE specials. Left
+# as strings, `--arg flag=false` would reach the kernel as the (truthy) text "false".
+_WORDS: dict[str, Scalar] = {"true": True, "false": False, "null": None,
+                             "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+                             "nan": math.nan}
+
+
 def parse_arg(item: str) -> tuple[str, Scalar]:
     name, sep, text = item.partition("=")
     name = name.strip()
     if not sep or not name.isidentifier():
         raise LaunchError(f"--arg {item!r} is not NAME=VALUE (e.g. --arg S_q=16)")
+    stripped = text.strip()
+    if stripped in _WORDS:
+        return name, _WORDS[stripped]
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        value = ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = text
     if not isinstance(value, (int, float, bool, str, type(None))):
         raise LaunchError(f"--arg {name}: only numbers, booleans, strings and None are "
@@ -69,13 +80,23 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
         base = p.launch_options(queue_depth)
         kernel_name = kernel or p.kernel
         merged = dict(base.args)
+        if mesh is not None:
+            # --mesh overrides the panel's mesh: its rows, columns and cube count follow it
+            merged.pop("mesh_rows", None)
+            merged.pop("mesh_cols", None)
+        elif cubes is not None and base.mesh is not None:
+            rows, cols = parse_mesh(base.mesh)
+            if cubes != rows * cols:
+                raise LaunchError(f"--cubes {cubes} disagrees with panel {panel}'s "
+                                  f"{base.mesh} mesh ({rows * cols} cubes); pass --mesh RxC "
+                                  "to launch another mesh")
         merged.update(dict(user_args))
         opts = LaunchOptions(
             system=parse_system(system_text, _cube_pes(pes)) if system_text else base.system,
-            pes=pes, wiring=wiring or base.wiring,
-            cubes=cubes if cubes is not None else base.cubes,
+            pes=pes, wiring=wiring if wiring is not None else base.wiring,
+            cubes=cubes if cubes is not None or mesh is not None else base.cubes,
             cube_start=cube_start if cube_start is not None else base.cube_start,
-            mesh=mesh or base.mesh, args=tuple(sorted(merged.items())),
+            mesh=mesh if mesh is not None else base.mesh, args=tuple(sorted(merged.items())),
             sharded=_split(sharded), queue_depth=queue_depth)
     else:
         if kernel is None:

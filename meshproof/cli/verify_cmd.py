@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from meshproof.atomic import write_atomic
 from meshproof.cli.options import launch_options, resolve_launch
 from meshproof.errors import BadInput
 from meshproof.model.serialize import dumps
@@ -72,17 +71,20 @@ def _op_list(ops: list[int]) -> str:
     return shown + (", ..." if len(ops) > 6 else "")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def check_output_target(path: Path) -> None:
+    """Fail before tracing and solving on an output path that cannot be written."""
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise BadInput(f"cannot write {path}: directory {parent} does not exist")
+        raise BadInput(f"cannot write {path}: directory {parent} does not exist; create it "
+                       "or pick another path")
     if path.is_dir():
-        raise BadInput(f"cannot write {path}: it is a directory")
+        raise BadInput(f"cannot write {path}: it is a directory; name a file in it")
+
+
+def write_text_output(path: Path, text: str) -> None:
+    check_output_target(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -102,6 +104,8 @@ def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path 
                smt2_path: Path | None, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
+    if smt2_path is not None:
+        check_output_target(smt2_path)
     if diagram is not None:
         from meshproof.report.api import check_diagram_target
 
@@ -113,7 +117,7 @@ def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path 
                                             keep_smt2=smt2_path is not None))
     notes: list[str] = []
     if smt2_path is not None and verdict.smt2 is not None:
-        write_atomic(smt2_path, verdict.smt2)
+        write_text_output(smt2_path, verdict.smt2)
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
         from meshproof.report.api import write_schedule_diagram

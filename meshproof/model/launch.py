@@ -55,8 +55,11 @@ def _kernel_params(kernel: KernelRef) -> dict[str, inspect.Parameter]:
 def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     system = opts.system
     pes = opts.pes if opts.pes is not None else system.pes
-    if not 1 <= pes <= system.pes:
-        raise LaunchError(f"--pes {pes} does not fit a cube of {system.pes} PEs")
+    if pes < 1:
+        raise LaunchError(f"--pes {pes} launches no PE: launch 1..{system.pes} PEs per cube")
+    if pes > system.pes:
+        raise LaunchError(f"--pes {pes} does not fit a cube of {system.pes} PEs: launch "
+                          f"1..{system.pes}, or give the system more PEs per cube")
     if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
         raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
     explicit = dict(opts.args)
@@ -68,6 +71,11 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     if mesh is not None:
         mesh_rows, mesh_cols = parse_mesh(mesh)
     cubes = opts.cubes
+    if opts.mesh is not None and cubes is not None and mesh_rows and mesh_cols and \
+            cubes != mesh_rows * mesh_cols:
+        raise LaunchError(f"--mesh {opts.mesh.strip()} launches {mesh_rows * mesh_cols} cubes "
+                          f"but --cubes says {cubes}; drop --cubes (--mesh sets it) or make "
+                          "them agree")
     if cubes is None:
         cubes = mesh_rows * mesh_cols if mesh_rows and mesh_cols else kernel.default_cubes
     if not 1 <= cubes <= MAX_CUBES:
@@ -77,7 +85,7 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
             f"cubes {opts.cube_start}..{opts.cube_start + cubes - 1} do not fit the system "
             f"{system.shape_text} ({system.n_cubes} cubes); lower --cube-start/--cubes or "
             "grow --system")
-    wiring_name = opts.wiring or kernel.default_wiring
+    wiring_name = kernel.default_wiring if opts.wiring is None else opts.wiring
     wiring = build_wiring(wiring_name, system, opts.cube_start, cubes)
 
     params = _kernel_params(kernel)
@@ -114,8 +122,10 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
                and p.kind is not inspect.Parameter.VAR_KEYWORD
                and p.kind is not inspect.Parameter.VAR_POSITIONAL]
     if missing:
+        mesh_hint = " (or --mesh RxC, which sets mesh_rows, mesh_cols and --cubes)" \
+            if {"mesh_rows", "mesh_cols"} & set(missing) else ""
         raise LaunchError(f"kernel {kernel.name} needs argument(s) {', '.join(missing)}: pass "
-                          + " ".join(f"--arg {n}=VALUE" for n in missing))
+                          + " ".join(f"--arg {n}=VALUE" for n in missing) + mesh_hint)
     sharded = tuple(s for s in opts.sharded if s)
     unknown_sharded = sorted(set(sharded) - set(ptrs))
     if unknown_sharded and sharded != DEFAULT_SHARDED:

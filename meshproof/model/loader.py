@@ -100,6 +100,12 @@ def resolve_kernel(spec: str) -> KernelRef:
     if "tl" not in inspect.signature(func).parameters:
         raise KernelLoadError(f"{path_text}::{func_name} takes no `tl` parameter; kernels are "
                               "`def k(..., *, tl)`")
+    if inspect.isgeneratorfunction(func) or inspect.iscoroutinefunction(func) or \
+            inspect.isasyncgenfunction(func):
+        # Calling it would run no kernel code at all: an empty schedule, vacuously proved.
+        raise KernelLoadError(f"{path_text}::{func_name} is a generator or async function; "
+                              "kernels are plain `def k(..., *, tl)` functions (no yield, "
+                              "no async)")
     harness = str(getattr(func, "meshproof_harness", "decode"))
     doc = (inspect.getdoc(func) or "").strip().splitlines()
     return KernelRef(spec, func, site_of(func), doc[0] if doc else "", harness, (),
@@ -145,13 +151,26 @@ def load_module(path: Path) -> Any:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             sys.modules.pop(mod_name, None)
-            raise KernelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
-        except Exception as exc:  # the user's module code raised while importing
+            where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
+            raise KernelLoadError(f"{where}: syntax error: {one_line(exc.msg)}") from None
+        except KeyboardInterrupt:
+            sys.modules.pop(mod_name, None)
+            raise
+        except BaseException as exc:  # the module raised (or called sys.exit) while importing
             sys.modules.pop(mod_name, None)
             line = innermost_line(exc, str(real))
             raise KernelLoadError(f"{path}:{line}: importing the kernel file raised "
-                                  f"{type(exc).__name__}: {one_line(str(exc))}") from None
+                                  f"{describe_exception(exc)}") from None
     return module
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`TYPE: message` on one line, even for an exception whose str() fails or is empty."""
+    try:
+        text = one_line(str(exc))
+    except Exception:  # a user exception class with a broken __str__
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def one_line(text: str) -> str:

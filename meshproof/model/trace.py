@@ -5,7 +5,12 @@ from __future__ import annotations
 from meshproof.errors import KernelRaised, MeshproofError
 from meshproof.model import tensor
 from meshproof.model.launch import Launch
-from meshproof.model.loader import KernelRef, innermost_line, kernbench_shim, one_line
+from meshproof.model.loader import (
+    KernelRef,
+    describe_exception,
+    innermost_line,
+    kernbench_shim,
+)
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
@@ -35,16 +40,16 @@ def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
     tensor._ACTIVE.append(tracer)
     try:
         kernel.func(**kwargs, tl=tracer.tl)
-    except MeshproofError:
+    except (MeshproofError, KeyboardInterrupt):
         raise
     except RecursionError:
         raise KernelRaised(f"{kernel.site.display_file}: rank {ep.describe()}: error: "
                            "the kernel recursed too deeply while being traced") from None
-    except Exception as exc:
+    except BaseException as exc:  # also SystemExit: kernel code never sets our exit code
         line = innermost_line(exc, kernel.site.real_file) or kernel.site.def_line
         raise KernelRaised(
             f"{kernel.site.display_file}:{line}: rank {ep.describe()}: error: the kernel "
-            f"raised {type(exc).__name__}: {one_line(str(exc))}") from None
+            f"raised {describe_exception(exc)}") from None
     finally:
         tensor._ACTIVE.pop()
     return RankProgram(ep, tuple(tracer.ops))

@@ -209,8 +209,14 @@ class RankTracer:
         return axis % x.ndim
 
 
+class UnsupportedTlOp(UnsupportedOp, AttributeError):
+    """`tl.NAME` for an op meshproof does not model. Also an AttributeError, so that kernels
+    probing for an op (`hasattr(tl, "arange")`, `getattr(tl, "where", None)`) see it missing
+    instead of failing; calling it still fails with this one-line error."""
+
+
 class Tl:
-    """The `tl` namespace handed to kernels. Unknown attributes raise UnsupportedOp."""
+    """The `tl` namespace handed to kernels. Unknown attributes raise UnsupportedTlOp."""
 
     def __init__(self, tracer: RankTracer) -> None:
         self._t = tracer
@@ -218,23 +224,24 @@ class Tl:
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise self._t.unsupported(f"tl.{name}",
-                                  f"the modelled ops are: {', '.join(SUPPORTED_OPS)}")
+        error = self._t.unsupported(f"tl.{name}",
+                                    f"the modelled ops are: {', '.join(SUPPORTED_OPS)}")
+        raise UnsupportedTlOp(str(error))
 
     # --- launch queries ----------------------------------------------------------------
-    def program_id(self, axis: int = 0) -> int:
+    def _grid_axis(self, axis: object, op: str) -> int:
         check_data_free(axis)
-        if axis == 0:
-            return self._t.endpoint.pe
-        if axis == 1:
-            return self._t.endpoint.cube
-        raise self._t.shape_error(f"program_id(axis={axis!r}): axis is 0 (PE) or 1 (cube)")
+        if isinstance(axis, int) and not isinstance(axis, bool) and axis in (0, 1):
+            return axis
+        raise self._t.shape_error(f"{op}(axis={axis!r}): axis is 0 (PE) or 1 (cube), an int")
 
-    def num_programs(self, axis: int = 0) -> int:
-        check_data_free(axis)
-        if axis in (0, 1):
-            return self._t.grid[axis]
-        raise self._t.shape_error(f"num_programs(axis={axis!r}): axis is 0 (PE) or 1 (cube)")
+    def program_id(self, axis: object = 0) -> int:
+        if self._grid_axis(axis, "program_id") == 0:
+            return self._t.endpoint.pe
+        return self._t.endpoint.cube
+
+    def num_programs(self, axis: object = 0) -> int:
+        return self._t.grid[self._grid_axis(axis, "num_programs")]
 
     # --- memory ------------------------------------------------------------------------
     def load(self, ptr: object, shape: object, dtype: object = "f16", **_: object) -> TensorHandle:

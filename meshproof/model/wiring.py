@@ -177,6 +177,8 @@ def load_wiring_file(path: Path, system: System) -> Wiring:
     Both halves of every link must be listed: an asymmetric file is rejected, because a
     one-way entry is far more often a typo than real hardware.
     """
+    if path.is_dir():
+        raise WiringError(f"wiring file {path} is a directory; pass a .toml file")
     if not path.is_file():
         raise WiringError(f"wiring file {path} does not exist; pass a built-in name "
                           f"({', '.join(sorted(BUILTIN_WIRINGS))}) or an existing .toml file")
@@ -203,9 +205,16 @@ def load_wiring_file(path: Path, system: System) -> Wiring:
             raise WiringError(f"wiring file {path}: link #{i + 1}: {exc}") from None
         links.append(Link(_endpoint(entry["from"], path, i), direction,
                           _endpoint(entry["to"], path, i)))
-    name = str(data.get("name", path.stem))
-    return Wiring.build(name, system, links, str(data.get("description", "")),
-                        origin=f"wiring file {path}")
+    name = data.get("name", path.stem)
+    description = data.get("description", "")
+    # The name heads every diagnostic and report line: one non-empty line of text.
+    if not isinstance(name, str) or not name.strip() or not name.isprintable():
+        raise WiringError(f"wiring file {path}: name must be a non-empty, one-line string, "
+                          f"got {name!r}")
+    if not isinstance(description, str):
+        raise WiringError(f"wiring file {path}: description must be a string, got "
+                          f"{description!r}")
+    return Wiring.build(name, system, links, description, origin=f"wiring file {path}")
 
 
 def _endpoint(value: object, path: Path, i: int) -> Endpoint:

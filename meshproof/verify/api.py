@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
@@ -29,8 +30,9 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
     depth = schedule.launch.queue_depth if config.queue_depth is None else config.queue_depth
     if not 0 <= depth <= MAX_QUEUE_DEPTH:
         raise LaunchError(f"queue depth {depth} is out of range 0..{MAX_QUEUE_DEPTH}")
-    if config.timeout_s <= 0:
-        raise LaunchError(f"--timeout must be positive, got {config.timeout_s}")
+    if not (math.isfinite(config.timeout_s) and config.timeout_s > 0):
+        raise LaunchError(f"--timeout must be a positive, finite number of seconds, got "
+                          f"{config.timeout_s}")
     budget = Budget(config.timeout_s, config.rlimit)
     table = derive_channels(schedule)
     deadlock = deadlock_freedom(schedule, table, depth, budget, config.stuck_state_max_ops,

@@ -16,6 +16,8 @@ import z3
 from meshproof.model.channels import OpRef
 from meshproof.model.schedule import Schedule
 
+_UINT_MAX = 2**32 - 1
+
 
 class SatResult(Enum):
     SAT = "sat"
@@ -38,8 +40,10 @@ class Outcome:
 
 def new_solver(budget: Budget, logic: str | None = None) -> Any:
     ctx_solver = z3.SolverFor(logic) if logic else z3.Solver()
-    ctx_solver.set("timeout", max(1, int(budget.timeout_s * 1000)))
-    ctx_solver.set("rlimit", int(budget.rlimit))
+    # Z3 keeps both as unsigned 32-bit values and silently wraps larger ones (a timeout of
+    # 2**32 + 1 ms becomes 1 ms), so clamp instead of wrapping.
+    ctx_solver.set("timeout", min(max(1, int(budget.timeout_s * 1000)), _UINT_MAX))
+    ctx_solver.set("rlimit", min(max(0, int(budget.rlimit)), _UINT_MAX))
     return ctx_solver
 
 
