@@ -8,20 +8,30 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import pytest
 from conftest import REPO_ROOT, trace_kernel
 
 from meshproof.atomic import write_atomic
-from meshproof.cli import simulate_cmd
+from meshproof.cli import main, simulate_cmd
 from meshproof.errors import ConfigError, HarnessError
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile, LinkCost
+from meshproof.report import api as report_api
+from meshproof.report import figures
+from meshproof.report import sweep as report_sweep
+from meshproof.report.api import write_report
+from meshproof.report.cases import VALIDATION_CASES
 from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
+from meshproof.report.sweep import SweepOptions
 from meshproof.sim import checking
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
@@ -29,6 +39,7 @@ from meshproof.sim.inputs import InputKind
 from meshproof.sim.memory import estimate_batch
 
 Run = Callable[[Sequence[str]], Any]
+REPORT_CASES = {c.name: c for c in VALIDATION_CASES}
 
 # Modules this review owns; the project keeps modules under ~400 lines.
 REVIEWED = [*sorted((REPO_ROOT / "meshproof" / "sim").glob("*.py")),
@@ -233,3 +244,119 @@ def test_simulate_json_is_byte_identical_across_runs(run_cli: Run) -> None:
     assert first.code == 0 and first.out == second.out
     doc = json.loads(first.out)
     assert list(doc) == sorted(doc) and "seconds" not in first.out
+
+
+# --- the report: byte-identical reruns (figures and diagrams too), --fast, bad --out ------
+
+SMALL = SweepOptions(cases=(REPORT_CASES["mesh_mlo_1d_recv_first"],), panels=False,
+                     step_meshes=((1, 4), (2, 4)))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("review") / "rep"
+    write_report(out, options=SMALL)
+    return out
+
+
+def test_report_rerun_is_byte_identical_including_png_and_svg(small_report: Path,
+                                                              tmp_path: Path) -> None:
+    again = tmp_path / "rep"
+    write_report(again, options=SMALL)
+    first, second = _files(small_report), _files(again)
+    assert sorted(first) == sorted(second)
+    assert {k for k in first if k.endswith((".png", ".svg"))} >= {
+        "figures/steps_1d_vs_2d.png", "figures/gqa_scaling.png",
+        "diagrams/mesh_mlo_1d_recv_first.svg"}
+    assert [k for k in first if first[k] != second[k]] == []
+
+
+def test_fast_reproduces_markdown_and_figures_without_running_anything(
+        small_report: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "rep"
+    shutil.copytree(small_report, copy)
+    before = _files(copy)
+    for figure in (copy / "figures").iterdir():
+        figure.unlink()
+    (copy / "README.md").write_text("stale", encoding="utf-8")
+
+    def no_runs(*_: object, **__: object) -> None:
+        raise AssertionError("--fast traced, solved or simulated")
+
+    for module, name in ((report_sweep, "run_sweep"), (report_api, "run_sweep"),
+                         (report_sweep, "verify"), (report_sweep, "simulate"),
+                         (report_sweep, "trace")):
+        monkeypatch.setattr(module, name, no_runs)
+    write_report(copy, fast=True)
+    assert _files(copy) == before
+
+
+def test_figures_ignore_the_users_matplotlib_settings(tmp_path: Path) -> None:
+    steps = [{"mesh": "1x4", "rows": 1, "cols": 4, "n": 4, "diameter": 3, "steps_1d": 3,
+              "steps_2d": 3, "latency_1d_s": 1e-6, "latency_2d_s": 1e-6}]
+    figures.steps_figure(steps, tmp_path / "a.png")
+    with matplotlib.rc_context({"lines.linewidth": 7.0, "figure.facecolor": "red",
+                                "font.size": 20.0, "savefig.dpi": 300.0}):
+        figures.steps_figure(steps, tmp_path / "b.png")
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+
+
+def test_drawing_leaves_the_matplotlib_backend_alone() -> None:
+    code = ("import matplotlib; matplotlib.use('svg'); import meshproof.report.figures, "
+            "meshproof.report.xdot_paint; print(matplotlib.get_backend())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "svg"
+
+
+@pytest.mark.parametrize("where", [".", "", "{parent}"])
+def test_report_refuses_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str],
+                                              where: str) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("my project", encoding="utf-8")
+    monkeypatch.chdir(project)
+    code = main(["report", "--out", where.format(parent=tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is the current directory" in err
+    assert (project / "README.md").read_text(encoding="utf-8") == "my project"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
+
+
+def test_report_refuses_a_directory_that_is_not_a_report(run_cli: Run, tmp_path: Path) -> None:
+    mine = tmp_path / "docs"
+    (mine / "figures").mkdir(parents=True)
+    (mine / "README.md").write_text("my docs", encoding="utf-8")
+    for extra in ([], ["--fast"]):
+        err = _one_line_error(run_cli(["report", "--out", str(mine), *extra]))
+        assert "not a meshproof report (no sweep.json)" in err and "README.md" in err
+    assert (mine / "README.md").read_text(encoding="utf-8") == "my docs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda d: d.pop("scale"), "scale None is not one of"),
+    (lambda d: d.update(cases=[{"name": 1}]), "cases[0] lacks name, kernel, why, expect"),
+    (lambda d: d.update(steps_1d_vs_2d="x"), "steps_1d_vs_2d must be a list of objects"),
+    (lambda d: d["cases"][0].update(verdict=3), "AttributeError"),
+    (lambda d: d["steps_1d_vs_2d"][0].pop("mesh"), "KeyError"),
+])
+def test_fast_with_a_broken_sweep_is_one_line_and_keeps_the_report(
+        run_cli: Run, small_report: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], Any],
+        needle: str) -> None:
+    copy = tmp_path / "rep"
+    shutil.copytree(small_report, copy)
+    sweep = json.loads((copy / "sweep.json").read_text(encoding="utf-8"))
+    edit(sweep)
+    (copy / "sweep.json").write_text(json.dumps(sweep), encoding="utf-8")
+    before = _files(copy)
+    err = _one_line_error(run_cli(["report", "--fast", "--out", str(copy)]))
+    assert needle in err and "rerun `meshproof report` without --fast" in err
+    assert _files(copy) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]

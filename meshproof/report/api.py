@@ -59,6 +59,19 @@ def write_topology_diagram(schedule: Schedule, path: Path,
                       renderer=renderer)
 
 
+def _outputs(sweep: dict[str, Any], tmp: Path, out: Path, fast: bool) -> list[str]:
+    if not fast:
+        return write_outputs(sweep, tmp, tmp)
+    try:
+        return write_outputs(sweep, tmp, tmp)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # a sweep.json edited by hand can break the records in ways its shape check
+        # does not see; name what failed rather than print a traceback
+        raise OutputError(f"{out / 'sweep.json'} is not a complete {SWEEP_SCHEMA} file "
+                          f"({type(exc).__name__}: {exc}); rerun `meshproof report` without "
+                          "--fast") from None
+
+
 @dataclass(frozen=True, slots=True)
 class ReportOutcome:
     out: Path
@@ -76,11 +89,25 @@ class ReportOutcome:
 
 
 def _check_out(out: Path) -> None:
+    """Refuse an --out the swap would harm: a file, a path under a file, the working
+    directory (or one of its parents: it would be renamed away under the shell), or a
+    directory that holds a README.md, figures/ or diagrams/ but no sweep.json (not a
+    report: the swap would replace the user's README)."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"--out {out} is a file, not a directory; pass a directory path")
     parent = out.parent if str(out.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise OutputError(f"--out {out}: {parent} is not a directory")
+    resolved, here = out.resolve(), Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        raise OutputError(f"--out {out or '.'} is the current directory or contains it; "
+                          "pass a subdirectory such as reports/")
+    if out.is_dir() and not (out / "sweep.json").is_file():
+        clash = sorted(name for name in OWNED if (out / name).exists())
+        if clash:
+            raise OutputError(f"--out {out} is not a meshproof report (no sweep.json) but "
+                              f"holds {', '.join(clash)}, which the report would replace; "
+                              "pass a new directory or an existing report")
 
 
 def _make_temp(out: Path) -> Path:
@@ -140,7 +167,28 @@ def load_sweep(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != SWEEP_SCHEMA:
         raise OutputError(f"{path} is not a {SWEEP_SCHEMA} file; rerun `meshproof report` "
                           "without --fast")
+    problem = _sweep_shape_problem(data)
+    if problem:
+        raise OutputError(f"{path} is not a complete {SWEEP_SCHEMA} file ({problem}); rerun "
+                          "`meshproof report` without --fast")
     return data
+
+
+def _sweep_shape_problem(data: dict[str, Any]) -> str:
+    """What a hand-edited or truncated sweep lacks that the README and figures read."""
+    if data.get("scale") not in SCALES:
+        return f"scale {data.get('scale')!r} is not one of {', '.join(SCALES)}"
+    for key in ("cases", "panels", "scaling", "steps_1d_vs_2d"):
+        items = data.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return f"{key} must be a list of objects"
+    for key in ("cases", "panels"):
+        for i, record in enumerate(data.get(key, [])):
+            missing = [k for k in ("name", "kernel", "why", "expect") if
+                       not isinstance(record.get(k), str)]
+            if missing:
+                return f"{key}[{i}] lacks {', '.join(missing)}"
+    return ""
 
 
 def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
@@ -163,7 +211,7 @@ def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
             sweep = run_sweep(opts, tmp / "diagrams", progress)
             write_text(tmp / "sweep.json", dumps_sweep(sweep))
         # the verify benchmark's JSON, if any, was carried over into tmp
-        notes = write_outputs(sweep, tmp, tmp)
+        notes = _outputs(sweep, tmp, out, fast)
         _swap(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

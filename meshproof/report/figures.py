@@ -1,7 +1,10 @@
 """The study's figures, drawn with matplotlib from the sweep JSON (never from live runs).
 
-Deterministic: the Agg backend, fixed rcParams, no timestamps in the PNG metadata, a
-fixed SVG hash salt. Each function returns the path it wrote.
+Deterministic: matplotlib's default style (a user's matplotlibrc does not leak in) plus
+fixed rcParams (font, sizes, DPI), the Agg renderer, no `Software` entry in the PNG
+metadata, a fixed SVG hash salt. Figures are `matplotlib.figure.Figure` objects, not
+pyplot ones: importing this module neither switches the process's backend nor keeps
+figures alive in pyplot's registry. Each function returns the path it wrote.
 """
 
 from __future__ import annotations
@@ -12,11 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
+import matplotlib.style
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
@@ -34,13 +34,17 @@ RC: dict[str, Any] = {
 
 
 @contextmanager
+def _style() -> Iterator[None]:
+    """matplotlib's defaults, then RC: the same bytes whatever the user's matplotlibrc."""
+    with matplotlib.style.context("default"), rc_context(RC):  # type: ignore[arg-type]
+        yield
+
+
+@contextmanager
 def _figure(width: float, height: float, ncols: int = 1) -> Iterator[tuple[Figure, Any]]:
-    with plt.rc_context(RC):  # type: ignore[arg-type]
-        fig, axes = plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
-        try:
-            yield fig, axes
-        finally:
-            plt.close(fig)
+    with _style():
+        fig = Figure(figsize=(width, height), layout="constrained")
+        yield fig, fig.subplots(1, ncols)
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -92,19 +96,16 @@ def scaling_figure(records: list[dict[str, Any]], path: Path) -> Path:
     scales = [s for s in ("validation", "headline") if any(r.get("scale", "validation") == s
                                                           for r in records)]
     panels = sorted({r["panel"] for r in records})
-    with plt.rc_context(RC):  # type: ignore[arg-type]
-        fig, grid = plt.subplots(2, len(scales), figsize=(6.2 * len(scales), 7.4),
-                                 layout="constrained", squeeze=False)
-        try:
-            for col, scale in enumerate(scales):
-                rows = [r for r in records if r.get("scale", "validation") == scale]
-                _scaling_latency(grid[0][col], rows, panels, scale)
-                _scaling_ops(grid[1][col], rows, panels, scale)
-            grid[1][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-            fig.suptitle("multi_user panels over Q heads per cube (one kv head per group)")
-            return _save(fig, path)
-        finally:
-            plt.close(fig)
+    with _style():
+        fig = Figure(figsize=(6.2 * len(scales), 7.4), layout="constrained")
+        grid = fig.subplots(2, len(scales), squeeze=False)
+        for col, scale in enumerate(scales):
+            rows = [r for r in records if r.get("scale", "validation") == scale]
+            _scaling_latency(grid[0][col], rows, panels, scale)
+            _scaling_ops(grid[1][col], rows, panels, scale)
+        grid[1][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.suptitle("multi_user panels over Q heads per cube (one kv head per group)")
+        return _save(fig, path)
 
 
 def _scaling_latency(ax: Any, rows: list[dict[str, Any]], panels: list[str],

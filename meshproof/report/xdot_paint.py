@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
+import matplotlib.style
+from matplotlib import rc_context
+from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse, PathPatch, Polygon
 from matplotlib.path import Path as MplPath
 
@@ -98,8 +96,11 @@ def paint_png(layout: dict[str, Any], path: Path, dpi: float = 110.0) -> None:
     x0, y0, x1, y1 = (float(v) for v in str(layout.get("bb", "0,0,10,10")).split(","))
     width_in, height_in = max(x1 - x0, 1.0) / 72.0, max(y1 - y0, 1.0) / 72.0
     dpi = min(dpi, MAX_PIXELS / max(width_in, height_in))
-    with plt.rc_context({"font.family": "DejaVu Sans", "svg.hashsalt": "meshproof"}):
-        fig = plt.figure(figsize=(width_in, height_in), dpi=dpi)
+    # matplotlib's defaults (not the user's matplotlibrc) and a pyplot-free Figure: the
+    # same bytes on every run, and the process's backend is left alone
+    with matplotlib.style.context("default"), \
+            rc_context({"font.family": "DejaVu Sans", "svg.hashsalt": "meshproof"}):
+        fig = Figure(figsize=(width_in, height_in), dpi=dpi)
         ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
@@ -117,4 +118,3 @@ def paint_png(layout: dict[str, Any], path: Path, dpi: float = 110.0) -> None:
             if "nodes" not in obj and "edges" not in obj:
                 _draw(ax, obj, 3.0)
         fig.savefig(path, format="png", dpi=dpi, metadata={"Software": None})
-        plt.close(fig)
