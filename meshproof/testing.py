@@ -33,6 +33,9 @@ from meshproof.verify.gate_matrix import (
     DEFAULT_TIMEOUT_S,
     NUMERICS,
     GateCase,
+    check_args,
+    check_sharded,
+    check_timeout,
     is_wiring_file,
     resolve_case,
 )
@@ -57,8 +60,8 @@ def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = Non
     is the counterexample; an unknown property (solver timeout) fails too.
     """
     __tracebackhide__ = True
-    case, ref = _case(kernel, (), wiring, system, pes, cubes, cube_start, mesh, args, sharded,
-                      queue_depth, panel, timeout, simulate)
+    case, ref = _case("assert_verified", kernel, (), wiring, system, pes, cubes, cube_start,
+                      mesh, args, sharded, queue_depth, panel, timeout, simulate)
     result = _evaluate(case, ref)
     problems = [_describe(p) for p in _properties(result) if p.status is not Status.PROVED]
     numeric = result.outcome.numeric if result.outcome else None
@@ -94,9 +97,9 @@ def assert_violates(kernel: KernelArg | None, *properties: str, exactly: bool = 
             raise LaunchError(f"unknown property {name!r}; properties: {', '.join(allowed)}")
     if NUMERICS in properties and not simulate:
         raise LaunchError("asserting \"numerics\" needs simulate=True")
-    case, ref = _case(kernel, tuple(p for p in allowed if p in properties), wiring, system,
-                      pes, cubes, cube_start, mesh, args, sharded, queue_depth, panel, timeout,
-                      simulate)
+    case, ref = _case("assert_violates", kernel, tuple(p for p in allowed if p in properties),
+                      wiring, system, pes, cubes, cube_start, mesh, args, sharded, queue_depth,
+                      panel, timeout, simulate)
     result = _evaluate(case, ref)
     problems: list[str] = []
     for prop in _properties(result):
@@ -117,11 +120,13 @@ def assert_violates(kernel: KernelArg | None, *properties: str, exactly: bool = 
     return result.verdict
 
 
-def _case(kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None, system: str | None,
-          pes: int | None, cubes: int | None, cube_start: int | None, mesh: str | None,
-          args: Mapping[str, Scalar] | None, sharded: tuple[str, ...] | list[str] | None,
-          queue_depth: int | None, panel: str | None, timeout: float,
-          simulate: bool) -> tuple[GateCase, KernelRef | None]:
+def _case(where: str, kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None,
+          system: str | None, pes: int | None, cubes: int | None, cube_start: int | None,
+          mesh: str | None, args: Mapping[str, Scalar] | None,
+          sharded: tuple[str, ...] | list[str] | None, queue_depth: int | None,
+          panel: str | None, timeout: float, simulate: bool) -> tuple[GateCase, KernelRef | None]:
+    """The keywords as a proof-matrix case, checked like one: a misuse raises BadInput
+    (ConfigError, LaunchError, ...) here, never a failed assertion later."""
     if kernel is None:
         if panel is None:
             raise LaunchError("name a kernel (built-in name, \"path/file.py::function\" or "
@@ -133,9 +138,9 @@ def _case(kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None,
     case = GateCase(name=name, kernel=name, expect_violated=expect, panel=panel,
                     wiring=wiring, wiring_path=wiring_path, system=system, pes=pes,
                     cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
-                    args=tuple(sorted((args or {}).items())),
-                    sharded=tuple(sharded) if sharded is not None else None, timeout=timeout,
-                    simulate=simulate)
+                    args=check_args(dict(args or {}), where),
+                    sharded=check_sharded(sharded, where),
+                    timeout=check_timeout(timeout, where), simulate=simulate)
     resolve_case(case, ref)  # a bad launch is a usage error (typed), not a failed assertion
     return case, ref
 

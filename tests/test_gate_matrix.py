@@ -78,7 +78,7 @@ def test_malformed_matrix_exits_2_with_one_line(tmp_path: Path, text: str, needl
 
 
 @pytest.mark.parametrize(("extra", "needle"), [
-    ('kernel = "no_such_kernel"', "case 'a': unknown kernel 'no_such_kernel'"),
+    ('kernel = "no_such_kernel"', "case #1 (a): unknown kernel 'no_such_kernel'"),
     ('kernel = "missing.py::k"', "kernel file"),
     ('kernel = "mesh_mlo_1d"\nwiring = "bogus"', "unknown wiring 'bogus'"),
     ('kernel = "mesh_mlo_1d"\nwiring = "no/such.toml"', "does not exist"),

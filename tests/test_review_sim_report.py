@@ -21,8 +21,8 @@ import pytest
 from conftest import REPO_ROOT, trace_kernel
 
 from meshproof.atomic import write_atomic
-from meshproof.cli import main, simulate_cmd
-from meshproof.errors import ConfigError, HarnessError
+from meshproof.cli import gate_cmd, main, simulate_cmd
+from meshproof.errors import BadInput, ConfigError, HarnessError
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.report import api as report_api
@@ -37,6 +37,7 @@ from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.memory import estimate_batch
+from meshproof.testing import assert_verified
 
 Run = Callable[[Sequence[str]], Any]
 REPORT_CASES = {c.name: c for c in VALIDATION_CASES}
@@ -360,3 +361,78 @@ def test_fast_with_a_broken_sweep_is_one_line_and_keeps_the_report(
     assert needle in err and "rerun `meshproof report` without --fast" in err
     assert _files(copy) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+# --- the gate: typos and empty values are bad files; --junit is checked up front ----------
+
+CASE = '[[case]]\nname = "a"\nkernel = "mesh_mlo_1d"\nexpect = "proved"\n'
+
+
+def _gate(run_cli: Run, tmp_path: Path, text: str, *extra: str) -> Any:
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text(text, encoding="utf-8")
+    return run_cli(["gate", str(matrix), "--no-cache", *extra])
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (("", 'sharded = []\n'), "sharded names no buffer"),
+    (("", 'sharded = ""\n'), "sharded names no buffer"),
+    (('"proved"', '"prooved"'), 'got \'prooved\'; did you mean "proved"?'),
+    (('"proved"', '"deadlock_freedom"'),
+     'a violated property goes in a list: expect = ["deadlock_freedom"]'),
+    (('"mesh_mlo_1d"', '"mesh_mlo_1dd"'), "case #1 (a): unknown kernel 'mesh_mlo_1dd'"),
+    (("", "args = { S_kv_per_rank = 16, S_kv_per_rnk = 8 }\n"),
+     "case #1 (a): kernel mesh_mlo_1d has no parameter(s) S_kv_per_rnk"),
+])
+def test_gate_file_typos_are_one_line(run_cli: Run, tmp_path: Path,
+                                      edit: tuple[str, str], needle: str) -> None:
+    old, new = edit
+    text = CASE.replace(old, new, 1) if old else CASE + new
+    err = _one_line_error(_gate(run_cli, tmp_path, text))
+    assert needle in err
+
+
+def test_an_empty_sharded_list_cannot_make_a_known_bad_kernel_pass(run_cli: Run,
+                                                                  tmp_path: Path) -> None:
+    text = CASE.replace("mesh_mlo_1d", "mesh_mlo_1d_forward_running_state") + "sharded = []\n"
+    assert _gate(run_cli, tmp_path, text).code == 2
+
+
+@pytest.mark.parametrize("junit", ["afile/x.xml", "afile/deeper/x.xml"])
+def test_unwritable_junit_fails_before_the_gate_runs(run_cli: Run, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     junit: str) -> None:
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+
+    def not_reached(*_: object, **__: object) -> None:
+        raise AssertionError("the gate ran although --junit cannot be written")
+
+    monkeypatch.setattr(gate_cmd, "run_gate", not_reached)
+    err = _one_line_error(_gate(run_cli, tmp_path, CASE, "--junit", str(tmp_path / junit)))
+    assert "afile is a file, not a directory" in err
+
+
+def test_junit_is_written_with_normal_permissions(run_cli: Run, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        res = _gate(run_cli, tmp_path, CASE, "--junit", str(tmp_path / "ci" / "proofs.xml"))
+    finally:
+        os.umask(old)
+    assert res.code == 0, res.err
+    report = tmp_path / "ci" / "proofs.xml"
+    assert stat.S_IMODE(report.stat().st_mode) == 0o644
+    assert report.read_text(encoding="utf-8").count("<testcase ") == 5
+
+
+@pytest.mark.parametrize(("keywords", "needle"), [
+    ({"timeout": -1.0}, "assert_verified: timeout must be a positive number"),
+    ({"timeout": math.nan}, "assert_verified: timeout must be a positive number"),
+    ({"sharded": []}, "assert_verified: sharded names no buffer"),
+    ({"args": {"S_q": [1]}}, "assert_verified: args.S_q must be a number"),
+])
+def test_testing_helper_misuse_is_bad_input_not_a_failed_assertion(
+        keywords: dict[str, Any], needle: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        assert_verified("mesh_mlo_1d", **keywords)
+    assert needle in str(caught.value)
+    assert not isinstance(caught.value, AssertionError)

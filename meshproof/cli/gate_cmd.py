@@ -24,7 +24,7 @@ from meshproof.verify.gate import (
     run_gate,
 )
 from meshproof.verify.gate_matrix import load_matrix
-from meshproof.verify.junit import write_junit
+from meshproof.verify.junit import check_junit_target, write_junit
 from meshproof.verify.result import Status
 
 _STYLE = {CaseStatus.MET: "green", CaseStatus.FAILED: "bold red",
@@ -51,6 +51,8 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     Exit 0 if every case met its expectation, 1 if any did not, 3 if a property was
     unknown (solver timeout) and nothing failed, 2 if FILE is missing or malformed.
     """
+    if junit_path is not None:
+        check_junit_target(junit_path)
     matrix = load_matrix(file)
     check_matrix(matrix)
     cache = None if no_cache else default_cache(file)

@@ -320,11 +320,12 @@ def _simulate(schedule: Schedule) -> NumericOutcome:
 def check_matrix(matrix: GateMatrix) -> None:
     """Resolve every kernel and build every launch now, so a bad case is a bad file (exit 2)
     before anything is proved, not a failure discovered minutes later."""
-    for case in matrix.cases:
+    for index, case in enumerate(matrix.cases, start=1):
         try:
             resolve_case(case)
         except BadInput as exc:
-            raise ConfigError(f"{matrix.path}: case {case.name!r}: {exc}") from None
+            # the same `FILE: case #N (NAME):` prefix as the file's own errors
+            raise ConfigError(f"{matrix.path}: case #{index} ({case.name}): {exc}") from None
 
 
 def default_cache(matrix_path: Path) -> GateCache:

@@ -176,8 +176,9 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         system=_opt(raw, "system", str, where), pes=_int(raw, "pes", 1, where),
         cubes=_int(raw, "cubes", 1, where), cube_start=_int(raw, "cube_start", 0, where),
         mesh=_opt(raw, "mesh", str, where), queue_depth=_int(raw, "queue_depth", 0, where),
-        args=_args(raw.get("args", {}), where), sharded=_sharded(raw.get("sharded"), where),
-        timeout=_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
+        args=check_args(raw.get("args", {}), where),
+        sharded=check_sharded(raw.get("sharded"), where),
+        timeout=check_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
         rlimit=_int(raw, "rlimit", 1, where), simulate=simulate)
 
 
@@ -210,6 +211,16 @@ def _expect(value: object, simulate: bool, where: str) -> tuple[str, ...]:
     allowed = (*PROPERTY_NAMES, NUMERICS)
     if value == EXPECT_PROVED:
         return ()
+    if isinstance(value, str):
+        close = difflib.get_close_matches(value, [EXPECT_PROVED, *allowed], n=1)
+        if close and close[0] == EXPECT_PROVED:
+            hint = "; did you mean \"proved\"?"
+        elif close:
+            hint = f"; a violated property goes in a list: expect = [\"{close[0]}\"]"
+        else:
+            hint = f"; properties: {', '.join(allowed)}"
+        raise ConfigError(f"{where}: expect must be \"proved\" or a non-empty list of the "
+                          f"properties expected violated, got {value!r}{hint}")
     if not isinstance(value, list) or not value or \
             not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: expect must be \"proved\" or a non-empty list of the "
@@ -228,7 +239,8 @@ def _expect(value: object, simulate: bool, where: str) -> tuple[str, ...]:
     return tuple(p for p in allowed if p in value)  # canonical order
 
 
-def _args(value: object, where: str) -> tuple[tuple[str, Scalar], ...]:
+def check_args(value: object, where: str) -> tuple[tuple[str, Scalar], ...]:
+    """Kernel arguments: a table of numbers, booleans and strings (sorted by name)."""
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: args must be an inline table, e.g. args = {{ S_q = 1 }}")
     for key, item in value.items():
@@ -239,18 +251,26 @@ def _args(value: object, where: str) -> tuple[tuple[str, Scalar], ...]:
     return tuple(sorted(value.items()))
 
 
-def _sharded(value: object, where: str) -> tuple[str, ...] | None:
+def check_sharded(value: object, where: str) -> tuple[str, ...] | None:
+    """Buffer names holding KV shards; None keeps the default. An empty list is refused:
+    with no sharded buffer exactly-once merging has nothing to count (a typo, not a
+    choice)."""
     if value is None:
         return None
     if isinstance(value, str):
         value = [s.strip() for s in value.split(",") if s.strip()]
+    if isinstance(value, tuple):
+        value = list(value)
     if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
         raise ConfigError(f"{where}: sharded must be a list of buffer names, e.g. "
                           "sharded = [\"k_ptr\", \"v_ptr\"]")
+    if not value:
+        raise ConfigError(f"{where}: sharded names no buffer; leave it out for the default "
+                          "[\"k_ptr\", \"v_ptr\"] or name the buffers holding KV shards")
     return tuple(value)
 
 
-def _timeout(value: object, where: str) -> float:
+def check_timeout(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: timeout must be a positive number of seconds, got "

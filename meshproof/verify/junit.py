@@ -9,11 +9,13 @@ violation that occurred passes and carries its counterexample in <system-out>.
 
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from meshproof.errors import OutputError
 from meshproof.verify.gate import CaseResult, CaseStatus, GateResult, PropertyOutcome
 from meshproof.verify.gate_cache import write_atomic
 from meshproof.verify.gate_matrix import NUMERICS
@@ -105,6 +107,22 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
             element.set(key, str(value))
         element.set("time", f"{total:.3f}")
     return suites
+
+
+def check_junit_target(path: Path) -> None:
+    """Fail before the gate runs (minutes in CI) on a --junit path that cannot work: the
+    nearest existing ancestor must be a writable directory (missing ones are created)."""
+    if path.is_dir():
+        raise OutputError(f"cannot write the JUnit report {path}: it is a directory; name "
+                          "a file such as reports/proofs.xml")
+    parent = path.absolute().parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OutputError(f"cannot write the JUnit report {path}: {existing} is a file, not "
+                          "a directory; pass another --junit path")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the JUnit report {path}: {existing} is not "
+                          "writable; pass another --junit path")
 
 
 def write_junit(gate: GateResult, path: Path) -> None:
