@@ -36,6 +36,7 @@ class Cls(Enum):
 
 # Classes that scale a partial: they must stay positive for counts to mean multiplicities.
 _SCALINGS = frozenset({Cls.ADDITIVE, Cls.WEIGHT, Cls.RATIO})
+_CLAMPS = ({Cls.DATA, Cls.CONST}, {Cls.SCORE, Cls.CONST})
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,10 @@ class _Interp:
             return Prov(a.cls, a.counts, a.den, a.why, deps, "copy")
         if k is OpKind.RECV:
             return None  # handled by the caller (needs the matching send)
+        if k in (OpKind.MAXIMUM, OpKind.MINIMUM) and {a.cls for a in args} in _CLAMPS:
+            # an elementwise clamp of scores (a mask floor) keeps them scores, not maxima
+            a = args[0] if args[0].cls is not Cls.CONST else args[1]
+            return Prov(a.cls, a.counts, None, "", (), "")
         if k in (OpKind.MAX, OpKind.MAXIMUM, OpKind.MINIMUM):
             if all(a.cls in (Cls.CONST, Cls.DATA, Cls.SCORE, Cls.MAXLIKE) for a in args):
                 if all(a.cls is Cls.CONST for a in args):
@@ -181,16 +186,20 @@ class _Interp:
         if ca is C.CONST and cb is C.CONST:
             return self.p(C.CONST)
         # Counts are multiplicities of positively scaled partials: a factor that may be zero
-        # or negative could drop or cancel a partial while its count stays 1.
+        # or negative could drop or cancel a partial while its count stays 1. A WEIGHT that
+        # loses its known sign is just a shard-free constant (e.g. a zero accumulator × α).
         if {ca, cb} & _SCALINGS and C.CONST in {ca, cb}:
+            scaled = a if cb is C.CONST else b
             factor = op.args[1] if cb is C.CONST else op.args[0]
-            if k in (OpKind.MUL, OpKind.DIV) and not self.positive(rank, factor):
-                return self.opaque(op, f"({(a if cb is C.CONST else b).cls.value} value) by a "
-                                   "factor that is not a known positive constant: it could "
-                                   "drop or cancel a partial")
-            if k in (OpKind.ADD, OpKind.SUB) and C.WEIGHT in {ca, cb}:
-                return self.opaque(op, "(weight and constant): a shifted weight may be zero or "
-                                   "negative")
+            unsigned = k in (OpKind.ADD, OpKind.SUB) or not self.positive(rank, factor)
+            if scaled.cls is C.WEIGHT and unsigned:
+                return self.p(C.CONST)
+            if k in (OpKind.MUL, OpKind.DIV) and unsigned:
+                return self.opaque(op, f"({scaled.cls.value} value) by a factor that is not "
+                                   "a known positive constant: it could drop or cancel a "
+                                   "partial")
+        if k is OpKind.SUB and ca is C.CONST and cb is C.MAXLIKE:
+            return self.p(C.LOGRATIO)  # e.g. exp(m0 - m_new) with m0 = -inf: a weight
         if k in (OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV) and cb is C.CONST and \
                 ca is not C.RATIO:
             return Prov(ca, a.counts, a.den, "", deps[:1], "copy")

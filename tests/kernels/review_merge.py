@@ -146,3 +146,49 @@ def renamed_buffers(q_ptr: Any, kc_ptr: Any, vc_ptr: Any, o_ptr: Any, *, tl: Any
         return
     (_, ell, o), (_, ell_in, o_in), a, b = r
     _store(o_ptr, o * a + o_in * b + o_in * b, ell * a + ell_in * b + ell_in * b, tl)
+
+
+def clamped_scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
+    """Clamps its scores elementwise before the softmax (a mask floor): a correct merge."""
+    pe = tl.program_id(axis=0)
+    if pe > 1:
+        return
+    q = load_q(q_ptr, 1, 1, 1, 8, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, 16, 1, 8, tl)
+    s = tl.maximum(tl.dot(q, k_t, out_dtype="f32") * 0.35, -1e4)
+    m = tl.max(s, axis=-1)
+    p = tl.exp(s - m)
+    mine = (m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
+    d = "E" if pe == 0 else "W"
+    for t in mine:
+        tl.send(dir=d, src=t)
+    m_in, ell_in, o_in = (tl.recv(dir=d, shape=t.shape, dtype="f32") for t in mine)
+    m_new = tl.maximum(m, m_in)
+    a, b = tl.exp(m - m_new), tl.exp(m_in - m_new)
+    _store(o_ptr, mine[2] * a + o_in * b, mine[1] * a + ell_in * b, tl)
+
+
+def from_empty_state(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
+    """Flash-attention style: starts from (m, ℓ, o) = (-inf, 0, 0) and absorbs its slice."""
+    pe = tl.program_id(axis=0)
+    if pe > 1:
+        return
+    q = load_q(q_ptr, 1, 1, 1, 8, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, 16, 1, 8, tl)
+    m = tl.full((1, 1, 1), float("-inf"), dtype="f32")
+    ell = tl.zeros((1, 1, 1), dtype="f32")
+    o = tl.zeros((1, 1, 8), dtype="f32")
+    s = tl.dot(q, k_t, out_dtype="f32") * 0.35
+    m_new = tl.maximum(m, tl.max(s, axis=-1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new)
+    ell = ell * alpha + tl.sum(p, axis=-1)
+    o = o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+    mine = (m_new, ell, o)
+    d = "E" if pe == 0 else "W"
+    for t in mine:
+        tl.send(dir=d, src=t)
+    m_in, ell_in, o_in = (tl.recv(dir=d, shape=t.shape, dtype="f32") for t in mine)
+    m2 = tl.maximum(m_new, m_in)
+    a, b = tl.exp(m_new - m2), tl.exp(m_in - m2)
+    _store(o_ptr, o * a + o_in * b, ell * a + ell_in * b, tl)
