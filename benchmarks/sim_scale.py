@@ -55,8 +55,10 @@ def peak_rss_bytes() -> int:
 def run(context: int) -> dict[str, float]:
     n_pes = 8
     kernel, launch = resolve_launch(
-        None, PANEL, "headline", None, None, None, None, None, None,
-        (f"S_kv_per_rank={context // n_pes}",), "k_ptr,v_ptr", None)
+        kernel=None, panel=PANEL, scale="headline", system_text=None, pes=None, wiring=None,
+        cubes=None, cube_start=None, mesh=None,
+        arg_items=(f"S_kv_per_rank={context // n_pes}",), sharded="k_ptr,v_ptr",
+        queue_depth=None)
     t0 = time.perf_counter()
     schedule = trace(kernel, launch)
     t_trace = time.perf_counter() - t0

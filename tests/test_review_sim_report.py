@@ -436,3 +436,18 @@ def test_testing_helper_misuse_is_bad_input_not_a_failed_assertion(
         assert_verified("mesh_mlo_1d", **keywords)
     assert needle in str(caught.value)
     assert not isinstance(caught.value, AssertionError)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--softmax-scale", "0", "--inputs", "peaked"], "peaked inputs need a non-zero softmax"),
+    (["--softmax-scale", "nan"], "--softmax-scale must be a finite number, got nan"),
+    (["--softmax-scale", "inf"], "--softmax-scale must be a finite number, got inf"),
+])
+def test_softmax_scales_the_harness_cannot_use_are_one_line(run_cli: Run, args: list[str],
+                                                           needle: str) -> None:
+    assert needle in _one_line_error(run_cli(["simulate", "mesh_mlo_1d", *args]))
+
+
+def test_a_negative_softmax_scale_still_peaks() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", args=(("sm_scale", -0.25),))
+    assert simulate(schedule, SimConfig(inputs=InputKind.PEAKED, timing=False)).ok

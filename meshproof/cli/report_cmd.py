@@ -36,12 +36,14 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str) -> int:
                       TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not sys.stderr.isatty()) as bar:
             task = bar.add_task("starting", total=options.units())
-            started = [False]
+            started = False
 
             def step(label: str) -> None:
-                if started[0]:
+                # a label announces the next unit: the previous one is done
+                nonlocal started
+                if started:
                     bar.advance(task)
-                started[0] = True
+                started = True
                 bar.update(task, description=label)
 
             outcome = write_report(out, scale=scale, options=options, progress=step)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import click
 
 from meshproof.cli.options import launch_options, resolve_launch
-from meshproof.errors import SimulationRefused
+from meshproof.errors import LaunchError, SimulationRefused
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.serialize import dumps
@@ -57,6 +58,8 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
     if softmax_scale is not None:
+        if not math.isfinite(softmax_scale):
+            raise LaunchError(f"--softmax-scale must be a finite number, got {softmax_scale}")
         opts["arg_items"] = (*opts["arg_items"], f"sm_scale={softmax_scale!r}")
     kernel, launch = resolve_launch(**opts)
     schedule = trace(kernel, launch)

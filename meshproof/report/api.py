@@ -37,9 +37,11 @@ def check_diagram_target(path: Path) -> None:
     parent = path.absolute().parent
     existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
-        raise OutputError(f"cannot write {path}: {existing} is not a directory")
+        raise OutputError(f"cannot write {path}: {existing} is a file, not a directory; "
+                          "choose another --diagram path")
     if existing is not None and not os.access(existing, os.W_OK):
-        raise OutputError(f"cannot write {path}: {existing} is not writable")
+        raise OutputError(f"cannot write {path}: {existing} is not writable; choose another "
+                          "--diagram path")
 
 
 def write_schedule_diagram(schedule: Schedule, verdict: Verdict | None, path: Path,
@@ -97,7 +99,8 @@ def _check_out(out: Path) -> None:
         raise OutputError(f"--out {out} is a file, not a directory; pass a directory path")
     parent = out.parent if str(out.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
-        raise OutputError(f"--out {out}: {parent} is not a directory")
+        raise OutputError(f"--out {out}: {parent} is a file, not a directory; pass a "
+                          "directory path")
     resolved, here = out.resolve(), Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
         raise OutputError(f"--out {out or '.'} is the current directory or contains it; "
@@ -151,7 +154,8 @@ def _swap(tmp: Path, out: Path) -> None:
         if old.exists() and not out.exists():
             os.replace(old, out)  # put the previous report back
         raise OutputError(f"cannot move the new report into {out}: "
-                          f"{exc.strerror or exc}") from None
+                          f"{exc.strerror or exc}; the previous report is unchanged; pass "
+                          "another --out directory") from None
     shutil.rmtree(old, ignore_errors=True)
 
 

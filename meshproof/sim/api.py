@@ -63,8 +63,8 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
     progress = run(schedule, table, depth)
     if progress.deadlock:
         raise SimulationRefused(deadlock_message(schedule, table, progress))
-    plan = plan_numerics(schedule, table, config.chunk_bytes, config.memory_limit_bytes) \
-        if config.numerics else None
+    plan = plan_numerics(schedule, table, config.chunk_bytes, config.memory_limit_bytes,
+                         config.inputs) if config.numerics else None
     phases["progress"] = time.perf_counter() - t0
     timing: TimingResult | None = None
     timing_run: TimingRun | None = None

@@ -78,10 +78,16 @@ class NumericPlan:
 
 
 def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
-                  memory_limit: int | None = None) -> NumericPlan:
+                  memory_limit: int | None = None,
+                  kind: InputKind = InputKind.NORMAL) -> NumericPlan:
     """Shapes, groups, classes and batches; refuses (HarnessError) a run that cannot fit
     in `memory_limit` bytes (None: the memory this machine has available)."""
     shape = AttentionShape.from_schedule(schedule)
+    if kind is InputKind.PEAKED and shape.scale == 0.0:
+        # peaked keys are placed to score ln(kv rows) + 5 - i *after* scaling
+        raise HarnessError("peaked inputs need a non-zero softmax scale (with scale 0 every "
+                           "score is 0 and no key can dominate); pass another "
+                           "--softmax-scale or --inputs normal")
     tol, dtypes = tolerance_for(schedule)
     groups = find_groups(schedule, table)
     available = memory_limit if memory_limit is not None else available_bytes()

@@ -50,7 +50,8 @@ class AttentionShape:
         spec = schedule.launch
         if spec.harness not in HARNESSES:
             raise HarnessError(f"unknown harness {spec.harness!r} for {spec.kernel}; the "
-                               f"simulator has {', '.join(HARNESSES)}")
+                               f"simulator has {', '.join(HARNESSES)}: declare one of them on "
+                               "the kernel (meshproof_harness)")
 
         def dim(name: str, default: int | None = None) -> int:
             value = spec.arg(name, default)
@@ -60,13 +61,15 @@ class AttentionShape:
                     f"{spec.kernel} has none); pass --arg {name}=N")
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise HarnessError(f"kernel argument {name}={value!r} must be a positive int "
-                                   "for the simulator's harness")
+                                   f"for the simulator's harness; pass --arg {name}=N with "
+                                   "N >= 1")
             return value
 
         d_head = dim("d_head")
         h_q, h_kv = dim("h_q", 1), dim("h_kv", 1)
         if h_q % h_kv:
-            raise HarnessError(f"h_q={h_q} must be a multiple of h_kv={h_kv} (GQA groups)")
+            raise HarnessError(f"h_q={h_q} must be a multiple of h_kv={h_kv} (each kv head "
+                               "serves h_q/h_kv q heads); pass --arg h_q=... a multiple of h_kv")
         sm_scale = spec.arg("sm_scale")
         if sm_scale is None:
             scale = 1.0 / math.sqrt(d_head)
@@ -74,7 +77,8 @@ class AttentionShape:
                 and math.isfinite(sm_scale):
             scale = float(sm_scale)
         else:
-            raise HarnessError(f"sm_scale={sm_scale!r} must be a finite number")
+            raise HarnessError(f"sm_scale={sm_scale!r} must be a finite number; pass "
+                               "--softmax-scale X (or leave it out for 1/sqrt(d_head))")
         return AttentionShape(spec.harness, dim("S_q"), dim("S_kv_per_rank"), h_q, h_kv,
                               d_head, scale)
 
