@@ -78,6 +78,14 @@ def test_correct_merges_in_other_styles_are_proved(kernel: str) -> None:
     assert _verify(f"review_merge.py::{kernel}").ok
 
 
+def test_only_the_final_contents_of_a_buffer_are_judged() -> None:
+    # A provisional store that a later store fully rewrites never reaches the output: it
+    # was judged anyway ("never merged", a false violation). A partial rewrite still is.
+    assert _verify("review_merge.py::overwritten_store").ok
+    status, message = _merge("review_merge.py::partly_overwritten_store")
+    assert status is Status.VIOLATED and "never merged" in message
+
+
 def test_softmax_partials_without_any_sharded_buffer_are_not_vacuously_proved() -> None:
     # Was "proved (vacuous)": the kernel names its KV buffers kc_ptr/vc_ptr, the default
     # --sharded k_ptr,v_ptr is narrowed to nothing, and a double merge went unchecked.
@@ -225,11 +233,13 @@ def test_wiring_file_names_are_one_line_strings(run_cli: RunCli, tmp_path: Path,
          fragment)
 
 
-def test_a_wiring_path_that_is_a_directory_says_so(run_cli: RunCli, tmp_path: Path) -> None:
+def test_paths_that_are_directories_say_so(run_cli: RunCli, tmp_path: Path) -> None:
+    # Both used to say "does not exist".
     folder = tmp_path / "w.toml"
     folder.mkdir()
     _bad(run_cli(["trace", "mesh_mlo_1d", "--wiring", str(folder)]),
          "is a directory; pass a .toml file")
+    _bad(run_cli(["trace", f"{tmp_path}::k"]), "is a directory; name a .py file")
 
 
 _PAIR = """[[link]]

@@ -88,6 +88,8 @@ def resolve_kernel(spec: str) -> KernelRef:
     if not func_name:
         raise KernelLoadError(f"kernel {spec!r} has an empty function name after '::'")
     path = Path(path_text)
+    if path.is_dir():
+        raise KernelLoadError(f"kernel file {path_text} is a directory; name a .py file")
     if not path.is_file():
         raise KernelLoadError(f"kernel file {path_text} does not exist")
     module = load_module(path)

@@ -245,6 +245,13 @@ class _Interp:
         return [s for s in self.stores.get((rank, op.ptr or ""), ())
                 if s.index < op.index and s.offset < hi and lo < s.offset + math.prod(s.shape)]
 
+    def _overwritten(self, rank: int, op: Op) -> bool:
+        """A store whose elements a later store of the rank fully rewrites never reaches
+        the output buffer (a provisional result), so it is not judged as an output."""
+        lo, hi = op.offset, op.offset + math.prod(op.shape)
+        return any(s.index > op.index and s.offset <= lo and hi <= s.offset + math.prod(s.shape)
+                   for s in self.stores.get((rank, op.ptr or ""), ()))
+
     def load(self, rank: int, op: Op) -> Prov:
         """A load reads the buffer's input, or what this rank stored there earlier: a
         partial spilled and reloaded keeps its counts (else a round trip would launder it
@@ -366,7 +373,7 @@ class _Interp:
             for op in prog.ops:
                 if op.out is not None:
                     self._evaluate((r, op.out))
-                if op.kind is OpKind.STORE:
+                if op.kind is OpKind.STORE and not self._overwritten(r, op):
                     value = self.transfer(r, op)
                     assert value is not None
                     stores.append(StoreFact(r, op, value, expected_by_group.get(

@@ -192,3 +192,24 @@ def from_empty_state(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, *, tl: Any)
     m2 = tl.maximum(m_new, m_in)
     a, b = tl.exp(m_new - m2), tl.exp(m_in - m2)
     _store(o_ptr, o * a + o_in * b, ell * a + ell_in * b, tl)
+
+
+def overwritten_store(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
+    """Writes its own partial's output first, then overwrites it with the merged one."""
+    r = _swap(q_ptr, k_ptr, v_ptr, tl)
+    if r is None:
+        return
+    (_, ell, o), (_, ell_in, o_in), a, b = r
+    _store(o_ptr, o, ell, tl)  # a provisional result, overwritten below
+    _store(o_ptr, o * a + o_in * b, ell * a + ell_in * b, tl)
+
+
+def partly_overwritten_store(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, *,
+                             tl: Any) -> None:
+    """Overwrites only half of a provisional (unmerged) output: the rest stays wrong."""
+    r = _swap(q_ptr, k_ptr, v_ptr, tl)
+    if r is None:
+        return
+    (_, ell, o), (_, _ell_in, o_in), a, b = r
+    _store(o_ptr, o, ell, tl)
+    tl.store(o_ptr + 4, tl.reshape(o * a + o_in * b, (2, 4)))
