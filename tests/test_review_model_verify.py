@@ -242,6 +242,28 @@ def test_paths_that_are_directories_say_so(run_cli: RunCli, tmp_path: Path) -> N
     _bad(run_cli(["trace", f"{tmp_path}::k"]), "is a directory; name a .py file")
 
 
+def test_a_decorated_kernel_is_attributed_to_its_own_lines() -> None:
+    # Ops pointed at the decorator's wrapper line in review_bad.py (its __code__).
+    schedule = trace_kernel(kernel_spec("review_decorated.py::decorated"), pes=1)
+    line = line_of(TEST_KERNELS / "review_decorated.py", "REVIEW-DECORATED-LOAD")
+    assert str(schedule.programs[0].ops[0].source) == f"tests/kernels/review_decorated.py:{line}"
+
+
+def test_a_helper_module_next_to_the_kernel_imports(run_cli: RunCli, tmp_path: Path) -> None:
+    # Was "importing the kernel file raised ModuleNotFoundError" outside pytest's sys.path.
+    (tmp_path / "review_sibling_helper.py").write_text(
+        "def double(x, tl):\n    return x * 2.0\n", encoding="utf-8")
+    (tmp_path / "kern.py").write_text(
+        "from review_sibling_helper import double\n\n\n"
+        "def k(x_ptr, o_ptr, *, tl):\n"
+        "    tl.store(o_ptr, double(tl.load(x_ptr, shape=(4,), dtype='f32'), tl))\n",
+        encoding="utf-8")
+    r = run_cli(["trace", f"{tmp_path / 'kern.py'}::k", "--pes", "1", "--json"])
+    assert r.code == 0, r.err
+    sources = [op["source"] for op in json.loads(r.out)["ranks"][0]["ops"]]
+    assert all(s.endswith("kern.py:5") for s in sources)  # the helper's op: the calling line
+
+
 _PAIR = """[[link]]
 from = [0, 0]
 dir = "E"

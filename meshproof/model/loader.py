@@ -54,7 +54,8 @@ def display_path(path: Path) -> str:
 
 
 def site_of(func: KernelFn) -> KernelSite:
-    code = getattr(func, "__code__", None)
+    # A decorated kernel (functools.wraps) is attributed to its own body, not the wrapper's.
+    code = getattr(inspect.unwrap(func), "__code__", None)
     if code is None:
         raise KernelLoadError(f"{func!r} is not a Python function; kernels are plain "
                               "`def k(..., *, tl)` functions")
@@ -148,6 +149,10 @@ def load_module(path: Path) -> Any:
     # Registered like a normal import: dataclasses (and typing) look the module up in
     # sys.modules while the file executes.
     sys.modules[mod_name] = module
+    # As for a script, modules next to the kernel file are importable (a shared helper
+    # file); appended, so they never shadow an installed package.
+    if str(real.parent) not in sys.path:
+        sys.path.append(str(real.parent))
     with kernbench_shim():
         try:
             spec.loader.exec_module(module)
