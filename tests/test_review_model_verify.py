@@ -264,6 +264,14 @@ def test_a_helper_module_next_to_the_kernel_imports(run_cli: RunCli, tmp_path: P
     assert all(s.endswith("kern.py:5") for s in sources)  # the helper's op: the calling line
 
 
+def test_numpy_integers_work_as_shapes_and_offsets() -> None:
+    # Were refused: "shape must hold non-negative ints" / "unsupported operand for +".
+    ops = trace_kernel(kernel_spec("review_numpy_ints.py::numpy_shapes"), pes=1).programs[0].ops
+    assert [(op.kind.value, op.shape, op.offset) for op in ops] == \
+        [("load", (2, 4), 4), ("store", (2, 4), 2)]
+    assert all(type(d) is int for op in ops for d in (*op.shape, op.offset))
+
+
 _PAIR = """[[link]]
 from = [0, 0]
 dir = "E"

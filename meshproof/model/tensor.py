@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import numpy as np
+
 from meshproof.errors import DataDependentControlFlow, ShapeError, UnsupportedOp
 from meshproof.model.schedule import DType
 
@@ -36,7 +38,7 @@ def parse_dtype(value: object) -> DType:
 
 
 def normalise_shape(shape: object) -> tuple[int, ...]:
-    if isinstance(shape, int) and not isinstance(shape, bool):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise ShapeError(f"shape must be a tuple of ints, got {shape!r}")
@@ -44,6 +46,8 @@ def normalise_shape(shape: object) -> tuple[int, ...]:
     for d in shape:
         if isinstance(d, TensorHandle):
             d.__index__()
+        if isinstance(d, np.integer):  # shape arithmetic done in numpy
+            d = int(d)
         if not isinstance(d, int) or isinstance(d, bool) or d < 0:
             raise ShapeError(f"shape must hold non-negative ints, got {tuple(shape)!r}")
         dims.append(int(d))

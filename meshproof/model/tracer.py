@@ -43,8 +43,8 @@ class Pointer:
     offset: int = 0
 
     def __add__(self, other: object) -> Pointer:
-        if isinstance(other, int) and not isinstance(other, bool):
-            return Pointer(self.name, self.offset + other)
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return Pointer(self.name, self.offset + int(other))
         return NotImplemented
 
     __radd__ = __add__
@@ -79,6 +79,7 @@ class RankTracer:
         self.site = site
         self.max_ops = max_ops  # what is left of the launch's op budget for this rank
         self.ops: list[Op] = []
+        self._defining: dict[int, Op] = {}  # value id -> the op that defined it
         self._next_value = 0
         self.tl = Tl(self)
 
@@ -143,10 +144,12 @@ class RankTracer:
             out = self._next_value
             self._next_value += 1
         nbytes = math.prod(shape) * dtype.itemsize
-        self.ops.append(Op(len(self.ops), kind, args, out, shape, dtype, self.source(),
-                           nbytes=nbytes, **fields))
+        op = Op(len(self.ops), kind, args, out, shape, dtype, self.source(), nbytes=nbytes,
+                **fields)
+        self.ops.append(op)
         if out is None:
             return None
+        self._defining[out] = op
         return TensorHandle.make(self, out, shape, dtype)
 
     def defined(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...], dtype: DType,
@@ -194,7 +197,7 @@ class RankTracer:
         if not isinstance(vid, int) or not 0 <= vid < self._next_value:
             raise self.unsupported(f"TensorHandle(id={vid!r}, ...) for an unknown tensor",
                                    "build views only from handles the kernel already has")
-        src = next(op for op in self.ops if op.out == vid)
+        src = self._defining[vid]  # a dict: kernbench kernels build views all the time
         if dtype != src.dtype:
             raise self.shape_error(f"view of a {src.dtype.value} tensor as {dtype.value}: "
                                    "views keep the dtype; use tl.cast")
