@@ -19,6 +19,7 @@ import numpy as np
 
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, communication_groups
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.memory import rank_memory
 
 
 class Cls(Enum):
@@ -238,37 +239,21 @@ class _Interp:
         return op.kind is OpKind.FULL and op.fill is not None and math.isfinite(op.fill) and \
             op.fill > 0
 
-    def _stores_read(self, rank: int, op: Op) -> list[Op]:
-        """The rank's earlier stores to the buffer `op` loads that overlap the loaded
-        elements, in program order (memory is per rank; offsets count elements)."""
-        lo, hi = op.offset, op.offset + math.prod(op.shape)
-        return [s for s in self.stores.get((rank, op.ptr or ""), ())
-                if s.index < op.index and s.offset < hi and lo < s.offset + math.prod(s.shape)]
-
-    def _overwritten(self, rank: int, op: Op) -> bool:
-        """A store whose elements a later store of the rank fully rewrites never reaches
-        the output buffer (a provisional result), so it is not judged as an output."""
-        lo, hi = op.offset, op.offset + math.prod(op.shape)
-        return any(s.index > op.index and s.offset <= lo and hi <= s.offset + math.prod(s.shape)
-                   for s in self.stores.get((rank, op.ptr or ""), ()))
-
     def load(self, rank: int, op: Op) -> Prov:
         """A load reads the buffer's input, or what this rank stored there earlier: a
         partial spilled and reloaded keeps its counts (else a round trip would launder it
         into a constant and a double merge would go unseen)."""
-        stores = self._stores_read(rank, op)
-        if stores:
-            last = stores[-1]
-            key = (rank, last.value_args[0])
-            n = math.prod(op.shape)
-            if last.offset <= op.offset and op.offset + n <= last.offset + math.prod(last.shape):
-                kept = self.values[key]
-                return Prov(kept.cls, kept.counts, kept.den, kept.why, (key,), "copy")
-            if op.ptr in self.sharded or any(self.values[(rank, s.value_args[0])].cls
-                                             is not Cls.CONST for s in stores):
-                return self.opaque(op, f"from {op.ptr} at offset {op.offset} mixes stored "
-                                   "values with other elements (partial overwrites are not "
-                                   "modelled: reload exactly what was stored)")
+        source = self.memory[rank].loads.get(op.index)
+        if source is not None:
+            keys = [(rank, w.value_args[0]) for w in source.writers]
+            if len(keys) == 1 and not source.uncovered:
+                kept = self.values[keys[0]]
+                return Prov(kept.cls, kept.counts, kept.den, kept.why, (keys[0],), "copy")
+            if (source.uncovered and op.ptr in self.sharded) or \
+                    any(self.values[key].cls is not Cls.CONST for key in keys):
+                return self.opaque(op, f"from {op.ptr} at offset {op.offset} mixes a stored "
+                                   "value with other elements (reload exactly what one store "
+                                   "wrote)")
             return self.p(Cls.CONST)
         if op.ptr in self.sharded and rank in self.col:
             v = self.zero.copy()
@@ -304,7 +289,8 @@ class _Interp:
             src = self._recv_source(rank, op)
             return [src] if isinstance(src, tuple) else []
         if op.kind is OpKind.LOAD:
-            return [(rank, s.value_args[0]) for s in self._stores_read(rank, op)]
+            source = self.memory[rank].loads.get(op.index)
+            return [(rank, w.value_args[0]) for w in source.writers] if source else []
         return [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
 
     def _evaluate(self, key: tuple[int, int]) -> None:
@@ -357,11 +343,7 @@ class _Interp:
         self.defining = {(r, op.out): op for r, p in enumerate(progs) for op in p.ops
                          if op.out is not None}
         self.cyclic: set[int] = set()
-        self.stores: dict[tuple[int, str], list[Op]] = {}
-        for r, p in enumerate(progs):
-            for op in p.ops:
-                if op.kind is OpKind.STORE:
-                    self.stores.setdefault((r, op.ptr or ""), []).append(op)
+        self.memory = [rank_memory(p) for p in progs]
         group = groups(self.s, self.table)
         expected_by_group: dict[int, np.ndarray] = {}
         for r, g in enumerate(group):
@@ -373,7 +355,8 @@ class _Interp:
             for op in prog.ops:
                 if op.out is not None:
                     self._evaluate((r, op.out))
-                if op.kind is OpKind.STORE and not self._overwritten(r, op):
+                # a store whose elements later stores all rewrite never reaches the output
+                if op.kind is OpKind.STORE and op.index in self.memory[r].live_stores:
                     value = self.transfer(r, op)
                     assert value is not None
                     stores.append(StoreFact(r, op, value, expected_by_group.get(
