@@ -21,8 +21,8 @@ import pytest
 from conftest import REPO_ROOT, trace_kernel
 
 from meshproof.atomic import write_atomic
-from meshproof.cli import gate_cmd, main, simulate_cmd
-from meshproof.errors import BadInput, ConfigError, HarnessError
+from meshproof.cli import gate_cmd, main, report_cmd, simulate_cmd
+from meshproof.errors import BadInput, ConfigError, HarnessError, OutputError
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.report import api as report_api
@@ -451,3 +451,22 @@ def test_softmax_scales_the_harness_cannot_use_are_one_line(run_cli: Run, args: 
 def test_a_negative_softmax_scale_still_peaks() -> None:
     schedule = trace_kernel("mesh_mlo_1d", args=(("sm_scale", -0.25),))
     assert simulate(schedule, SimConfig(inputs=InputKind.PEAKED, timing=False)).ok
+
+
+def test_a_write_failure_aborts_the_report_instead_of_blaming_the_kernel(
+        run_cli: Run, small_report: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "rep"
+    shutil.copytree(small_report, copy)
+    before = _files(copy)
+
+    def disk_full(*_: object, **__: object) -> None:
+        raise OutputError("cannot write x.svg: No space left on device; pass a path in a "
+                          "writable directory")
+
+    monkeypatch.setattr(report_sweep, "render_dot", disk_full)
+    monkeypatch.setattr(report_cmd, "SweepOptions", lambda scale: SMALL)
+    err = _one_line_error(run_cli(["report", "--out", str(copy)]))
+    assert "No space left on device" in err
+    assert _files(copy) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from meshproof import __version__
-from meshproof.errors import MeshproofError, SimulationRefused
+from meshproof.errors import MeshproofError, OutputError, SimulationRefused
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.launch import build_launch
 from meshproof.model.loader import resolve_kernel
@@ -140,6 +140,8 @@ def run_case(case: Case, options: SweepOptions, diagram_dir: Path | None) -> dic
         if diagram_dir is not None:
             record["diagrams"] = _draw(schedule, verdict, case.name, diagram_dir,
                                        options.renderer)
+    except OutputError:
+        raise  # the report cannot be written: not a verdict on this kernel
     except MeshproofError as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
     record["healthy"] = healthy(record)
