@@ -167,6 +167,11 @@ def test_a_generator_kernel_is_refused_not_vacuously_proved(run_cli: RunCli) -> 
     _bad(r, "is a generator or async function")
 
 
+def test_no_command_is_one_line(run_cli: RunCli) -> None:
+    # Was click's whole help text folded onto the error line.
+    _bad(run_cli([]), "name a command (gate, list, report, simulate, trace, verify)")
+
+
 @pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1"])
 def test_timeouts_must_be_positive_and_finite(run_cli: RunCli, timeout: str) -> None:
     # nan and inf were tracebacks (int(nan * 1000) inside the solver set-up).

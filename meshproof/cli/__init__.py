@@ -48,6 +48,9 @@ _register()
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (the console script exits with it)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if not args:  # click would put its whole help text on the one error line
+        _error(f"name a command ({', '.join(sorted(cli.commands))}); see `meshproof --help`")
+        return EXIT_BAD_INPUT
     try:
         result = cli.main(args=args, prog_name="meshproof", standalone_mode=False)
     except click.exceptions.Exit as exc:
