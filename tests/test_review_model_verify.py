@@ -81,6 +81,13 @@ def test_correct_merges_in_other_styles_are_proved(kernel: str) -> None:
     assert _verify(f"review_merge.py::{kernel}").ok
 
 
+def test_a_launch_where_every_rank_returns_at_once_is_not_all_proved(run_cli: RunCli) -> None:
+    # Was exit 0, "all proved": a wrong --arg cube_start made every rank return at once.
+    r = run_cli(["verify", "mesh_mlo_2d", "--cube-start", "8", "--arg", "cube_start=0"])
+    assert r.code == 3
+    assert "no rank ran any op (every rank returned at once)" in r.out
+
+
 def test_only_the_final_contents_of_a_buffer_are_judged() -> None:
     # A provisional store that a later store fully rewrites never reaches the output: it
     # was judged anyway ("never merged", a false violation). A partial rewrite still is.

@@ -128,6 +128,14 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
     start = time.perf_counter()
     res = analyse(schedule, table)
     progs = schedule.programs
+    if not schedule.active:
+        # Typically a wrong --arg (n_ranks, cube_start, rank_axis) makes every rank return
+        # at once: "all proved" would hide that the kernel never ran.
+        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+                              "no rank ran any op (every rank returned at once): nothing to "
+                              "certify; check the launch and the --arg values (n_ranks, "
+                              "cube_start, rank_axis)", seconds=time.perf_counter() - start,
+                              certificate="provenance")
     if not res.shards:
         named = ', '.join(schedule.launch.sharded) or 'none'
         # Without shards every value is a constant, so a kernel whose KV buffers are named
