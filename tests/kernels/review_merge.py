@@ -26,9 +26,9 @@ def _swap(q_ptr: Any, k_ptr: Any, v_ptr: Any,
     d = "E" if pe == 0 else "W"
     for t in mine:
         tl.send(dir=d, src=t)
-    theirs = tuple(tl.recv(dir=d, shape=t.shape, dtype="f32") for t in mine)
-    m_new = tl.maximum(mine[0], theirs[0])
-    return mine, theirs, tl.exp(mine[0] - m_new), tl.exp(theirs[0] - m_new)  # type: ignore[return-value]
+    m_in, ell_in, o_in = (tl.recv(dir=d, shape=t.shape, dtype="f32") for t in mine)
+    m_new = tl.maximum(mine[0], m_in)
+    return mine, (m_in, ell_in, o_in), tl.exp(mine[0] - m_new), tl.exp(m_in - m_new)
 
 
 def _store(o_ptr: Any, o: Any, ell: Any, tl: Any) -> None:
