@@ -68,7 +68,6 @@ class NumericPlan:
     dtypes: tuple[str, ...]
     groups: tuple[Group, ...]
     classes: tuple[ClassPlan, ...]
-    available: int | None           # bytes the run may use; None: unknown
 
     @property
     def memory(self) -> MemoryEstimate:
@@ -105,7 +104,7 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
             raise HarnessError(_too_big(schedule, shape, len(rep.ranks), memory, available))
         plans.append(ClassPlan(cls.members, layout, plan_group(schedule, table, rep), batch,
                                memory))
-    return NumericPlan(shape, tol, dtypes, groups, tuple(plans), available)
+    return NumericPlan(shape, tol, dtypes, groups, tuple(plans))
 
 
 def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: MemoryEstimate,
@@ -140,7 +139,8 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
                             for role in layout.roles]
                 GroupEvaluator(cls.plan, memories, len(members)).run()
             except MemoryError:
-                # the estimate is a lower bound: say what was expected, never a traceback
+                # the estimate can fall short of the real peak: say what was expected and
+                # how to shrink the run, never a traceback
                 raise HarnessError(
                     f"out of memory simulating {schedule.launch.kernel} (estimated "
                     f"{cls.memory.total / GIB:.1f} GiB for {len(members)} group(s) at once: "
