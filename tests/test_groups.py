@@ -43,3 +43,4 @@ def test_independent_lines_in_one_launch_are_separate_groups() -> None:
     groups = communication_groups(schedule, derive_channels(schedule))
     assert len(groups) == 4 and all(len(g) == 8 for g in groups)
     assert verify(schedule).ok
+

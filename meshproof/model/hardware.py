@@ -6,6 +6,7 @@ hardware. Users pass their own with `--hw FILE.toml`.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -62,7 +63,11 @@ def load_profile(path: Path) -> HardwareProfile:
     if unknown:
         raise ConfigError(f"hardware profile {path}: unknown key(s) {', '.join(unknown)}; "
                           f"allowed: {', '.join(sorted(allowed))}")
-    kwargs: dict[str, object] = {"name": str(data.get("name", path.stem))}
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip() or "\n" in name:
+        raise ConfigError(f"hardware profile {path}: name must be a one-line string, "
+                          f"got {name!r}")
+    kwargs: dict[str, object] = {"name": name}
     for key in sorted(_SCALARS & set(data)):
         kwargs[key] = _positive(data[key], f"{path}: {key}")
     for key in sorted(_LINKS & set(data)):
@@ -84,6 +89,8 @@ def load_profile(path: Path) -> HardwareProfile:
 
 
 def _positive(value: object, where: str, minimum: float = 1e-30) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise ConfigError(f"hardware profile {where} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"hardware profile {where} must be a positive number "
+                          f"(not nan or inf), got {value!r}")
     return float(value)
