@@ -16,10 +16,12 @@ outside the launch never returns; a send towards one fills its queue and then bl
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.topology import Endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +129,28 @@ def run(schedule: Schedule, table: ChannelTable, depth: int) -> Progress:
 
 def max_sends_per_channel(table: ChannelTable) -> int:
     return max((len(ch.sends) for ch in table.channels), default=0)
+
+
+def wait_for(schedule: Schedule, table: ChannelTable,
+             progress: Progress) -> dict[Endpoint, Endpoint | None]:
+    """Each blocked rank and the endpoint whose progress would unblock it: the peer of its
+    port (a recv's writer, a full send's reader); None on a port the wiring lacks."""
+    return {schedule.programs[r].endpoint: table.port_use[OpRef(r, i)].peer
+            for r, i in sorted(progress.stuck.items())}
+
+
+def find_cycle(waits: Mapping[Endpoint, Endpoint | None]) -> tuple[Endpoint, ...]:
+    """The first wait-for cycle met when following `waits` from each blocked endpoint in
+    order, from where the walk enters it; () if every chain ends outside (at an endpoint
+    that is not blocked: outside the launch, finished, or behind a missing link)."""
+    for start in sorted(waits):
+        path: list[Endpoint] = []
+        seen: dict[Endpoint, int] = {}
+        node: Endpoint | None = start
+        while node is not None and node in waits and node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            node = waits[node]
+        if node is not None and node in seen:
+            return tuple(path[seen[node]:])
+    return ()

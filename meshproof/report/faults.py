@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meshproof.model.channels import OpRef, PortStatus
-from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.progress import find_cycle, wait_for
+from meshproof.model.schedule import Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.report.messages import MessageTable
 from meshproof.verify.result import Role, Status, Verdict
@@ -127,15 +128,13 @@ def marks_from_schedule(schedule: Schedule, msgs: MessageTable) -> FaultMarks:
         elif m.send is None and m.recv is not None:
             add(m.recv, OpMark(Role.UNMATCHED, "never sent", ch.src, ch.dir.opposite.value))
     blocked: dict[Endpoint, int] = {}
-    waits: dict[Endpoint, Endpoint] = {}
     for rank, op_index in sorted(msgs.progress.stuck.items()):
         ep = schedule.programs[rank].endpoint
         blocked[ep] = op_index
         ref = OpRef(rank, op_index)
         add(ref, OpMark(Role.BLOCKED, f"blocked forever at queue depth {msgs.progress.depth}"))
-        peer = _waits_on(schedule, msgs, ref)
-        if peer is not None:
-            waits[ep] = peer
+    waits = {ep: peer for ep, peer in wait_for(schedule, table, msgs.progress).items()
+             if peer is not None}
     headline = []
     if blocked:
         headline.append(f"deadlock at queue depth {msgs.progress.depth}: "
@@ -143,30 +142,6 @@ def marks_from_schedule(schedule: Schedule, msgs: MessageTable) -> FaultMarks:
     if any(m.role is Role.ILLEGAL for ms in ops.values() for m in ms):
         headline.append("ops on links the wiring lacks")
     return FaultMarks({k: tuple(v) for k, v in sorted(ops.items())}, {},
-                      tuple(sorted(waits.items())), _find_cycle(waits), blocked,
+                      tuple(sorted(waits.items())), find_cycle(waits), blocked,
                       tuple(headline), "schedule")
 
-
-def _waits_on(schedule: Schedule, msgs: MessageTable, ref: OpRef) -> Endpoint | None:
-    """The rank whose progress would unblock `ref`: a recv's writer, a full send's reader."""
-    op = schedule.programs[ref.rank].ops[ref.op]
-    if ref not in msgs.table.position:
-        return None
-    ch = msgs.table.channel_of(ref)
-    if op.kind is OpKind.RECV:
-        return None if ch.orphan else ch.src
-    return ch.dst
-
-
-def _find_cycle(waits: dict[Endpoint, Endpoint]) -> tuple[Endpoint, ...]:
-    for start in sorted(waits):
-        path: list[Endpoint] = []
-        seen: dict[Endpoint, int] = {}
-        ep: Endpoint | None = start
-        while ep is not None and ep not in seen:
-            seen[ep] = len(path)
-            path.append(ep)
-            ep = waits.get(ep)
-        if ep is not None:
-            return tuple(path[seen[ep]:])
-    return ()

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 
 from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
-from meshproof.model.progress import Progress, max_sends_per_channel, run
+from meshproof.model.progress import (
+    Progress,
+    find_cycle,
+    max_sends_per_channel,
+    run,
+    wait_for,
+)
 from meshproof.model.schedule import Schedule
-from meshproof.model.topology import Endpoint
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.z3util import Budget, SatResult, check
@@ -31,13 +36,15 @@ class DeadlockReport:
     smt2: str | None
 
 
-def minimal_depth(schedule: Schedule, table: ChannelTable) -> tuple[int | None, dict[int, bool]]:
+def minimal_depth(schedule: Schedule, table: ChannelTable,
+                  known: dict[int, bool] | None = None) -> tuple[int | None, dict[int, bool]]:
     """Smallest D >= 0 that is deadlock-free, or None if even unbounded queues deadlock.
 
     Deadlock freedom is monotone in D (more buffering only enables more sends), and once D
     reaches the most sends any link carries no send can block, so that D decides "never".
+    `known` maps depths already run to "deadlock-free", so they are not run again.
     """
-    seen: dict[int, bool] = {}
+    seen: dict[int, bool] = dict(known or {})
 
     def free(d: int) -> bool:
         if d not in seen:
@@ -49,7 +56,9 @@ def minimal_depth(schedule: Schedule, table: ChannelTable) -> tuple[int | None, 
         return None, seen
     if free(0):
         return 0, seen
-    lo, hi = 0, top  # invariant: deadlock at lo, free at hi
+    # invariant: deadlock at lo, free at hi; depths already run narrow the search
+    lo = max((d for d, ok in seen.items() if not ok and d < top), default=0)
+    hi = min((d for d, ok in seen.items() if ok and d > lo), default=top)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if free(mid):
@@ -59,41 +68,35 @@ def minimal_depth(schedule: Schedule, table: ChannelTable) -> tuple[int | None, 
     return hi, seen
 
 
-def _waits_on(schedule: Schedule, table: ChannelTable, ref: OpRef) -> tuple[str, int | None]:
-    """What a blocked op waits for: a reason and the rank it waits on (if any)."""
+def _blocked_reason(schedule: Schedule, table: ChannelTable, ref: OpRef) -> str:
+    """Why a blocked op cannot complete, in words naming the peer it waits on."""
     op = schedule.programs[ref.rank].ops[ref.op]
     use = table.port_use[ref]
     d = op.dir.value if op.dir else "?"
     if use.status is PortStatus.NO_LINK:
         return f"stuck at {op.kind.value} {d}: the wiring has no {d} link here, so it never " \
-               "completes (IpcqInvalidDirection)", None
+               "completes (IpcqInvalidDirection)"
     assert use.peer is not None
     if use.status is PortStatus.OUTSIDE:
         what = "never drains the queue" if op.kind.value == "send" else "never sends"
         return f"blocked at {op.kind.value} {d}: {use.peer.describe()} is outside the launch " \
-               f"and {what}", None
+               f"and {what}"
     ch_i, k = table.position[ref]
     ch = table.channels[ch_i]
-    index = schedule.rank_index()
-    peer_rank = index[use.peer]
     if op.kind.value == "send":
         return (f"blocked at send {d} (message {k}): the queue to {use.peer.describe()} is full "
-                f"and that rank is not receiving", peer_rank)
+                f"and that rank is not receiving")
     if k >= len(ch.sends):
         return (f"blocked at recv {d} (message {k}): {use.peer.describe()} sends only "
-                f"{len(ch.sends)} message(s) on this link", peer_rank)
-    return (f"blocked at recv {d} (message {k}): {use.peer.describe()} has not sent it",
-            peer_rank)
+                f"{len(ch.sends)} message(s) on this link")
+    return f"blocked at recv {d} (message {k}): {use.peer.describe()} has not sent it"
 
 
 def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress) -> Counterexample:
-    waits: dict[int, int | None] = {}
     diags: list[Diagnostic] = []
     blocked_json = []
     for r in sorted(progress.stuck):
         ref = OpRef(r, progress.stuck[r])
-        reason, peer = _waits_on(schedule, table, ref)
-        waits[r] = peer
         prog = schedule.programs[r]
         op = prog.ops[ref.op]
         blocked_json.append({"cube": prog.endpoint.cube, "pe": prog.endpoint.pe,
@@ -101,12 +104,11 @@ def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress)
                              "dir": op.dir.value if op.dir else None,
                              "source": str(op.source)})
         if len(diags) < MAX_LISTED_BLOCKED:
-            peer_ep = schedule.programs[peer].endpoint if peer is not None else \
-                table.port_use[ref].peer
-            diags.append(Diagnostic(reason, Role.BLOCKED, op.source, prog.endpoint, op.index,
-                                    op.kind.value, op.dir.value if op.dir else None, peer_ep))
-    cycle = _find_cycle(waits)
-    eps: list[Endpoint] = [schedule.programs[r].endpoint for r in cycle]
+            diags.append(Diagnostic(_blocked_reason(schedule, table, ref), Role.BLOCKED,
+                                    op.source, prog.endpoint, op.index, op.kind.value,
+                                    op.dir.value if op.dir else None,
+                                    table.port_use[ref].peer))
+    eps = find_cycle(wait_for(schedule, table, progress))
     n = len(progress.stuck)
     summary = f"deadlock at queue depth {progress.depth}: {n} rank(s) blocked forever"
     if eps:
@@ -123,20 +125,6 @@ def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress)
     ))
 
 
-def _find_cycle(waits: dict[int, int | None]) -> list[int]:
-    for start in sorted(waits):
-        path: list[int] = []
-        seen: dict[int, int] = {}
-        node: int | None = start
-        while node is not None and node in waits and node not in seen:
-            seen[node] = len(path)
-            path.append(node)
-            node = waits[node]
-        if node is not None and node in seen:
-            return path[seen[node]:]
-    return []
-
-
 def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget: Budget,
                      stuck_state_max_ops: int, keep_smt2: bool = False) -> DeadlockReport:
     start = time.perf_counter()
@@ -144,39 +132,30 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
     model = DeadlockModel(schedule, table, progress.comm)
     n_ops = len(model.ops)
     certificates: list[str] = []
-    smt2: str | None = None
     unknown_reason = ""
+    # Certify the run's own answer: its order when it finished, its frontier when stuck.
     if not progress.deadlock:
         solver, counts, text = order_certificate(model, depth, progress.stamp, budget)
-        outcome = check(solver)
-        if keep_smt2:
-            smt2 = text
-        if outcome.result is SatResult.UNSAT:
-            raise InternalError(
-                f"deadlock_freedom at D={depth}: the simulation finished but Z3 rejects its "
-                "order certificate")
-        if outcome.result is SatResult.UNKNOWN:
-            unknown_reason = f"order certificate: solver returned unknown ({outcome.reason})"
-        else:
-            certificates.append(
-                f"z3 order certificate ({counts['program_order']} program-order, "
-                f"{counts['message_order']} message, {counts[f'queue_capacity_D{depth}']} "
-                "capacity "
-                "constraints)")
+        what = "order certificate"
+        label = (f"z3 order certificate ({counts['program_order']} program-order, "
+                 f"{counts['message_order']} message, {counts[f'queue_capacity_D{depth}']} "
+                 "capacity constraints)")
+        rejected = "the simulation finished but Z3 rejects its order certificate"
     else:
         fixed = {r: progress.comm[r].index(i) for r, i in progress.stuck.items()}
         solver, text = stuck_state(model, depth, budget, fixed, progress.stamp)
-        outcome = check(solver)
-        if keep_smt2:
-            smt2 = text
-        if outcome.result is SatResult.UNSAT:
-            raise InternalError(
-                f"deadlock_freedom at D={depth}: the simulation is stuck but Z3 rejects the "
-                "stuck state as unreachable or not stuck")
-        if outcome.result is SatResult.UNKNOWN:
-            unknown_reason = f"stuck-state witness: solver returned unknown ({outcome.reason})"
-        else:
-            certificates.append("z3 stuck-state witness check")
+        what = "stuck-state witness"
+        label = "z3 stuck-state witness check"
+        rejected = "the simulation is stuck but Z3 rejects the stuck state as unreachable " \
+                   "or not stuck"
+    smt2 = text if keep_smt2 else None
+    outcome = check(solver)
+    if outcome.result is SatResult.UNSAT:
+        raise InternalError(f"deadlock_freedom at D={depth}: {rejected}")
+    if outcome.result is SatResult.UNKNOWN:
+        unknown_reason = f"{what}: solver returned unknown ({outcome.reason})"
+    else:
+        certificates.append(label)
     if n_ops <= stuck_state_max_ops and not unknown_reason:
         solver, _ = stuck_state(model, depth, budget)
         outcome = check(solver)
@@ -191,7 +170,7 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
             certificates.append("z3 stuck-state " +
                                 ("search found the deadlock" if progress.deadlock
                                  else "refutation (unsat)"))
-    min_depth, seen = minimal_depth(schedule, table)
+    min_depth, seen = minimal_depth(schedule, table, {depth: not progress.deadlock})
     rendezvous_free = seen[0] if 0 in seen else not run(schedule, table, 0).deadlock
     rendezvous = Status.PROVED if rendezvous_free else Status.VIOLATED
     seconds = time.perf_counter() - start
