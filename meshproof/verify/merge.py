@@ -17,7 +17,7 @@ from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse, groups
+from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.z3util import Budget, SatResult, check, new_solver
 
@@ -47,7 +47,7 @@ def _bad_counts(fact: StoreFact) -> list[tuple[int, int, int | None]]:
 def _z3_counts(schedule: Schedule, table: ChannelTable, res: ProvenanceResult,
                budget: Budget) -> tuple[SatResult, str, int]:
     """Ask Z3 for a stored output whose count is not 1, from the count equations alone."""
-    group = groups(schedule, table)
+    group = res.group
     shard_group = {col: group[r] for col, r in enumerate(res.shards)}
     progs = schedule.programs
 

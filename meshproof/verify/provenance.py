@@ -73,6 +73,7 @@ class ProvenanceResult:
     stores: tuple[StoreFact, ...]
     mixing: tuple[Mixing, ...]
     cyclic_ranks: tuple[int, ...]
+    group: tuple[int, ...]               # per rank: its communication group's id
 
 
 def groups(schedule: Schedule, table: ChannelTable) -> list[int]:
@@ -362,7 +363,7 @@ class _Interp:
                     stores.append(StoreFact(r, op, value, expected_by_group.get(
                         group[r], self.zero)))
         return ProvenanceResult(self.shards, self.values, tuple(stores), tuple(self.mixing),
-                                tuple(sorted(self.cyclic)))
+                                tuple(sorted(self.cyclic)), tuple(group))
 
 
 def analyse(schedule: Schedule, table: ChannelTable) -> ProvenanceResult:
