@@ -44,7 +44,7 @@ def _bad_counts(fact: StoreFact) -> list[tuple[int, int, int | None]]:
     return out
 
 
-def _z3_counts(schedule: Schedule, table: ChannelTable, res: ProvenanceResult,
+def _z3_counts(schedule: Schedule, res: ProvenanceResult,
                budget: Budget) -> tuple[SatResult, str, int]:
     """Ask Z3 for a stored output whose count is not 1, from the count equations alone."""
     group = res.group
@@ -190,7 +190,7 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
                        "themselves through messages")
     z3_result, z3_reason, terms = (SatResult.UNKNOWN, "", 0)
     if not unknown:
-        z3_result, z3_reason, terms = _z3_counts(schedule, table, res, budget)
+        z3_result, z3_reason, terms = _z3_counts(schedule, res, budget)
     seconds = time.perf_counter() - start
     count_violation = bool(counts_json)
     if z3_result is SatResult.UNSAT and count_violation:
