@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.loader import KernelRef
-from meshproof.model.schedule import LaunchSpec, Scalar
-from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, System, parse_mesh
+from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, LaunchSpec, Scalar
+from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, Endpoint, System, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
 
 DEFAULT_SHARDED = ("k_ptr", "v_ptr")
@@ -37,6 +37,10 @@ class LaunchOptions:
     queue_depth: int | None = None
     harness: str | None = None
     defaults: dict[str, Scalar] = field(default_factory=dict)
+    groups: GroupMode = GroupMode.LAUNCH
+    outputs: tuple[str, ...] = DEFAULT_OUTPUTS
+    softmax_scale: float | None = None
+    empty_shards: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,5 +142,28 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
         args=tuple(sorted(values.items())), queue_depth=depth,
         sharded=tuple(s for s in sharded if s in ptrs),
-        harness=opts.harness or kernel.harness)
+        harness=opts.harness or kernel.harness, groups=opts.groups,
+        outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
+        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes))
     return Launch(spec, wiring, ordered)
+
+
+def _outputs(outputs: tuple[str, ...], ptrs: list[str], kernel: str) -> tuple[str, ...]:
+    names = tuple(o for o in outputs if o)
+    if not names:
+        raise LaunchError("--outputs names no buffer; give the output buffers, e.g. "
+                          "--outputs o_ptr")
+    unknown = sorted(set(names) - set(ptrs))
+    if unknown and names != DEFAULT_OUTPUTS:
+        raise LaunchError(f"--outputs names {', '.join(unknown)}, which are not buffer "
+                          f"parameters of {kernel} ({', '.join(ptrs) or 'none'})")
+    return names
+
+
+def _empty(eps: tuple[Endpoint, ...], cube_start: int, cubes: int,
+           pes: int) -> tuple[Endpoint, ...]:
+    for e in eps:
+        if not (cube_start <= e.cube < cube_start + cubes and 0 <= e.pe < pes):
+            raise LaunchError(f"--empty-shard {e.cube},{e.pe} is not a launched rank "
+                              f"(cubes {cube_start}..{cube_start + cubes - 1}, PEs 0..{pes - 1})")
+    return tuple(sorted(set(eps)))

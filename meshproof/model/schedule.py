@@ -42,6 +42,7 @@ class OpKind(Enum):
     MAX = "max"
     SUM = "sum"
     EXP = "exp"
+    EXP2 = "exp2"
     LOG = "log"
     SOFTMAX = "softmax"
     MAXIMUM = "maximum"
@@ -63,7 +64,7 @@ class OpKind(Enum):
 
 ELEMENTWISE_BINARY = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV,
                                 OpKind.MAXIMUM, OpKind.MINIMUM})
-ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.LOG, OpKind.NEG})
+ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.EXP2, OpKind.LOG, OpKind.NEG})
 REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
 
 
@@ -136,6 +137,17 @@ class RankProgram:
         return tuple(op for op in self.ops if op.kind.is_comm)
 
 
+class GroupMode(Enum):
+    """Which ranks form one attention problem (spec/properties.md, groups)."""
+
+    LAUNCH = "launch"   # the whole launch is one problem: one Q, KV split over its ranks
+    CUBE = "cube"       # every cube is its own problem (the single-user panels)
+    PE = "pe"           # PE p of every cube forms problem p (batch on batch)
+
+
+DEFAULT_OUTPUTS = ("o_ptr",)
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """Everything about a launch that back-ends need, as plain data."""
@@ -151,6 +163,10 @@ class LaunchSpec:
     queue_depth: int
     sharded: tuple[str, ...]
     harness: str
+    groups: GroupMode = GroupMode.LAUNCH
+    outputs: tuple[str, ...] = DEFAULT_OUTPUTS
+    softmax_scale: float | None = None      # the reference's scale, if given
+    empty_shards: tuple[Endpoint, ...] = ()  # ranks whose KV slice is empty (numeric_safety)
 
     @property
     def cubes(self) -> range:
@@ -179,6 +195,10 @@ class LaunchSpec:
             "queue_depth": self.queue_depth,
             "sharded": list(self.sharded),
             "harness": self.harness,
+            "groups": self.groups.value,
+            "outputs": list(self.outputs),
+            "softmax_scale": json_scalar(self.softmax_scale),
+            "empty_shards": [[e.cube, e.pe] for e in self.empty_shards],
         }
 
 

@@ -31,7 +31,7 @@ from meshproof.model.topology import Direction, Endpoint
 MAX_TRACED_OPS = 1_000_000
 
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
-                 "max", "sum", "exp", "log", "softmax", "maximum", "minimum", "cast", "zeros",
+                 "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast", "zeros",
                  "full", "send", "recv")
 
 
@@ -317,6 +317,9 @@ class Tl:
 
     def exp(self, x: object) -> TensorHandle:
         return self._t.unary("exp", x)
+
+    def exp2(self, x: object) -> TensorHandle:
+        return self._t.unary("exp2", x)
 
     def log(self, x: object) -> TensorHandle:
         return self._t.unary("log", x)

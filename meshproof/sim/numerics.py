@@ -40,7 +40,7 @@ _BINARY: dict[OpKind, Callable[..., F32]] = {
     OpKind.DIV: np.divide, OpKind.MAXIMUM: np.maximum, OpKind.MINIMUM: np.minimum,
 }
 _UNARY: dict[OpKind, Callable[..., F32]] = {
-    OpKind.EXP: np.exp, OpKind.LOG: np.log, OpKind.NEG: np.negative,
+    OpKind.EXP: np.exp, OpKind.EXP2: np.exp2, OpKind.LOG: np.log, OpKind.NEG: np.negative,
 }
 
 

@@ -12,7 +12,10 @@ from meshproof.model.schedule import Schedule
 from meshproof.verify.deadlock import deadlock_freedom
 from meshproof.verify.legality import direction_legality, launch_confinement
 from meshproof.verify.matching import channel_matching
-from meshproof.verify.merge import exactly_once_merge
+from meshproof.verify.attention import attention_equivalence
+from meshproof.verify.exactly_once import exactly_once_merge
+from meshproof.verify.numeric_safety import numeric_safety
+from meshproof.verify.semantics import DEFAULT_INPUT_BOUND, semantic_analysis
 from meshproof.verify.result import Verdict
 from meshproof.verify.z3util import Budget
 
@@ -24,6 +27,7 @@ class VerifyConfig:
     rlimit: int = 200_000_000           # deterministic Z3 resource limit per call
     stuck_state_max_ops: int = 600      # full stuck-state search only up to this many comm ops
     keep_smt2: bool = False             # keep the certificate query text in the verdict
+    input_bound: float = DEFAULT_INPUT_BOUND   # numeric_safety's |input| assumption
 
 
 def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict:
@@ -37,12 +41,15 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
     table = derive_channels(schedule)
     deadlock = deadlock_freedom(schedule, table, depth, budget, config.stuck_state_max_ops,
                                 config.keep_smt2)
+    sem = semantic_analysis(schedule, table)
     properties = (
         direction_legality(schedule, table),
         launch_confinement(schedule, table),
         channel_matching(schedule, table),
         deadlock.result,
-        exactly_once_merge(schedule, table, budget),
+        exactly_once_merge(schedule, table, sem),
+        attention_equivalence(schedule, table, sem),
+        numeric_safety(schedule, table, sem, config.input_bound),
     )
     return Verdict(schedule.launch.kernel, schedule.launch, properties, deadlock.min_queue_depth,
                    deadlock.rendezvous, deadlock.smt2, depth)

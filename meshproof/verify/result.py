@@ -14,7 +14,8 @@ from meshproof.model.topology import Endpoint
 
 VERDICT_SCHEMA = "meshproof/verdict-v1"
 PROPERTY_NAMES = ("direction_legality", "launch_confinement", "channel_matching",
-                  "deadlock_freedom", "exactly_once_merge")
+                  "deadlock_freedom", "exactly_once_merge", "attention_equivalence",
+                  "numeric_safety")
 
 
 class Status(Enum):
@@ -32,6 +33,8 @@ class Role(Enum):
     MISMATCHED = "mismatched"      # partner disagrees on shape/dtype/bytes
     BLOCKED = "blocked"            # where a rank is stuck in a deadlock
     MERGE = "merge"                # an output with a wrong merge count
+    DEPARTURE = "departure"        # where a value stops being the attention it should be
+    NUMERIC = "numeric"            # a value that can overflow or become undefined
     NOTE = "note"                  # context (e.g. the partner of a mismatch)
 
 

@@ -1,0 +1,165 @@
+"""The attention problem a launch computes: shapes, scale, groups, shards and outputs.
+
+Shared by the verifier (what outputs must equal) and the simulator (what inputs to make
+and what to compare with). A *group* is one attention problem: one Q, and KV split over
+the group's shard ranks in rank order. By default the whole launch is one group; `cube`
+makes each cube its own problem, `pe` each PE index (batch-on-batch: PE p of every cube
+serves user p). Groups come from the launch, never from the wiring, so a kernel that
+forgets its all-reduce on a wiring that does not join its ranks is wrong, not vacuous.
+
+decode  -- every rank holds the whole Q (S_q rows); shard j holds KV rows
+           [j*S_kv_per_rank, (j+1)*S_kv_per_rank) of its group.
+prefill -- Q is split by sequence as well: the b-th Q-holding rank of a group holds rows
+           [b*S_q, (b+1)*S_q); its output rows are the same. No causal mask.
+
+Buffers are row-major (rows, heads, d): Q and O have h_q heads, K and V h_kv heads; q head
+h reads kv head h // (h_q / h_kv) (blocked GQA).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, OpKind, Schedule
+
+Q_PTR = "q_ptr"
+O_PTR = "o_ptr"
+
+
+class HarnessKind(Enum):
+    DECODE = "decode"
+    PREFILL = "prefill"
+
+
+class ProblemUnavailable(Exception):  # noqa: N818 - a reason, not an error
+    """The launch does not describe an attention problem; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemGroup:
+    index: int
+    ranks: tuple[int, ...]       # rank indices (into Schedule.programs), in endpoint order
+    shards: tuple[int, ...]      # the ranks holding KV, shard j = position j
+    q_blocks: tuple[int, ...]    # prefill: the ranks holding Q rows, block b = position b
+
+    @property
+    def n_shards(self) -> int:
+        return len(self.shards)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    harness: HarnessKind
+    S_q: int
+    S_kv_per_rank: int
+    h_q: int
+    h_kv: int
+    d_head: int
+    scale: float
+    scale_source: str               # where the scale came from, in words
+    mode: GroupMode
+    groups: tuple[ProblemGroup, ...]
+    group_of: tuple[int, ...]       # per rank: its group index
+    k_ptr: str
+    v_ptr: str
+    outputs: tuple[str, ...]
+    empty: frozenset[int] = frozenset()     # rank indices whose KV slice is empty
+
+    @property
+    def gqa(self) -> int:
+        return self.h_q // self.h_kv
+
+    def kv_rows(self, group: int) -> int:
+        return self.groups[group].n_shards * self.S_kv_per_rank
+
+    def q_rows(self, group: int) -> int:
+        g = self.groups[group]
+        if self.harness is HarnessKind.PREFILL:
+            return self.S_q * max(1, len(g.q_blocks))
+        return self.S_q
+
+    def q_base(self, rank: int) -> int | None:
+        """First Q row of `rank`'s q buffer (and output rows); None if it holds none."""
+        g = self.groups[self.group_of[rank]]
+        if self.harness is HarnessKind.PREFILL:
+            return g.q_blocks.index(rank) * self.S_q if rank in g.q_blocks else None
+        return 0
+
+    def kv_base(self, rank: int) -> int | None:
+        g = self.groups[self.group_of[rank]]
+        return g.shards.index(rank) * self.S_kv_per_rank if rank in g.shards else None
+
+    def describe_groups(self) -> str:
+        n = len(self.groups)
+        sizes = sorted({(len(g.ranks), g.n_shards) for g in self.groups})
+        parts = ", ".join(f"{r} rank(s) with {s} KV shard(s)" for r, s in sizes)
+        return f"{n} group(s) by {self.mode.value} ({parts})"
+
+
+def _dim(schedule: Schedule, name: str, default: int | None = None) -> int:
+    value = schedule.launch.arg(name, default)
+    if value is None:
+        raise ProblemUnavailable(f"the kernel has no argument {name}: meshproof cannot tell "
+                                 f"the attention shapes (pass --arg {name}=N)")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ProblemUnavailable(f"kernel argument {name}={value!r} must be a positive int "
+                                 "for the attention problem")
+    return value
+
+
+def group_ranks(schedule: Schedule, mode: GroupMode) -> list[list[int]]:
+    by_key: dict[int, list[int]] = {}
+    for r, prog in enumerate(schedule.programs):
+        key = 0 if mode is GroupMode.LAUNCH else \
+            prog.endpoint.cube if mode is GroupMode.CUBE else prog.endpoint.pe
+        by_key.setdefault(key, []).append(r)
+    return [by_key[k] for k in sorted(by_key)]
+
+
+def reference_scale(schedule: Schedule, softmax_scale: float | None,
+                    d_head: int) -> tuple[float, str]:
+    sm = schedule.launch.arg("sm_scale")
+    if isinstance(sm, (int, float)) and not isinstance(sm, bool) and math.isfinite(sm):
+        return float(sm), f"the kernel's sm_scale = {float(sm):g}"
+    if softmax_scale is not None:
+        return softmax_scale, f"--softmax-scale {softmax_scale:g}"
+    return 1.0 / math.sqrt(d_head), f"1/sqrt(d_head) = 1/sqrt({d_head})"
+
+
+def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
+                      outputs: tuple[str, ...] = DEFAULT_OUTPUTS,
+                      softmax_scale: float | None = None) -> Problem:
+    spec = schedule.launch
+    try:
+        harness = HarnessKind(spec.harness)
+    except ValueError:
+        raise ProblemUnavailable(f"unknown harness {spec.harness!r}") from None
+    if len(spec.sharded) < 2:
+        raise ProblemUnavailable("name the K and V buffers with --sharded K_PTR,V_PTR (two "
+                                 f"buffers; got {', '.join(spec.sharded) or 'none'})")
+    k_ptr, v_ptr = spec.sharded[0], spec.sharded[1]
+    d_head = _dim(schedule, "d_head")
+    h_q, h_kv = _dim(schedule, "h_q", 1), _dim(schedule, "h_kv", 1)
+    if h_q % h_kv:
+        raise ProblemUnavailable(f"h_q={h_q} is not a multiple of h_kv={h_kv}")
+    S_q, S_kv = _dim(schedule, "S_q"), _dim(schedule, "S_kv_per_rank")
+    scale, source = reference_scale(schedule, softmax_scale, d_head)
+    groups: list[ProblemGroup] = []
+    group_of = [0] * len(schedule.programs)
+    sharded = set(spec.sharded)
+    for gi, ranks in enumerate(group_ranks(schedule, mode)):
+        shards, q_blocks = [], []
+        for r in ranks:
+            group_of[r] = gi
+            loads = {op.ptr for op in schedule.programs[r].ops if op.kind is OpKind.LOAD}
+            if loads & sharded:
+                shards.append(r)
+            if Q_PTR in loads:
+                q_blocks.append(r)
+        groups.append(ProblemGroup(gi, tuple(ranks), tuple(shards), tuple(q_blocks)))
+    index = schedule.rank_index()
+    empty = frozenset(index[e] for e in spec.empty_shards if e in index)
+    return Problem(harness, S_q, S_kv, h_q, h_kv, d_head, scale, source, mode, tuple(groups),
+                   tuple(group_of), k_ptr, v_ptr, outputs, empty)

@@ -1,0 +1,110 @@
+"""attention_equivalence: every stored output is attention over its group's KV.
+
+Proved by an exact identity (verify/semantics: the output's normal form is the
+reference's numerator and denominator times one common factor), violated only with a
+witness input re-evaluated in high precision, unknown otherwise (spec/properties.md §6).
+"""
+
+from __future__ import annotations
+
+import time
+
+from meshproof.model.channels import ChannelTable
+from meshproof.model.schedule import Schedule
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.semantics.analysis import Analysis, OutputResult
+from meshproof.verify.semantics.witness import Witness, find_witness
+
+NAME = "attention_equivalence"
+CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"
+MAX_WITNESS_STORES = 16
+
+
+def _unknown(message: str, start: float) -> PropertyResult:
+    return PropertyResult(NAME, Status.UNKNOWN, message, seconds=time.perf_counter() - start,
+                          certificate=CERTIFICATE)
+
+
+def attention_equivalence(schedule: Schedule, table: ChannelTable,
+                          sem: SemanticAnalysis) -> PropertyResult:
+    start = time.perf_counter()
+    if sem.analysis is None:
+        return _unknown(f"no attention problem to compare with: {sem.unavailable}", start)
+    a = sem.analysis
+    if not schedule.active:
+        return _unknown("no rank ran any op (every rank returned at once): nothing to "
+                        "certify; check the launch and the --arg values (n_ranks, cube_start, "
+                        "rank_axis)", start)
+    if not a.outputs:
+        outs = ", ".join(a.problem.outputs)
+        return _unknown(f"no rank stores an output ({outs}): nothing to compare with "
+                        "attention; name the output buffers with --outputs", start)
+    bad = [o for o in a.outputs if not o.verdict.equal]
+    silent = a.silent_groups
+    if not bad and not silent:
+        p = a.problem
+        ranks = len({o.rank for o in a.outputs})
+        return PropertyResult(
+            NAME, Status.PROVED,
+            f"{len(a.outputs)} stored output(s) on {ranks} rank(s) equal "
+            f"softmax(scale·q·Kᵀ)·V over their group's keys for all inputs, scale "
+            f"{p.scale:.6g} ({p.scale_source}); {p.describe_groups()}",
+            seconds=time.perf_counter() - start, certificate=CERTIFICATE)
+    if not bad:
+        g = silent[0]
+        return PropertyResult(
+            NAME, Status.VIOLATED,
+            f"{len(silent)} group(s) store no output: group {g} "
+            f"({_ranks(schedule, a, g)}) never writes {', '.join(a.problem.outputs)}",
+            Counterexample(f"group {g} stores no output", ()),
+            time.perf_counter() - start, CERTIFICATE)
+    witness = find_witness(schedule, table, a.problem,
+                           [(o.rank, o.store) for o in bad[:MAX_WITNESS_STORES]])
+    first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
+                                                o.store.index == witness.store.index)
+    diags = _diagnostics(schedule, a, first, witness)
+    reason = first.verdict.reasons[0] if first.verdict.reasons else "differs from attention"
+    seconds = time.perf_counter() - start
+    if witness is None:
+        return PropertyResult(
+            NAME, Status.UNKNOWN,
+            f"cannot certify {len(bad)} of {len(a.outputs)} stored output(s) ({reason}), and "
+            "no input tried shows a difference from attention", None, seconds, CERTIFICATE)
+    summary = (f"{len(bad)} of {len(a.outputs)} stored output(s) are not attention: "
+               f"{reason}")
+    return PropertyResult(NAME, Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags),
+                                         (("witness", _witness_json(schedule, witness)),)),
+                          seconds, CERTIFICATE)
+
+
+def _ranks(schedule: Schedule, a: Analysis, group: int) -> str:
+    eps = [schedule.programs[r].endpoint.label for r in a.problem.groups[group].ranks]
+    return ", ".join(eps[:4]) + ("..." if len(eps) > 4 else "")
+
+
+def _diagnostics(schedule: Schedule, a: Analysis, out: OutputResult,
+                 witness: Witness | None) -> list[Diagnostic]:
+    ep = schedule.programs[out.rank].endpoint
+    diags: list[Diagnostic] = []
+    store = out.store
+    for reason in out.verdict.reasons:
+        diags.append(Diagnostic(f"the output stored here is not attention: {reason}",
+                                Role.DEPARTURE, store.source, ep, store.index, "store"))
+    for event in a.explain(out):
+        ev_ep = schedule.programs[event.rank].endpoint if hasattr(event, "rank") else ep
+        diags.append(Diagnostic(event.message, Role.DEPARTURE, event.op.source, ev_ep,
+                                event.op.index, event.op.kind.value))
+    if witness is not None:
+        diags.append(Diagnostic("witness: " + witness.describe(ep.describe()), Role.NOTE,
+                                store.source, ep, store.index, "store"))
+    return diags
+
+
+def _witness_json(schedule: Schedule, w: Witness) -> dict[str, object]:
+    ep = schedule.programs[w.rank].endpoint
+    return {"inputs": f"seeded N(0,1), seed {w.seed}", "precision": w.precision,
+            "rel_err": float(f"{w.rel_err:.6g}"), "cube": ep.cube, "pe": ep.pe,
+            "source": str(w.store.source), "element": list(w.element),
+            "got": float(f"{w.got:.6g}"), "want": float(f"{w.want:.6g}")}

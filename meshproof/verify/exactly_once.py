@@ -1,0 +1,231 @@
+"""exactly_once_merge: every stored output counts each key row of its group exactly once.
+
+Judged on what the outputs finally hold (their exact forms, verify/semantics), at the
+granularity of key rows: a tile of a slice counts once, a partial parked in scratch keeps
+its count, a constant factor is a weight (2.0 * x and x + x both count 2), a factor that is
+0 on the machine drops the partial, a stored Q, max or zero counts every row 0 times, and
+scores that add two shards' keys are no partial of either. Rescaling by exp(m_old - m_new)
+is not merging and does not count (attention_equivalence judges it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from meshproof.model.channels import ChannelTable
+from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.topology import Endpoint
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.semantics.analysis import Analysis, OutputResult
+from meshproof.verify.semantics.events import Departure, Event
+from meshproof.verify.semantics.judge import Counts, count_rows
+
+NAME = "exactly_once_merge"
+CERTIFICATE = "exact normal form, key-row counts"
+MAX_LISTED = 40
+
+
+@dataclass(frozen=True, slots=True)
+class RowCount:
+    """How often an output on `endpoint` counts key rows [lo, hi) (shard `shard`)."""
+
+    endpoint: Endpoint
+    shard: Endpoint | None
+    lo: int
+    hi: int
+    numerator: float
+    denominator: float | None
+
+
+def _vacuous(schedule: Schedule, outputs: tuple[str, ...]) -> bool:
+    sharded = set(schedule.launch.sharded)
+    for prog in schedule.programs:
+        for op in prog.ops:
+            if op.kind in (OpKind.EXP, OpKind.EXP2, OpKind.SOFTMAX):
+                return False
+            if op.kind is OpKind.LOAD and op.ptr in sharded:
+                return False
+            if op.kind is OpKind.STORE and op.ptr in outputs:
+                return False
+    return True
+
+
+def exactly_once_merge(schedule: Schedule, table: ChannelTable,
+                       sem: SemanticAnalysis) -> PropertyResult:
+    start = time.perf_counter()
+
+    def result(status: Status, message: str, cex: Counterexample | None = None
+               ) -> PropertyResult:
+        return PropertyResult(NAME, status, message, cex, time.perf_counter() - start,
+                              CERTIFICATE)
+
+    if not schedule.active:
+        return result(Status.UNKNOWN, "no rank ran any op (every rank returned at once): "
+                      "nothing to certify; check the launch and the --arg values (n_ranks, "
+                      "cube_start, rank_axis)")
+    if _vacuous(schedule, schedule.launch.outputs):
+        named = ", ".join(schedule.launch.sharded) or "none"
+        return result(Status.PROVED, f"vacuous: no rank loads a sharded buffer ({named}), "
+                      "computes a softmax partial or stores an output")
+    if sem.analysis is None:
+        return result(Status.UNKNOWN, f"cannot count merges: {sem.unavailable}")
+    a = sem.analysis
+    if not any(g.shards for g in a.problem.groups):
+        named = ", ".join(schedule.launch.sharded)
+        return result(Status.UNKNOWN, f"no rank loads a sharded buffer ({named}), yet the "
+                      "kernel computes softmax partials or stores outputs: name its KV "
+                      "buffers with --sharded K_PTR,V_PTR")
+    if not a.outputs:
+        return result(Status.UNKNOWN, "no rank stores an output "
+                      f"({', '.join(a.problem.outputs)}): nothing to count; name the output "
+                      "buffers with --outputs")
+    return _judge(schedule, a, result)
+
+
+def _judge(schedule: Schedule, a: Analysis, result: object) -> PropertyResult:
+    shown_lines: set[str] = set()
+    diags: list[Diagnostic] = []
+    counts: list[RowCount] = []
+    unknown: list[str] = []
+    for out in a.outputs:
+        ep = schedule.programs[out.rank].endpoint
+        if out.opaque is not None:
+            if out.opaque.lost:
+                diags.append(Diagnostic(f"the stored output depends on a message that never "
+                                        f"arrives ({out.opaque.op.source}: "
+                                        f"{out.opaque.reason})", Role.MERGE, out.store.source,
+                                        ep, out.store.index, "store"))
+            else:
+                unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
+                               f"outside the rules ({out.opaque.op.source}: "
+                               f"{out.opaque.reason})")
+            continue
+        arg = out.store.args[0]
+        form = a.interp.values[(out.rank, arg.id)]  # type: ignore[union-attr]
+        assert not isinstance(form, type(out.opaque)) or form is not None
+        c = count_rows(form.form, a.problem, a.problem.group_of[out.rank])  # type: ignore[union-attr]
+        bad = _bad_runs(c)
+        if c.foreign:
+            diags.append(Diagnostic("the stored output counts keys of another attention "
+                                    "problem (another group's KV)", Role.MERGE,
+                                    out.store.source, ep, out.store.index, "store"))
+        if c.mixed:
+            diags.append(Diagnostic("the stored output applies the weights of one key row to "
+                                    "V of another row: weights and values of different shards",
+                                    Role.MERGE, out.store.source, ep, out.store.index, "store"))
+        if not bad:
+            continue
+        events = _merge_events(a, out)
+        for lo, hi, n, d in bad:
+            shard = _shard(schedule, a, out.rank, lo)
+            counts.append(RowCount(ep, shard, lo, hi, n, d))
+            if len(diags) < MAX_LISTED:
+                diags.append(_count_diag(out, ep, shard, lo, hi, n, d))
+        for e in events:
+            if str(e.op.source) in shown_lines:
+                continue
+            shown_lines.add(str(e.op.source))
+            if len(diags) < MAX_LISTED:
+                diags.append(Diagnostic(e.message, Role.MERGE, e.op.source,
+                                        schedule.programs[e.rank].endpoint, e.op.index,
+                                        e.op.kind.value))
+    for g in a.silent_groups:
+        diags.append(Diagnostic(f"no rank of group {g} stores an output: its "
+                                f"{a.problem.groups[g].n_shards} shard(s) are never merged",
+                                Role.MERGE))
+    make = result  # type: ignore[assignment]
+    if diags:
+        worst = max((r.numerator for r in counts), default=None)
+        zeros = sum(1 for r in counts if r.numerator == 0)
+        ranks = {d.endpoint for d in diags if d.endpoint}
+        summary = f"{len(counts) or len(diags)} wrong merge count(s) on {len(ranks)} rank(s)"
+        if counts:
+            summary += f" (max count {_num(worst or 0)}, {zeros} run(s) of key rows never " \
+                       "merged)"
+        return make(Status.VIOLATED, summary,  # type: ignore[operator]
+                    Counterexample(summary, tuple(diags), (("counts", [_json(r) for r in
+                                                                        counts]),)))
+    if unknown:
+        return make(Status.UNKNOWN, "cannot count merges: " +  # type: ignore[operator]
+                    "; ".join(unknown[:3]))
+    n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
+    return make(Status.PROVED,  # type: ignore[operator]
+                f"{len(a.outputs)} stored output(s) each count every key row of their group "
+                f"exactly once, numerator and denominator alike (up to {n} key rows in "
+                f"{max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+
+
+def _bad_runs(c: Counts) -> list[tuple[int, int, float, float | None]]:
+    out: list[tuple[int, int, float, float | None]] = []
+    points = sorted({p for lo, hi, _ in c.num + (c.den or ()) for p in (lo, hi)})
+    for lo, hi in zip(points, points[1:], strict=False):
+        n = _at(c.num, lo)
+        d = _at(c.den, lo) if c.den is not None else None
+        if not math.isclose(n, 1.0) or (d is not None and not math.isclose(d, 1.0)):
+            if out and out[-1][1] == lo and out[-1][2:] == (n, d):
+                out[-1] = (out[-1][0], hi, n, d)
+            else:
+                out.append((lo, hi, n, d))
+    return out
+
+
+def _at(runs: tuple[tuple[int, int, float], ...] | None, x: int) -> float:
+    for lo, hi, c in runs or ():
+        if lo <= x < hi:
+            return c
+    return 0.0
+
+
+def _shard(schedule: Schedule, a: Analysis, rank: int, row: int) -> Endpoint | None:
+    g = a.problem.groups[a.problem.group_of[rank]]
+    j = row // a.problem.S_kv_per_rank
+    return schedule.programs[g.shards[j]].endpoint if 0 <= j < len(g.shards) else None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
+
+
+def _count_diag(out: OutputResult, ep: Endpoint, shard: Endpoint | None, lo: int, hi: int,
+                n: float, d: float | None) -> Diagnostic:
+    verb = "never merged" if n == 0 else "merged more than once" if n > 1 else \
+        "weighted less than once" if n < 1 else "numerator and denominator disagree"
+    den = f" and {_num(d)} in the denominator" if d is not None else ""
+    who = f"shard {shard.describe()} (key rows {lo}..{hi - 1})" if shard else \
+        f"key rows {lo}..{hi - 1}"
+    return Diagnostic(f"output counts the partial of {who} {_num(n)} time(s) in the "
+                      f"numerator{den} (expected 1): {verb}", Role.MERGE, out.store.source, ep,
+                      out.store.index, "store", peer=shard)
+
+
+_WHY = (Departure.OVERLAP, Departure.WEIGHTED, Departure.MACHINE_ZERO, Departure.CONTRACTION)
+
+
+def _merge_events(a: Analysis, out: OutputResult) -> list[Event]:
+    """The lines where the double or missing merge happens: double merges, weights and
+    machine zeros in the output's cone, else the last merge on the storing rank."""
+    arg = out.store.args[0]
+    events = a.cone_events(out.rank, arg.id)  # type: ignore[union-attr]
+    seen: set[str] = set()
+    picked = []
+    for e in events:
+        if e.kind in _WHY and str(e.op.source) not in seen:
+            seen.add(str(e.op.source))
+            picked.append(e)
+    if picked:
+        return picked[:6]
+    merges = [e for e in events if e.kind is Departure.MERGE and e.rank == out.rank]
+    if merges:
+        last = max(merges, key=lambda e: e.op.index)
+        return [Event(last.kind, last.rank, last.op, f"the last merge into this output is at "
+                      f"{last.op.source}: the missing rows never reach it")]
+    return []
+
+
+def _json(r: RowCount) -> dict[str, object]:
+    return {"cube": r.endpoint.cube, "pe": r.endpoint.pe,
+            "shard": [r.shard.cube, r.shard.pe] if r.shard else None,
+            "rows": [r.lo, r.hi], "numerator": r.numerator, "denominator": r.denominator}

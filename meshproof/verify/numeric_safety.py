@@ -1,0 +1,92 @@
+"""numeric_safety: exp arguments <= 0, 16-bit values within range, empty partials finite.
+
+Static (no sampling for "proved"), at the launch's real sizes, under one stated
+assumption: every input element satisfies |x| <= B (`--input-bound`, default 16).
+Violations come with a witness input that reaches them (spec/properties.md §7).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from meshproof.model.channels import ChannelTable
+from meshproof.model.schedule import Schedule
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.semantics.bounds import Finding, Hazard, Safety, check_safety
+from meshproof.verify.semantics.interp import Interpreter, Opaque
+
+NAME = "numeric_safety"
+CERTIFICATE = "max-domination and interval bounds on the exact forms"
+
+
+def numeric_safety(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
+                   input_bound: float) -> PropertyResult:
+    start = time.perf_counter()
+
+    def result(status: Status, message: str, cex: Counterexample | None = None
+               ) -> PropertyResult:
+        return PropertyResult(NAME, status, message, cex, time.perf_counter() - start,
+                              CERTIFICATE)
+
+    if sem.analysis is None or sem.problem is None:
+        return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
+    a = sem.analysis
+    safety = check_safety(schedule, table, a.problem, a.interp, input_bound)
+    empty = _empty_partials(schedule, table, sem) if a.problem and \
+        schedule.launch.empty_shards else []
+    findings = safety.violations + empty
+    assumption = f"|inputs| <= {input_bound:g}"
+    if findings:
+        diags = tuple(_diag(schedule, f) for f in findings)
+        first = findings[0]
+        summary = (f"{len(findings)} numeric hazard(s) ({assumption}): {first.op.source}: "
+                   f"{first.message}")
+        return result(Status.VIOLATED, summary, Counterexample(summary, diags))
+    if safety.unknown:
+        return result(Status.UNKNOWN, f"cannot bound every value ({assumption}): " +
+                      "; ".join(safety.unknown[:3]))
+    extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
+        if schedule.launch.empty_shards else ""
+    return result(Status.PROVED,
+                  f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
+                  f"max-domination) and every f16/bf16 value stays finite "
+                  f"({safety.narrow_checked} ops) for {assumption}{extra}")
+
+
+def _diag(schedule: Schedule, f: Finding) -> Diagnostic:
+    ep = schedule.programs[f.rank].endpoint
+    return Diagnostic(f.message, Role.NUMERIC, f.op.source, ep, f.op.index, f.op.kind.value)
+
+
+def _empty_partials(schedule: Schedule, table: ChannelTable,
+                    sem: SemanticAnalysis) -> list[Finding]:
+    """Re-evaluate with the named ranks' slices empty: no exp(-inf - (-inf)), no 0/0."""
+    assert sem.problem is not None
+    index = schedule.rank_index()
+    empty = frozenset(index[e] for e in schedule.launch.empty_shards if e in index)
+    problem = dataclasses.replace(sem.problem, empty=empty)
+    interp = Interpreter(schedule, table, problem)
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for r, prog in enumerate(schedule.programs):
+        for op in prog.ops:
+            if op.out is None:
+                continue
+            res = interp.result(r, op.out)
+            if isinstance(res, Opaque) and "inf" in res.reason and res.op is op and \
+                    str(op.source) not in seen:
+                seen.add(str(op.source))
+                out.append(Finding(Hazard.EMPTY_PARTIAL, r, op,
+                                   f"with the KV slice of {_names(schedule, empty)} empty, "
+                                   f"{op.kind.value} {res.reason} (FlashInfer #4051: guard "
+                                   "the max of an empty partial)"))
+    return out
+
+
+def _names(schedule: Schedule, ranks: frozenset[int]) -> str:
+    return ", ".join(schedule.programs[r].endpoint.label for r in sorted(ranks))
+
+
+__all__ = ["NAME", "Safety", "numeric_safety"]

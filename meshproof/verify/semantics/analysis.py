@@ -1,0 +1,143 @@
+"""The semantic analysis of a launch: every stored output's exact form, judged.
+
+One analysis serves three properties: attention_equivalence (is each output attention
+over its group's KV), exactly_once_merge (does each output count every key row once) and
+numeric_safety (exp arguments, magnitudes, empty partials).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshproof.model.channels import ChannelTable
+from meshproof.model.problem import Problem
+from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics.events import Departure, Event
+from meshproof.verify.semantics.index import unify_axis
+from meshproof.verify.semantics.interp import Interpreter, Opaque, output_coords
+from meshproof.verify.semantics.judge import Shape, Verdict, compare, decompose
+from meshproof.verify.semantics.layouts import Value
+
+
+@dataclass(frozen=True, slots=True)
+class OutputResult:
+    rank: int
+    store: Op
+    verdict: Verdict
+    shape: Shape | None          # None when the stored value is opaque
+    opaque: Opaque | None = None
+
+
+_RELEVANT = {
+    "weigh": (Departure.OVERLAP, Departure.WEIGHTED, Departure.MACHINE_ZERO),
+    "reference": (Departure.REFERENCE_POINTS,),
+    "normalised": (Departure.NORMALISED_TWICE, Departure.MERGES_NORMALISED),
+    "scale": (Departure.SCALE,),
+    "score": (Departure.CONTRACTION, Departure.SCALE),
+    "never divided": (),
+}
+MAX_EXPLAINED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    problem: Problem
+    outputs: tuple[OutputResult, ...]
+    interp: Interpreter
+    silent_groups: tuple[int, ...]       # groups in which no rank stores an output
+
+    def cone_events(self, rank: int, vid: int) -> list[Event]:
+        """Departure events of every value the given value depends on, in program order."""
+        seen: set[tuple[int, int]] = set()
+        stack = [(rank, vid)]
+        out: list[Event] = []
+        interp = self.interp
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            out.extend(interp.rec.events.get(key, ()))
+            stack.extend(interp.deps(key))
+        return sorted(out, key=lambda e: (e.op.index, e.rank))
+
+    def explain(self, result: OutputResult) -> list[Event]:
+        """Where the output departs from attention: the events of its cone that explain
+        the judge's findings, at their lines (first occurrence of each line)."""
+        arg = result.store.args[0]
+        assert isinstance(arg, ValueRef)
+        events = self.cone_events(result.rank, arg.id)
+        if result.opaque is not None:
+            first = next((e for e in events if e.kind is Departure.OPAQUE), None)
+            op = result.opaque.op
+            return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
+                                   f"{op.source}: {op.kind.value} {result.opaque.reason}")]
+        wanted: list[Departure] = []
+        for reason in result.verdict.reasons:
+            for word, kinds in _RELEVANT.items():
+                if word in reason:
+                    wanted.extend(kinds)
+        shown: set[tuple[str, str]] = set()
+        out: list[Event] = []
+        for e in events:
+            if e.kind not in wanted:
+                continue
+            if e.kind is Departure.SCALE and abs(e.value - self.problem.scale) <= \
+                    1e-6 * self.problem.scale:
+                continue
+            sig = (e.kind.value, str(e.op.source))
+            if sig in shown:
+                continue
+            shown.add(sig)
+            if e.kind is Departure.SCALE:
+                e = Event(e.kind, e.rank, e.op, f"{e.message}; the reference scale is "
+                          f"{self.problem.scale:.6g} ({self.problem.scale_source})", e.value)
+            out.append(e)
+        return out[:MAX_EXPLAINED]
+
+
+def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value
+                ) -> tuple[Value, tuple] | str:
+    placed = output_coords(interp.problem, rank, store.offset, store.shape, interp.src)
+    if isinstance(placed, str):
+        return placed
+    layout, coords = placed
+    form = value.form
+    for va, oa in zip(value.layout.axes, layout.axes, strict=True):
+        unified = unify_axis(va, oa, interp.src) if (va or oa) else ((), {}, {})
+        if unified is None:
+            return "stores a value whose axes do not line up with the output's"
+        _, s_val, s_out = unified
+        form = form.subst(s_val)
+        coords = tuple(c.substitute(s_val).substitute(s_out) for c in coords)
+    return Value(value.layout, form), coords
+
+
+def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analysis:
+    interp = Interpreter(schedule, table, problem)
+    outputs: list[OutputResult] = []
+    storing: set[int] = set()
+    for r, prog in enumerate(schedule.programs):
+        memory = interp.rank_memory(r)
+        for op in prog.ops:
+            if op.kind is not OpKind.STORE or op.ptr not in problem.outputs:
+                continue
+            if op.index not in memory.live_stores:
+                continue
+            storing.add(problem.group_of[r])
+            arg = op.args[0]
+            assert isinstance(arg, ValueRef)
+            res = interp.result(r, arg.id)
+            if isinstance(res, Opaque):
+                outputs.append(OutputResult(r, op, Verdict(False, (res.reason,)), None, res))
+                continue
+            placed = _coords_for(interp, r, op, res)
+            if isinstance(placed, str):
+                outputs.append(OutputResult(r, op, Verdict(False, (placed,)), None))
+                continue
+            value, coords = placed
+            sizes = {d.id: d.size for d in value.layout.digits}
+            verdict = compare(value.form, problem, problem.group_of[r], coords, sizes)
+            outputs.append(OutputResult(r, op, verdict, decompose(value.form)))
+    silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
+    return Analysis(problem, tuple(outputs), interp, silent)
