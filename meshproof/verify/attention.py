@@ -42,6 +42,8 @@ def attention_equivalence(schedule: Schedule, table: ChannelTable,
                         "attention; name the output buffers with --outputs", start)
     bad = [o for o in a.outputs if not o.verdict.equal]
     silent = a.silent_groups
+    if not bad and a.unwritten:
+        return _unwritten(schedule, a, start)
     if not bad and not silent:
         p = a.problem
         ranks = len({o.rank for o in a.outputs})
@@ -77,6 +79,23 @@ def attention_equivalence(schedule: Schedule, table: ChannelTable,
                           Counterexample(summary, tuple(diags),
                                          (("witness", _witness_json(schedule, witness)),)),
                           seconds, CERTIFICATE)
+
+
+def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
+    diags = []
+    d = a.problem.d_head
+    row = a.problem.h_q * d
+    for rank, ptr, gaps in a.unwritten:
+        ep = schedule.programs[rank].endpoint
+        spans = ", ".join(f"{lo}..{hi - 1}" for lo, hi in gaps[:4])
+        first = gaps[0][0]
+        diags.append(Diagnostic(
+            f"elements {spans} of {ptr} (first: query row {first // row}, q head "
+            f"{first % row // d}) are never stored: every input leaves them unwritten",
+            Role.DEPARTURE, None, ep))
+    summary = f"{len(a.unwritten)} rank(s) leave part of their output unwritten"
+    return PropertyResult(NAME, Status.VIOLATED, summary, Counterexample(summary, tuple(diags)),
+                          time.perf_counter() - start, CERTIFICATE)
 
 
 def _ranks(schedule: Schedule, a: Analysis, group: int) -> str:

@@ -343,7 +343,7 @@ def _interleaved_gqa(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S
     p = tl.exp(s - m)
     m, ell, o = _line((m, tl.sum(p, axis=-1), tl.dot(p, v, out_dtype="f32")), rank, n, tl)
     out = tl.reshape(o / ell, (h_kv, S_q, group, d_head))
-    tl.store(o_ptr, tl.cast(tl.trans(out, (1, 0, 2, 3)), "f16"))
+    tl.store(o_ptr, tl.cast(tl.trans(out, (1, 2, 0, 3)), "f16"))  # heads written back as read
 
 
 def _no_scale(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,

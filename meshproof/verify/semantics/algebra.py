@@ -94,7 +94,7 @@ def positive(p: Poly) -> bool:
                 return False
         elif not w.positive:
             return False
-        if any(not isinstance(a, Pos) and k % 2 for a, k in body.factors):
+        if any(not isinstance(a, Pos) for a, _ in body.factors):
             return False
     return True
 
@@ -156,7 +156,9 @@ def div(a: Poly, b: Poly) -> Poly:
         if a.inf:
             raise NotModelled("divides an infinite value by an infinite value (undefined)")
         return ZERO_POLY
-    if len(b.terms) == 1 and isinstance(b.terms[0][1], Weight):
+    if len(b.terms) == 1 and isinstance(b.terms[0][1], Weight) and \
+            all(isinstance(x, Pos) for x, _ in b.terms[0][0].factors):
+        # w * exp(L) * prod(pos^k) with w != 0 is never 0: invert it exactly
         body, w = b.terms[0]
         inv = w.inverse()
         if inv is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.problem import Problem
+from meshproof.model.problem import HarnessKind, Problem
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import unify_axis
@@ -45,6 +45,8 @@ class Analysis:
     outputs: tuple[OutputResult, ...]
     interp: Interpreter
     silent_groups: tuple[int, ...]       # groups in which no rank stores an output
+    unwritten: tuple[tuple[int, str, tuple[tuple[int, int], ...]], ...] = ()
+    # (rank, output buffer, element ranges it never writes) on ranks that must write it
 
     def cone_events(self, rank: int, vid: int) -> list[Event]:
         """Departure events of every value the given value depends on, in program order."""
@@ -140,4 +142,31 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analys
             verdict = compare(value.form, problem, problem.group_of[r], coords, sizes)
             outputs.append(OutputResult(r, op, verdict, decompose(value.form)))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
-    return Analysis(problem, tuple(outputs), interp, silent)
+    return Analysis(problem, tuple(outputs), interp, silent, _unwritten(schedule, problem))
+
+
+def _unwritten(schedule: Schedule, problem: Problem
+               ) -> tuple[tuple[int, str, tuple[tuple[int, int], ...]], ...]:
+    """Output elements never stored, on ranks that store the buffer (and, for prefill, on
+    every rank that holds query rows: only it computes them)."""
+    size = problem.S_q * problem.h_q * problem.d_head
+    out = []
+    for r, prog in enumerate(schedule.programs):
+        for ptr in problem.outputs:
+            spans = sorted((op.offset, op.offset + op.nbytes // op.dtype.itemsize)
+                           for op in prog.ops if op.kind is OpKind.STORE and op.ptr == ptr)
+            must = bool(spans) or (problem.harness is HarnessKind.PREFILL and
+                                   r in problem.groups[problem.group_of[r]].q_blocks)
+            if not must:
+                continue
+            gaps: list[tuple[int, int]] = []
+            pos = 0
+            for lo, hi in spans:
+                if lo > pos:
+                    gaps.append((pos, min(lo, size)))
+                pos = max(pos, hi)
+            if pos < size:
+                gaps.append((pos, size))
+            if gaps:
+                out.append((r, ptr, tuple(gaps)))
+    return tuple(out)

@@ -161,7 +161,8 @@ class Recorder:
                      "exp(-m): one side is not rescaled by exp(m_old - m_new)")
 
     def weighted(self, op: Op, factor: float, scaled: Poly, received: bool) -> None:
-        if factor == 1 or not partial_rows(scaled):
+        if factor == 1 or not (partial_rows(scaled) or
+                               describe(scaled) == "exponential weights"):
             return
         who = "the received " if received else ""
         self.add(Departure.WEIGHTED, op,

@@ -116,7 +116,8 @@ class Interpreter(Dataflow[Result]):
                 raise NotModelled("fills a tensor with nan")
             form = Poly.const(Fraction(v) if abs(v) != float("inf") else v)
             return Value(Layout.fresh(op.shape, self.src), form)
-        args = [self._arg(rank, a, op.dtype) for a in op.args]
+        # Python scalars are computed in f32 (the result is then rounded to its dtype)
+        args = [self._arg(rank, a, DType.F32) for a in op.args]
         for a in args:
             if isinstance(a, Opaque):
                 return a
@@ -190,7 +191,7 @@ class Interpreter(Dataflow[Result]):
         elif kind is OpKind.DIV:
             self.rec.divided(op, fa, out)
         elif kind is OpKind.MUL:
-            for this, other, arg in ((fa, fb, 1), (fb, fa, 0)):
+            for this, other, arg in ((fa, fb, 0), (fb, fa, 1)):
                 c = other.as_const()
                 if isinstance(c, Fraction):
                     src = op.args[arg]

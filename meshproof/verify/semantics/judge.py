@@ -217,7 +217,8 @@ def _uniform(w: Pieces, n: int) -> bool:
 def _describe(w: Pieces, n: int) -> str:
     if not w.parts:
         return "every key row is missing"
-    ref = _mode(w)
+    weights = [pw.value() for _, _, pw in w.parts if pw.value() > 0]
+    ref = min(weights) if weights else 1.0
     out = []
     covered = 0
     for lo, hi, pw in w.parts:

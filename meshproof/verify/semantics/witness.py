@@ -20,7 +20,7 @@ import numpy as np
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
-from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
+from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.dataflow import Dataflow, Key
 from meshproof.verify.semantics.scalars import machine_value
 
@@ -165,7 +165,7 @@ class NumericEval(Dataflow[Array | None]):
 
     def _arg(self, rank: int, a: ValueRef | Const, op: Op) -> Any:
         if isinstance(a, Const):
-            return self.be.const(machine_value(a.value, op.dtype))
+            return self.be.const(machine_value(a.value, DType.F32))
         v = self.values.get((rank, a.id))
         if v is None:
             raise _Lost
