@@ -71,3 +71,7 @@ class SimulationRefused(MeshproofError):
     """The schedule violates a property the simulator relies on (e.g. it deadlocks).
 
     Not bad input: the CLI reports it as a violation (exit 1)."""
+
+
+class OptionError(BadInput):
+    """An option that cannot be used (an unknown property name, an empty selection)."""

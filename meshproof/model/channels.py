@@ -61,9 +61,6 @@ class ChannelTable:
     position: dict[OpRef, tuple[int, int]]
     port_use: dict[OpRef, PortUse]
 
-    def channel_of(self, ref: OpRef) -> Channel:
-        return self.channels[self.position[ref][0]]
-
     def match(self, ref: OpRef, op: Op) -> OpRef | None:
         """The op on the other side of `ref`'s message, if there is one."""
         ch_index, k = self.position[ref]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.loader import KernelRef
-from meshproof.model.schedule import LaunchSpec, Scalar
+from meshproof.model.schedule import Harness, LaunchSpec, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, System, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
 
@@ -50,6 +50,15 @@ def _kernel_params(kernel: KernelRef) -> dict[str, inspect.Parameter]:
     params = dict(inspect.signature(kernel.func).parameters)
     params.pop("tl", None)
     return params
+
+
+def parse_harness(name: str, kernel: str) -> Harness:
+    try:
+        return Harness(name)
+    except ValueError:
+        raise LaunchError(f"unknown harness {name!r} for {kernel}; the simulator has "
+                          f"{', '.join(h.value for h in Harness)}: declare one of them on the "
+                          "kernel (meshproof_harness)") from None
 
 
 def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
@@ -138,5 +147,5 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
         args=tuple(sorted(values.items())), queue_depth=depth,
         sharded=tuple(s for s in sharded if s in ptrs),
-        harness=opts.harness or kernel.harness)
+        harness=parse_harness(opts.harness or kernel.harness, kernel.name))
     return Launch(spec, wiring, ordered)

@@ -4,7 +4,8 @@ Ranks are deterministic, each channel has one writer and one reader, and no recv
 wildcard: the system is a Kahn network, so this single run decides deadlock for every
 interleaving at this D (spec/properties.md). The run also yields an execution order — a
 timestamp per executed comm op — that back-ends reuse (the order certificate, numeric
-evaluation order, provenance order).
+evaluation order, provenance order), and the schedule's communication steps
+(`hop_steps`, `comm_steps`), which the simulator reports and the diagrams draw.
 
 Semantics (D >= 1): a send on a link is enabled while fewer than D messages are in flight
 on it; a recv is enabled when a message is waiting. D = 0 (rendezvous): a send and its
@@ -125,6 +126,32 @@ def run(schedule: Schedule, table: ChannelTable, depth: int) -> Progress:
                 queued[wake] = True
     stuck = {r: comm[r][pc[r]] for r in range(n_ranks) if pc[r] < len(comm[r])}
     return Progress(depth, stamp, stuck, comm)
+
+
+def hop_steps(schedule: Schedule, table: ChannelTable, progress: Progress) -> dict[OpRef, int]:
+    """The step of every send the run executes: its hop depth, 1 + the deepest step its
+    rank had received before sending it (program order)."""
+    # A rendezvous pair shares a stamp: order the send first so its recv sees its step.
+    order = sorted(progress.stamp, key=lambda ref: (
+        progress.stamp[ref], schedule.programs[ref.rank].ops[ref.op].kind is OpKind.RECV,
+        ref.rank, ref.op))
+    level = [0] * len(schedule.programs)
+    step_of: dict[OpRef, int] = {}
+    for ref in order:
+        op = schedule.programs[ref.rank].ops[ref.op]
+        if op.kind is OpKind.SEND:
+            step_of[ref] = level[ref.rank] + 1
+            continue
+        peer = table.match(ref, op)
+        if peer is not None and peer in step_of:
+            level[ref.rank] = max(level[ref.rank], step_of[peer])
+    return step_of
+
+
+def comm_steps(steps: Mapping[OpRef, int]) -> int:
+    """The schedule's communication steps: the longest chain of dependent hops, i.e. the
+    largest step of any message sent (0 when none is)."""
+    return max(steps.values(), default=0)
 
 
 def max_sends_per_channel(table: ChannelTable) -> int:

@@ -23,6 +23,13 @@ def json_scalar(value: Scalar) -> Scalar:
     return value
 
 
+class Harness(Enum):
+    """How the simulator builds a kernel's inputs and reference (spec/simulator.md)."""
+
+    DECODE = "decode"      # Q replicated, KV split by sequence across ranks
+    PREFILL = "prefill"    # Q and KV split by sequence, KV circulates
+
+
 class DType(Enum):
     F16 = "f16"
     BF16 = "bf16"
@@ -150,7 +157,7 @@ class LaunchSpec:
     args: tuple[tuple[str, Scalar], ...]
     queue_depth: int
     sharded: tuple[str, ...]
-    harness: str
+    harness: Harness
 
     @property
     def cubes(self) -> range:
@@ -159,6 +166,14 @@ class LaunchSpec:
     def is_launched(self, ep: Endpoint) -> bool:
         return self.cube_start <= ep.cube < self.cube_start + self.n_cubes and \
             0 <= ep.pe < self.pes
+
+    def header(self, queue_depth: int | None = None) -> str:
+        """The launch as every command's first line states it: `KERNEL on WIRING
+        (SYSTEM), cubes A..B x P PEs`, then `, queue depth D` when given."""
+        last = self.cube_start + self.n_cubes - 1
+        depth = f", queue depth {queue_depth}" if queue_depth is not None else ""
+        return (f"{self.kernel} on {self.wiring} ({self.system.shape_text}), cubes "
+                f"{self.cube_start}..{last} x {self.pes} PEs{depth}")
 
     def arg(self, name: str, default: Scalar = None) -> Scalar:
         for key, value in self.args:
@@ -178,7 +193,7 @@ class LaunchSpec:
             "args": {k: json_scalar(v) for k, v in self.args},
             "queue_depth": self.queue_depth,
             "sharded": list(self.sharded),
-            "harness": self.harness,
+            "harness": self.harness.value,
         }
 
 

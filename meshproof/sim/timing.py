@@ -6,8 +6,8 @@ when its link has room, i.e. the (k-D)-th recv on that link has completed; with 
 send and its recv execute together (rendezvous). Ranks are deterministic Kahn processes,
 so the times do not depend on the order in which this run visits them.
 
-`comm_steps` is the longest chain of dependent hops: message edges weigh 1, program order
-0. It depends only on the schedule, not on the profile.
+Communication steps are not a timing quantity: they depend only on the schedule
+(`model.progress.comm_steps`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ class OpEvent:
     end: float
     cause: OpRef | None     # the op that made it start late (None: program order)
     via: str                # "program", "message", "queue" or "rendezvous"
-    hops: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +68,6 @@ class TimingRun:
     @property
     def latency_s(self) -> float:
         return max((evs[-1].end for evs in self.events if evs), default=0.0)
-
-    @property
-    def comm_steps(self) -> int:
-        return max((e.hops for evs in self.events for e in evs), default=0)
 
     def critical_path(self) -> tuple[OpEvent, ...]:
         """From the op that finishes last back through the dependencies that delayed it."""
@@ -182,18 +177,16 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
              for p in programs]
     events: list[list[OpEvent]] = [[] for _ in range(n)]
     clock = [0.0] * n
-    hops = [0] * n
-    arrivals: dict[tuple[int, int], tuple[float, OpRef, int]] = {}   # (ch, k) -> message
+    arrivals: dict[tuple[int, int], tuple[float, OpRef]] = {}   # (ch, k) -> message
     recv_done: dict[tuple[int, int], tuple[float, OpRef]] = {}
     messages: list[MessageEvent] = []
     readers = {i: ch.recvs[0].rank for i, ch in enumerate(table.channels) if ch.recvs}
     writers = {i: ch.sends[0].rank for i, ch in enumerate(table.channels) if ch.sends}
 
-    def emit(r: int, op: Op, start: float, end: float, cause: OpRef | None, via: str,
-             hop: int) -> None:
-        events[r].append(OpEvent(r, op.index, clock[r], start, end, cause, via, hop))
+    def emit(r: int, op: Op, start: float, end: float, cause: OpRef | None,
+             via: str) -> None:
+        events[r].append(OpEvent(r, op.index, clock[r], start, end, cause, via))
         clock[r] = end
-        hops[r] = hop
 
     def transfer(ch_i: int, op: Op) -> tuple[float, float]:
         cost = _link_cost(hw, classes[ch_i])
@@ -205,7 +198,7 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
         ref = OpRef(r, op.index)
         ready = clock[r]
         if not op.kind.is_comm:
-            emit(r, op, ready, ready + costs[r][op.index], None, "program", hops[r])
+            emit(r, op, ready, ready + costs[r][op.index], None, "program")
             return True, None
         if table.port_use[ref].status is PortStatus.NO_LINK:
             return False, None
@@ -224,14 +217,12 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
                 start = max(ready, clock[peer.rank])
                 end = start + costs[r][op.index] + inject + latency
                 cause = peer if clock[peer.rank] > ready else None
-                emit(r, op, start, end, cause, "rendezvous" if cause else "program", hops[r])
+                emit(r, op, start, end, cause, "rendezvous" if cause else "program")
                 peer_cause = ref if ready > clock[peer.rank] else None
                 # the sender is held until the data is across; the receiver then pays its
                 # own op overhead, as it does when the message was queued
                 emit(peer.rank, peer_ops[peer.op], start, end + costs[peer.rank][peer.op],
-                     peer_cause,
-                     "rendezvous" if peer_cause else "program",
-                     max(hops[peer.rank], hops[r] + 1))
+                     peer_cause, "rendezvous" if peer_cause else "program")
                 messages.append(MessageEvent(ch_i, k, ref, peer, start, end, op.nbytes))
                 return True, peer.rank
             start, cause, via = ready, None, "program"
@@ -242,8 +233,8 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
                 if room[0] > ready:
                     start, cause, via = room[0], room[1], "queue"
             end = start + costs[r][op.index] + inject
-            emit(r, op, start, end, cause, via, hops[r])
-            arrivals[(ch_i, k)] = (end + latency, ref, hops[r])
+            emit(r, op, start, end, cause, via)
+            arrivals[(ch_i, k)] = (end + latency, ref)
             reader = ch.recvs[k] if k < len(ch.recvs) else None
             messages.append(MessageEvent(ch_i, k, ref, reader, end - inject, end + latency,
                                          op.nbytes))
@@ -253,12 +244,12 @@ def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
         msg = arrivals.get((ch_i, k))
         if msg is None:
             return False, None
-        arrived, sender, send_hops = msg
+        arrived, sender = msg
         start, cause, via = ready, None, "program"
         if arrived > ready:
             start, cause, via = arrived, sender, "message"
         end = start + costs[r][op.index]
-        emit(r, op, start, end, cause, via, max(hops[r], send_hops + 1))
+        emit(r, op, start, end, cause, via)
         recv_done[(ch_i, k)] = (end, ref)
         return True, writers.get(ch_i)
 

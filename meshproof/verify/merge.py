@@ -9,17 +9,23 @@ Launches whose equation system is too large skip the Z3 cross-check and say so.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
 from meshproof.errors import InternalError
-from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.model.topology import Endpoint
+from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.provenance import Cls, ProvenanceResult, StoreFact, analyse
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
-from meshproof.verify.z3util import Budget, SatResult, check, new_solver
+from meshproof.verify.result import (
+    Counterexample,
+    Diagnostic,
+    MergeCount,
+    MergeDetails,
+    PropertyResult,
+    Role,
+    Status,
+)
+from meshproof.verify.z3util import Budget, SatResult, SmtLib, check
 
 MAX_Z3_TERMS = 60_000
 MAX_LISTED = 48
@@ -112,26 +118,26 @@ def _z3_counts(schedule: Schedule, res: ProvenanceResult,
             wrong.append(f"(not (= {var(key, col)} 1))")
             if fact.value.cls is Cls.RATIO:
                 wrong.append(f"(not (= {var(key, col, '_den')} 1))")
-    lines = ["; meshproof: exactly-once merge counts", "(set-logic QF_LIA)"]
-    lines += [f"(declare-const {n} Int)" for n in sorted(names.values())]
-    lines.append("; group: count_equations")
-    lines += [f"(assert {e})" for e in equations]
-    lines.append("; group: some_output_count_not_one")
-    lines.append(f"(assert (or {' '.join(wrong)} false))")
-    solver = new_solver(budget)
-    solver.from_string("\n".join(lines))
-    outcome = check(solver)
+    smt = SmtLib("exactly-once merge counts")
+    smt.declare(sorted(names.values()))
+    smt.group("count_equations")
+    for e in equations:
+        smt.add(e)
+    smt.group("some_output_count_not_one")
+    smt.add(f"(or {' '.join(wrong)} false)")
+    outcome = check(smt.solver(budget))
     return outcome.result, outcome.reason + sampled, terms
 
 
-def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) -> PropertyResult:
+def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
-    res = analyse(schedule, table)
+    schedule, budget = ctx.schedule, ctx.budget
+    res = analyse(schedule, ctx.channels)
     progs = schedule.programs
     if not schedule.active:
         # Typically a wrong --arg (n_ranks, cube_start, rank_axis) makes every rank return
         # at once: "all proved" would hide that the kernel never ran.
-        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+        return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.UNKNOWN,
                               "no rank ran any op (every rank returned at once): nothing to "
                               "certify; check the launch and the --arg values (n_ranks, "
                               "cube_start, rank_axis)", seconds=time.perf_counter() - start,
@@ -144,17 +150,17 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
                         if op.kind in (OpKind.EXP, OpKind.SOFTMAX)), None)
         if partial is not None:
             return PropertyResult(
-                "exactly_once_merge", Status.UNKNOWN,
+                Property.EXACTLY_ONCE_MERGE, Status.UNKNOWN,
                 f"no rank loads a sharded buffer ({named}), yet the kernel computes softmax "
                 f"partials ({partial.kind.value} at {partial.source}): name its KV buffers "
                 "with --sharded a_ptr,b_ptr", seconds=time.perf_counter() - start,
                 certificate="provenance")
-        return PropertyResult("exactly_once_merge", Status.PROVED,
+        return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.PROVED,
                               f"vacuous: no rank loads a sharded buffer ({named}) and no rank "
                               "computes a softmax partial",
                               seconds=time.perf_counter() - start, certificate="provenance")
     diags: list[Diagnostic] = []
-    counts_json: list[dict[str, Any]] = []
+    counts: list[MergeCount] = []
     unknown: list[str] = []
     judged = _judged(res)
     for fact in judged:
@@ -166,13 +172,11 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
         if fact.value.cls is Cls.LOST:
             diags.append(Diagnostic(f"stored output depends on a message that never arrives "
                                     f"({fact.value.why})", Role.MERGE, fact.op.source, ep,
-                                    fact.op.index, "store"))
+                                    fact.op.index, OpKind.STORE))
             continue
         for col, n, d in _bad_counts(fact):
             shard_ep = progs[res.shards[col]].endpoint
-            counts_json.append({"cube": ep.cube, "pe": ep.pe, "shard": [shard_ep.cube,
-                                                                        shard_ep.pe],
-                                "numerator": n, "denominator": d})
+            counts.append(MergeCount(ep, shard_ep, n, d))
             if len(diags) < MAX_LISTED:
                 verb = "never merged" if n == 0 else "merged more than once" if n > 1 else \
                     "numerator and denominator disagree"
@@ -180,10 +184,10 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
                 diags.append(Diagnostic(
                     f"output counts the partial of shard {shard_ep.describe()} {n} time(s) in "
                     f"the numerator{den_text} (expected 1): {verb}", Role.MERGE,
-                    fact.op.source, ep, fact.op.index, "store", peer=shard_ep))
+                    fact.op.source, ep, fact.op.index, OpKind.STORE, peer=shard_ep))
     for mix in res.mixing:
         diags.append(Diagnostic(mix.message, Role.MERGE, mix.op.source,
-                                progs[mix.rank].endpoint, mix.op.index, mix.op.kind.value))
+                                progs[mix.rank].endpoint, mix.op.index, mix.op.kind))
     if res.cyclic_ranks:
         eps = ", ".join(progs[r].endpoint.label for r in res.cyclic_ranks[:8])
         unknown.append(f"values on {len(res.cyclic_ranks)} rank(s) ({eps}) depend on "
@@ -192,7 +196,7 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
     if not unknown:
         z3_result, z3_reason, terms = _z3_counts(schedule, res, budget)
     seconds = time.perf_counter() - start
-    count_violation = bool(counts_json)
+    count_violation = bool(counts)
     if z3_result is SatResult.UNSAT and count_violation:
         raise InternalError("exactly_once_merge: the provenance interpreter finds a wrong count "
                             "but Z3's count equations say every output counts 1")
@@ -208,30 +212,30 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable, budget: Budget) 
     n_out = len([f for f in judged if f.value.cls in (Cls.ADDITIVE, Cls.RATIO)])
     if diags:
         bad_ranks = sorted({d.endpoint for d in diags if d.endpoint} |
-                           {Endpoint(c["cube"], c["pe"]) for c in counts_json})
-        worst = max((c["numerator"] for c in counts_json), default=None)
+                           {c.endpoint for c in counts})
+        worst = max((c.numerator for c in counts), default=None)
         n_lost = sum(1 for d in diags if "never arrives" in d.message)
-        summary = f"{len(counts_json) or len(diags) - n_lost} wrong merge count(s) on " \
+        summary = f"{len(counts) or len(diags) - n_lost} wrong merge count(s) on " \
                   f"{len(bad_ranks)} rank(s)"
         if n_lost:
             summary = f"{n_lost} stored output(s) depend on messages that never arrive" + \
-                      (f"; {summary}" if counts_json else "")
-        if counts_json:
-            zeros = sum(1 for c in counts_json if c["numerator"] == 0)
+                      (f"; {summary}" if counts else "")
+        if counts:
+            zeros = sum(1 for c in counts if c.numerator == 0)
             summary += f" (max count {worst}, {zeros} never merged)"
-        return PropertyResult("exactly_once_merge", Status.VIOLATED, summary,
-                              Counterexample(summary, tuple(diags), (("counts", counts_json),)),
+        return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.VIOLATED, summary,
+                              Counterexample(summary, tuple(diags), MergeDetails(tuple(counts))),
                               seconds, cert)
     if unknown:
-        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+        return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.UNKNOWN,
                               "cannot certify merging: " + "; ".join(unknown[:3]), None,
                               seconds, cert)
     if n_out == 0:
-        return PropertyResult("exactly_once_merge", Status.UNKNOWN,
+        return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.UNKNOWN,
                               "no stored output is a merged partial (nothing to check: store "
                               "o / ℓ or the unnormalised o)", None, seconds, cert)
     n_shards = int(np.max([int(f.expected.sum()) for f in judged]))
-    return PropertyResult("exactly_once_merge", Status.PROVED,
+    return PropertyResult(Property.EXACTLY_ONCE_MERGE, Status.PROVED,
                           f"{n_out} stored output(s) each count every one of their group's "
                           f"shards exactly once (up to {n_shards} shards per group)",
                           None, seconds, cert)

@@ -1,6 +1,8 @@
 """Verification results: tri-state statuses, diagnostics with file:line, verdicts.
 
-Unknown is never proved: a verdict is `ok` only when every property is proved.
+Unknown is never proved: a verdict is `ok` only when every property it checked is
+proved, and it names the properties it did not check (`skipped`). Counterexample facts
+are typed records (`details`); JSON is produced only by the `to_json` methods.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from meshproof.model.schedule import LaunchSpec, SourceLoc
-from meshproof.model.topology import Endpoint
+from meshproof.exitcodes import ExitCode
+from meshproof.model.schedule import LaunchSpec, OpKind, SourceLoc
+from meshproof.model.topology import Direction, Endpoint
+from meshproof.verify.properties import Property
 
 VERDICT_SCHEMA = "meshproof/verdict-v1"
-PROPERTY_NAMES = ("direction_legality", "launch_confinement", "channel_matching",
-                  "deadlock_freedom", "exactly_once_merge")
 
 
 class Status(Enum):
@@ -35,6 +37,10 @@ class Role(Enum):
     NOTE = "note"                  # context (e.g. the partner of a mismatch)
 
 
+def _pair(ep: Endpoint) -> list[int]:
+    return [ep.cube, ep.pe]
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One actionable finding, printed as `file:line: rank (cube C, pe P): error: ...`."""
@@ -44,8 +50,8 @@ class Diagnostic:
     source: SourceLoc | None = None
     endpoint: Endpoint | None = None
     op_index: int | None = None
-    op_kind: str | None = None
-    dir: str | None = None
+    op_kind: OpKind | None = None
+    dir: Direction | None = None
     peer: Endpoint | None = None
 
     def format(self) -> str:
@@ -62,36 +68,110 @@ class Diagnostic:
             "cube": self.endpoint.cube if self.endpoint else None,
             "pe": self.endpoint.pe if self.endpoint else None,
             "op_index": self.op_index,
-            "op": self.op_kind,
-            "dir": self.dir,
-            "peer": [self.peer.cube, self.peer.pe] if self.peer else None,
+            "op": self.op_kind.value if self.op_kind else None,
+            "dir": self.dir.value if self.dir else None,
+            "peer": _pair(self.peer) if self.peer else None,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedOp:
+    """The op a rank is stuck at in a deadlock."""
+
+    endpoint: Endpoint
+    op_index: int
+    op: OpKind
+    dir: Direction | None
+    source: SourceLoc
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cube": self.endpoint.cube, "pe": self.endpoint.pe,
+                "op_index": self.op_index, "op": self.op.value,
+                "dir": self.dir.value if self.dir else None, "source": str(self.source)}
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlockDetails:
+    blocked: tuple[BlockedOp, ...]          # every blocked rank, in rank order
+    wait_for_cycle: tuple[Endpoint, ...]    # in cycle order; () when there is none
+    queue_depth: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"blocked": [b.to_json() for b in self.blocked],
+                "queue_depth": self.queue_depth,
+                "wait_for_cycle": [_pair(e) for e in self.wait_for_cycle]}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfinementDetails:
+    outside_endpoints: tuple[Endpoint, ...]   # sorted
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outside_endpoints": [_pair(e) for e in self.outside_endpoints]}
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A link whose sends and recvs do not pair up."""
+
+    link: str
+    sends: int
+    recvs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"link": self.link, "sends": self.sends, "recvs": self.recvs}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchingDetails:
+    leftovers: tuple[Leftover, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leftovers": [lo.to_json() for lo in self.leftovers]}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCount:
+    """How often an output on `endpoint` counts the partial of `shard`."""
+
+    endpoint: Endpoint
+    shard: Endpoint
+    numerator: int
+    denominator: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cube": self.endpoint.cube, "pe": self.endpoint.pe, "shard": _pair(self.shard),
+                "numerator": self.numerator, "denominator": self.denominator}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDetails:
+    counts: tuple[MergeCount, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": [c.to_json() for c in self.counts]}
+
+
+Details = DeadlockDetails | ConfinementDetails | MatchingDetails | MergeDetails
 
 
 @dataclass(frozen=True, slots=True)
 class Counterexample:
     summary: str
     diagnostics: tuple[Diagnostic, ...]
-    # extra structured facts, e.g. ("wait_for_cycle", [[4, 0], [5, 0]]); JSON-able values
-    details: tuple[tuple[str, Any], ...] = ()
+    details: Details | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"summary": self.summary,
                                "diagnostics": [d.to_json() for d in self.diagnostics]}
-        for key, value in self.details:
-            out[key] = value
+        if self.details is not None:
+            out.update(self.details.to_json())
         return out
-
-    def detail(self, key: str, default: Any = None) -> Any:
-        for k, v in self.details:
-            if k == key:
-                return v
-        return default
 
 
 @dataclass(frozen=True, slots=True)
 class PropertyResult:
-    name: str
+    name: Property
     status: Status
     message: str
     counterexample: Counterexample | None = None
@@ -100,7 +180,7 @@ class PropertyResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            "name": self.name.value,
             "status": self.status.value,
             "message": self.message,
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
@@ -110,38 +190,63 @@ class PropertyResult:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadlockResult(PropertyResult):
+    """deadlock_freedom's result, with the facts the verdict reports beside it."""
+
+    min_queue_depth: int | None = None     # None: deadlocks at every depth
+    rendezvous: Status = Status.UNKNOWN    # deadlock freedom at D = 0
+    smt2: str | None = field(default=None, repr=False)  # the certificate query, if kept
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     kernel: str
     launch: LaunchSpec
     properties: tuple[PropertyResult, ...]
-    min_queue_depth: int | None
-    rendezvous: Status                     # deadlock freedom at D = 0
-    smt2: str | None = field(default=None, repr=False)  # the certificate query, if kept
-    queue_depth: int = -1                  # the D deadlock_freedom was judged at
+    queue_depth: int | None = None         # the D the properties were judged at
+    skipped: tuple[Property, ...] = ()     # not checked (--only / --skip)
 
     @property
     def ok(self) -> bool:
+        """Every property checked is proved (see `skipped` for those not checked)."""
         return all(p.status is Status.PROVED for p in self.properties)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if any(p.status is Status.VIOLATED for p in self.properties):
-            return 1
+            return ExitCode.VIOLATED
         if any(p.status is Status.UNKNOWN for p in self.properties):
-            return 3
-        return 0
+            return ExitCode.UNKNOWN
+        return ExitCode.OK
 
     @property
     def depth(self) -> int:
-        return self.queue_depth if self.queue_depth >= 0 else self.launch.queue_depth
+        return self.queue_depth if self.queue_depth is not None else self.launch.queue_depth
 
-    def property(self, name: str) -> PropertyResult:
+    @property
+    def deadlock(self) -> DeadlockResult | None:
+        return next((p for p in self.properties if isinstance(p, DeadlockResult)), None)
+
+    @property
+    def min_queue_depth(self) -> int | None:
+        return self.deadlock.min_queue_depth if self.deadlock else None
+
+    @property
+    def rendezvous(self) -> Status | None:
+        return self.deadlock.rendezvous if self.deadlock else None
+
+    @property
+    def smt2(self) -> str | None:
+        return self.deadlock.smt2 if self.deadlock else None
+
+    def property(self, name: Property | str) -> PropertyResult:
+        wanted = Property(name)
         for p in self.properties:
-            if p.name == name:
+            if p.name is wanted:
                 return p
-        raise KeyError(name)
+        raise KeyError(wanted.value)
 
-    def violated(self) -> tuple[str, ...]:
+    def violated(self) -> tuple[Property, ...]:
         return tuple(p.name for p in self.properties if p.status is Status.VIOLATED)
 
     def to_json(self, *, timings: bool = True) -> dict[str, Any]:
@@ -149,13 +254,15 @@ class Verdict:
         if not timings:
             for p in props:
                 p.pop("seconds")
+        rendezvous = self.rendezvous
         return {
             "schema": VERDICT_SCHEMA,
             "ok": self.ok,
             "kernel": self.kernel,
             "launch": self.launch.to_json(),
             "properties": props,
+            "skipped": [p.value for p in self.skipped],
             "min_queue_depth": self.min_queue_depth,
             "queue_depth": self.depth,
-            "rendezvous": self.rendezvous.value,
+            "rendezvous": rendezvous.value if rendezvous else None,
         }
