@@ -330,75 +330,15 @@ def explore(ex: Example, depth: int | None, max_states: int = 2_000_000) -> Expl
     from it (sends done by the writer minus recvs done by the reader). Terminal states are
     those with no enabled op; the schedule deadlocks iff one of them is unfinished.
     """
-    eps = ex.machine.endpoints
-    index = {ep: i for i, ep in enumerate(eps)}
-    res = resolve(ex)
-    progs = [res[ep] for ep in eps]
-    lengths = tuple(len(p) for p in progs)
-    # prefix[r][ch][pc] = ops on channel ch among rank r's first pc ops
-    prefix: list[dict[tuple[Ep, str], list[int]]] = []
-    for prog in progs:
-        table: dict[tuple[Ep, str], list[int]] = {}
-        for op in prog:
-            if op.channel is not None:
-                table.setdefault(op.channel, [0] * (len(prog) + 1))
-        for ch, counts in table.items():
-            for i, op in enumerate(prog):
-                counts[i + 1] = counts[i] + (op.channel == ch)
-        prefix.append(table)
-
-    def writer(ch: tuple[Ep, str]) -> int | None:
-        return index.get(ch[0])
-
-    def reader(ch: tuple[Ep, str]) -> int | None:
-        dst = ex.machine.neighbour(*ch)
-        return index.get(dst) if dst is not None else None
-
-    def done_on(r: int | None, ch: tuple[Ep, str], state: tuple[int, ...]) -> int:
-        if r is None:
-            return 0
-        counts = prefix[r].get(ch)
-        return counts[state[r]] if counts else 0
-
-    def successors(state: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
-        for r, prog in enumerate(progs):
-            pc = state[r]
-            if pc >= len(prog):
-                continue
-            op = prog[pc]
-            if op.status == "no_link" or op.channel is None:
-                continue  # IpcqInvalidDirection: never completes
-            ch = op.channel
-            if op.kind == "s":
-                rd = reader(ch)
-                if depth == 0:
-                    if rd is None:
-                        continue  # nobody outside the launch ever meets a rendezvous
-                    rpc = state[rd]
-                    if rpc < len(progs[rd]) and progs[rd][rpc].kind == "r" and \
-                            progs[rd][rpc].channel == ch:
-                        nxt = list(state)
-                        nxt[r] += 1
-                        nxt[rd] += 1
-                        yield tuple(nxt)
-                    continue
-                in_flight = done_on(r, ch, state) - done_on(rd, ch, state)
-                if depth is None or in_flight < depth:
-                    yield (*state[:r], pc + 1, *state[r + 1:])
-            else:
-                if depth == 0 or op.status == "outside":
-                    continue  # rendezvous recvs fire with their send; outsiders never send
-                if done_on(writer(ch), ch, state) - done_on(r, ch, state) > 0:
-                    yield (*state[:r], pc + 1, *state[r + 1:])
-
-    start = (0,) * len(progs)
+    space = _StateSpace(ex, depth)
+    start = (0,) * len(space.progs)
     seen = {start}
     stack = [start]
     terminals: list[tuple[int, ...]] = []
     while stack:
         state = stack.pop()
         moved = False
-        for nxt in successors(state):
+        for nxt in space.successors(state):
             moved = True
             if nxt not in seen:
                 if len(seen) >= max_states:
@@ -407,7 +347,88 @@ def explore(ex: Example, depth: int | None, max_states: int = 2_000_000) -> Expl
                 stack.append(nxt)
         if not moved:
             terminals.append(state)
-    return Exploration(len(seen), tuple(sorted(terminals)), lengths)
+    return Exploration(len(seen), tuple(sorted(terminals)), space.lengths)
+
+
+Channel = tuple[Ep, str]
+
+
+class _StateSpace:
+    """The example's ranks as resolved ops, and which ops each state enables."""
+
+    def __init__(self, ex: Example, depth: int | None) -> None:
+        self.ex = ex
+        self.depth = depth
+        eps = ex.machine.endpoints
+        self.index = {ep: i for i, ep in enumerate(eps)}
+        res = resolve(ex)
+        self.progs = [res[ep] for ep in eps]
+        self.lengths = tuple(len(p) for p in self.progs)
+        # prefix[r][ch][pc] = ops on channel ch among rank r's first pc ops
+        self.prefix: list[dict[Channel, list[int]]] = []
+        for prog in self.progs:
+            table: dict[Channel, list[int]] = {}
+            for op in prog:
+                if op.channel is not None:
+                    table.setdefault(op.channel, [0] * (len(prog) + 1))
+            for ch, counts in table.items():
+                for i, op in enumerate(prog):
+                    counts[i + 1] = counts[i] + (op.channel == ch)
+            self.prefix.append(table)
+
+    def writer(self, ch: Channel) -> int | None:
+        return self.index.get(ch[0])
+
+    def reader(self, ch: Channel) -> int | None:
+        dst = self.ex.machine.neighbour(*ch)
+        return self.index.get(dst) if dst is not None else None
+
+    def done_on(self, r: int | None, ch: Channel, state: tuple[int, ...]) -> int:
+        if r is None:
+            return 0
+        counts = self.prefix[r].get(ch)
+        return counts[state[r]] if counts else 0
+
+    def successors(self, state: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+        for r, prog in enumerate(self.progs):
+            pc = state[r]
+            if pc >= len(prog):
+                continue
+            op = prog[pc]
+            if op.status == "no_link" or op.channel is None:
+                continue  # IpcqInvalidDirection: never completes
+            nxt = self._send(r, op.channel, state) if op.kind == "s" else \
+                self._recv(r, op, state)
+            if nxt is not None:
+                yield nxt
+
+    def _send(self, r: int, ch: Channel, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        rd = self.reader(ch)
+        if self.depth == 0:
+            if rd is None:
+                return None  # nobody outside the launch ever meets a rendezvous
+            rpc = state[rd]
+            peer_ops = self.progs[rd]
+            if rpc < len(peer_ops) and peer_ops[rpc].kind == "r" and \
+                    peer_ops[rpc].channel == ch:
+                nxt = list(state)
+                nxt[r] += 1
+                nxt[rd] += 1
+                return tuple(nxt)
+            return None
+        in_flight = self.done_on(r, ch, state) - self.done_on(rd, ch, state)
+        if self.depth is None or in_flight < self.depth:
+            return (*state[:r], state[r] + 1, *state[r + 1:])
+        return None
+
+    def _recv(self, r: int, op: Resolved, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        if self.depth == 0 or op.status == "outside":
+            return None  # rendezvous recvs fire with their send; outsiders never send
+        assert op.channel is not None
+        if self.done_on(self.writer(op.channel), op.channel, state) - \
+                self.done_on(r, op.channel, state) > 0:
+            return (*state[:r], state[r] + 1, *state[r + 1:])
+        return None
 
 
 @dataclass(frozen=True)

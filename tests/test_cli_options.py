@@ -16,7 +16,8 @@ def test_mesh_and_cubes_must_agree(run_cli: RunCli) -> None:
                      "--mesh 2x4 launches 8 cubes but --cubes says 4; drop --cubes")
     assert run_cli(["trace", "mesh_mlo_2d", "--mesh", "2x4", "--cubes", "8"]).code == 0
     assert_bad_input(run_cli(["trace", "--panel", "multi_user_decode", "--cubes", "8"]),
-                     "--cubes 8 disagrees with panel multi_user_decode's 1x4 mesh", "pass --mesh RxC")
+                     "--cubes 8 disagrees with panel multi_user_decode's 1x4 mesh",
+                     "pass --mesh RxC")
     assert_bad_input(run_cli(["trace", "mesh_mlo_2d", "--cubes", "8"]),
                      "or --mesh RxC, which sets mesh_rows, mesh_cols and --cubes")
 

@@ -15,7 +15,7 @@ from meshproof.gate.pipeline import run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.serialize import dumps
-from meshproof.sim.api import SimConfig
+from meshproof.sim.config import SimConfig
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.perfetto import check_trace_target, perfetto_trace, write_trace
 from meshproof.sim.result import SIM_SCHEMA, SimResult

@@ -66,6 +66,10 @@ class GateCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
+    @staticmethod
+    def key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool) -> str:
+        return case_key(kernel, launch, schedule, simulate=simulate)
+
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.directory / f"{key}.json"
         try:

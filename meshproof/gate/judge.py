@@ -49,6 +49,9 @@ class ItemStatus(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Expectation:
+    """What a case expects: the properties violated, the numerics, and whether every other
+    property must be proved."""
+
     violated: frozenset[Property] = frozenset()
     numerics: Numerics = Numerics.UNCHECKED
     exactly: bool = True     # every property not listed must be proved
@@ -72,6 +75,8 @@ class Expectation:
 
 @dataclass(frozen=True, slots=True)
 class JudgedProperty:
+    """One property of an outcome against the status it must have."""
+
     prop: Property
     want: Status
     got: PropertyOutcome | None
@@ -90,6 +95,8 @@ class JudgedProperty:
 
 @dataclass(frozen=True, slots=True)
 class JudgedNumerics:
+    """The simulation's numerics against the side of the tolerance they must be on."""
+
     want_ok: bool
     got: NumericOutcome | None
     status: ItemStatus
@@ -104,6 +111,8 @@ class JudgedNumerics:
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
+    """The judge's answer for one outcome: a case status and every item it judged."""
+
     status: CaseStatus
     properties: tuple[JudgedProperty, ...]     # the judged ones, in verdict order
     numerics: JudgedNumerics | None            # None: numerics not judged

@@ -95,6 +95,8 @@ class GateCase:
 
 @dataclass(frozen=True, slots=True)
 class GateMatrix:
+    """A validated proof matrix file: its path and its cases, in file order."""
+
     path: Path
     cases: tuple[GateCase, ...]
 

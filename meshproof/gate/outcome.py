@@ -9,12 +9,14 @@ that draw or print them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshproof.model.schedule import Schedule
-from meshproof.sim.result import SimResult
 from meshproof.verify.properties import Property
 from meshproof.verify.result import PropertyResult, Status, Verdict
+
+if TYPE_CHECKING:
+    from meshproof.sim.result import SimResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,8 @@ class PropertyOutcome:
 
 @dataclass(frozen=True, slots=True)
 class NumericOutcome:
+    """What the gate keeps of the simulator's numerics (the message says why when undecided)."""
+
     ok: bool
     rel_err: float | None
     max_abs_err: float | None

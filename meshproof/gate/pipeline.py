@@ -10,24 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from meshproof.errors import SimulationRefused
-from meshproof.gate.cache import GateCache, case_key
 from meshproof.gate.outcome import CaseOutcome
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
-from meshproof.sim.api import SimConfig
-from meshproof.sim.api import simulate as simulate_schedule
-from meshproof.sim.result import SimResult
+from meshproof.sim.config import SimConfig
 from meshproof.verify.api import verify as verify_schedule
 from meshproof.verify.properties import VerifyConfig
 from meshproof.verify.result import Verdict
 
+if TYPE_CHECKING:
+    from meshproof.gate.cache import GateCache
+    from meshproof.sim.result import SimResult
+
 Tracer = Callable[[KernelRef, Launch], Schedule]
 Verifier = Callable[[Schedule, VerifyConfig], Verdict]
-Simulator = Callable[[Schedule, SimConfig], SimResult]
+Simulator = Callable[[Schedule, SimConfig], "SimResult"]
+
+
+def simulate_schedule(schedule: Schedule, config: SimConfig) -> SimResult:
+    """The numpy reference simulator (`sim.api.simulate`), imported when a case is first
+    simulated: a `verify` run never loads the simulator, a fifth of its start-up."""
+    from meshproof.sim.api import simulate
+
+    return simulate(schedule, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +63,7 @@ def run_case(kernel: KernelRef, launch: Launch, *, simulate: bool, verify: bool 
     stored (an unknown depends on machine load).
     """
     schedule = tracer(kernel, launch)
-    key = case_key(kernel, launch, schedule, simulate=simulate) if cache is not None else ""
+    key = cache.key(kernel, launch, schedule, simulate=simulate) if cache is not None else ""
     if cache is not None:
         stored = cache.get(key)
         if stored is not None:

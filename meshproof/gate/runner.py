@@ -24,7 +24,7 @@ from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec
-from meshproof.sim.api import SimConfig
+from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
@@ -34,6 +34,8 @@ GATE_SCHEMA = "meshproof/gate-v1"
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
+    """One case of a gate run: its status, the outcome and judgement (None when it raised)."""
+
     case: GateCase
     status: CaseStatus
     outcome: CaseOutcome | None         # None when the case raised
@@ -95,6 +97,8 @@ class CaseResult:
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
+    """Every case of a gate run, in matrix order."""
+
     matrix: Path
     results: tuple[CaseResult, ...]
 

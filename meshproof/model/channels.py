@@ -56,6 +56,8 @@ class PortUse:
 
 @dataclass(frozen=True, slots=True)
 class ChannelTable:
+    """Every channel of a schedule, and for each comm op its channel, position and port."""
+
     channels: tuple[Channel, ...]
     # per op (rank, op) of a comm op: its channel index and its position k on the channel
     position: dict[OpRef, tuple[int, int]]

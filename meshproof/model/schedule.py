@@ -76,6 +76,8 @@ REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
 
 @dataclass(frozen=True, slots=True, order=True)
 class SourceLoc:
+    """A kernel source line an op was traced at, printed as `file:line`."""
+
     file: str
     line: int
 

@@ -20,6 +20,8 @@ Port = tuple[Endpoint, Direction]
 
 @dataclass(frozen=True, slots=True)
 class Link:
+    """One directed link of a wiring: `src --dir--> dst`."""
+
     src: Endpoint
     dir: Direction
     dst: Endpoint

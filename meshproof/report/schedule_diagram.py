@@ -25,7 +25,7 @@ from meshproof.report.diagram_canvas import DiagramCanvas
 from meshproof.report.diagram_edges import draw_messages, draw_port_faults, draw_wait_for
 from meshproof.report.diagram_labels import node_attrs
 from meshproof.report.diagram_lanes import LaneNode, LanePlan, NodeKind, plan_lanes
-from meshproof.report.dot import Attrs, Graph, label_lines
+from meshproof.report.dot import Attrs, Digraph, label_lines
 from meshproof.report.faults import FaultMarks, marks_from_verdict
 from meshproof.report.messages import MessageTable, message_table
 from meshproof.report.text import describe_endpoints, launch_line
@@ -73,9 +73,9 @@ def schedule_diagram(schedule: Schedule, verdict: Verdict,
     for a, b in itertools.pairwise(heads):
         # a flat invisible edge keeps the lanes in endpoint order, left to right
         canvas.graph.edge(a, b, style="invis")
-    canvas.graph.attrs["label"] = label_lines(
+    canvas.graph.graph_attr["label"] = label_lines(
         _title(schedule, verdict, msgs, marks, notes), left=True)
-    return ScheduleDiagram(canvas.graph.source(), len(plan.shown), len(plan.elided),
+    return ScheduleDiagram(canvas.graph.source, len(plan.shown), len(plan.elided),
                            plan.nodes_elided, canvas.messages_elided, canvas.faults,
                            tuple(notes))
 
@@ -87,7 +87,7 @@ def _draw_lanes(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks,
     by_cube: dict[int, list[int]] = defaultdict(list)
     for r in plan.shown:
         by_cube[schedule.programs[r].endpoint.cube].append(r)
-    sips: dict[int, Graph] = {}
+    sips: dict[int, Digraph] = {}
     heads: list[str] = []
     for cube in sorted(by_cube):
         c = system.coord(cube)
@@ -103,7 +103,7 @@ def _draw_lanes(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks,
     return heads
 
 
-def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: Graph,
+def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: Digraph,
                rank: int, nodes: list[LaneNode]) -> str:
     prog = schedule.programs[rank]
     ep = prog.endpoint

@@ -37,7 +37,7 @@ from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
 from meshproof.report.topology_diagram import topology_diagram
-from meshproof.sim.api import SimConfig
+from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.result import Verdict
 

@@ -7,15 +7,14 @@ is refused (SimulationRefused naming the blocked ranks): its numbers would mean 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from meshproof.errors import HarnessError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
-from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
+from meshproof.model.hardware import HardwareProfile
 from meshproof.model.progress import Progress, comm_steps, hop_steps, run
 from meshproof.model.schedule import Schedule
 from meshproof.sim.checking import plan_numerics, run_numerics
-from meshproof.sim.inputs import InputKind
+from meshproof.sim.config import SimConfig
 from meshproof.sim.oplog import op_log
 from meshproof.sim.result import (
     CriticalStep,
@@ -26,23 +25,10 @@ from meshproof.sim.result import (
 )
 from meshproof.sim.timing import TimingRun, check_profile, run_timing
 
+__all__ = ["SimConfig", "simulate"]
+
 # Blocked ranks named in a deadlock message before it says "and N more".
 _NAMED_BLOCKED = 6
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    seed: int = 0
-    inputs: InputKind = InputKind.NORMAL
-    hardware: HardwareProfile = DEFAULT_PROFILE
-    queue_depth: int | None = None      # None: the launch's queue depth
-    numerics: bool = True
-    timing: bool = True
-    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
-    chunk_bytes: int = 1 << 30
-    # bytes the numeric run may use at once (None: what the machine has available); a
-    # run that needs more is refused before anything is allocated
-    memory_limit_bytes: int | None = None
 
 
 def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:

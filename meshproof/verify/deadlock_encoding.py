@@ -24,6 +24,8 @@ from meshproof.verify.z3util import Budget, SmtLib, op_var_name, rank_var_name
 
 @dataclass(frozen=True, slots=True)
 class CommOp:
+    """A comm op as both deadlock encodings see it: its place in its rank and channel."""
+
     ref: OpRef
     pos: int           # position among its rank's comm ops
     is_send: bool
@@ -149,36 +151,9 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
     smt.group(f"fifo_matching_and_capacity_D{depth}")
     stuck: list[str] = []
     for ref, op in model.ops.items():
-        partner = model.partner(op)
-        if op.status is PortStatus.NO_LINK:
-            smt.add(f"(not {done[ref]})")
-            blocked = "true"
-        elif depth == 0:
-            if partner is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            else:
-                smt.add(f"(= {done[ref]} {done[partner]})")
-                smt.add(f"(=> {done[ref]} (= {t[ref]} {t[partner]}))")
-                blocked = f"(not (= {p[partner.rank]} {model.ops[partner].pos}))"
-        elif not op.is_send:
-            if partner is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            else:
-                smt.add(f"(=> {done[ref]} (and {done[partner]} (> {t[ref]} {t[partner]})))")
-                blocked = f"(not {done[partner]})"
-        else:
-            need = model.credit(op, depth)
-            if need is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            elif need is True:
-                blocked = "false"
-            else:
-                assert isinstance(need, OpRef)
-                smt.add(f"(=> {done[ref]} (and {done[need]} (> {t[ref]} {t[need]})))")
-                blocked = f"(not {done[need]})"
+        asserts, blocked = _fifo(model, ref, op, depth, p, t, done)
+        for term in asserts:
+            smt.add(term)
         stuck.append(f"(=> (= {p[ref.rank]} {op.pos}) {blocked})")
     smt.group("every_unfinished_rank_blocked")
     for term in stuck:
@@ -197,3 +172,31 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
             if ref in stamp:
                 smt.add(f"(= {t[ref]} {stamp[ref]})")
     return smt.solver(budget), smt.text()
+
+
+def _fifo(model: DeadlockModel, ref: OpRef, op: CommOp, depth: int, p: dict[int, str],
+          t: dict[OpRef, str], done: dict[OpRef, str]) -> tuple[list[str], str]:
+    """The FIFO constraints of one op when executed, and when it is blocked at it."""
+    partner = model.partner(op)
+    never = ([f"(not {done[ref]})"], "true")
+    if op.status is PortStatus.NO_LINK:
+        return never
+    if depth == 0:
+        if partner is None:
+            return never
+        return ([f"(= {done[ref]} {done[partner]})",
+                 f"(=> {done[ref]} (= {t[ref]} {t[partner]}))"],
+                f"(not (= {p[partner.rank]} {model.ops[partner].pos}))")
+    if not op.is_send:
+        if partner is None:
+            return never
+        return ([f"(=> {done[ref]} (and {done[partner]} (> {t[ref]} {t[partner]})))"],
+                f"(not {done[partner]})")
+    need = model.credit(op, depth)
+    if need is None:
+        return never
+    if need is True:
+        return [], "false"
+    assert isinstance(need, OpRef)
+    return ([f"(=> {done[ref]} (and {done[need]} (> {t[ref]} {t[need]})))"],
+            f"(not {done[need]})")

@@ -55,6 +55,8 @@ def parse_properties(items: Iterable[str]) -> frozenset[Property]:
 
 @dataclass(frozen=True, slots=True)
 class VerifyConfig:
+    """How `verify` runs: queue depth, solver budgets, which properties."""
+
     queue_depth: int | None = None      # None: the launch's queue depth
     timeout_s: float = 60.0             # per solver call (wall clock, a safety net)
     rlimit: int = 200_000_000           # deterministic Z3 resource limit per call

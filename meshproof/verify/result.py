@@ -92,6 +92,8 @@ class BlockedOp:
 
 @dataclass(frozen=True, slots=True)
 class DeadlockDetails:
+    """deadlock_freedom's counterexample facts: the blocked ops and the wait-for cycle."""
+
     blocked: tuple[BlockedOp, ...]          # every blocked rank, in rank order
     wait_for_cycle: tuple[Endpoint, ...]    # in cycle order; () when there is none
     queue_depth: int
@@ -104,6 +106,8 @@ class DeadlockDetails:
 
 @dataclass(frozen=True, slots=True)
 class ConfinementDetails:
+    """launch_confinement's counterexample facts: the endpoints outside the launch."""
+
     outside_endpoints: tuple[Endpoint, ...]   # sorted
 
     def to_json(self) -> dict[str, Any]:
@@ -124,6 +128,8 @@ class Leftover:
 
 @dataclass(frozen=True, slots=True)
 class MatchingDetails:
+    """channel_matching's counterexample facts: the links whose messages do not pair up."""
+
     leftovers: tuple[Leftover, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +152,8 @@ class MergeCount:
 
 @dataclass(frozen=True, slots=True)
 class MergeDetails:
+    """exactly_once_merge's counterexample facts: every wrong count."""
+
     counts: tuple[MergeCount, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +165,8 @@ Details = DeadlockDetails | ConfinementDetails | MatchingDetails | MergeDetails
 
 @dataclass(frozen=True, slots=True)
 class Counterexample:
+    """Why a property is violated: a summary, diagnostics at kernel lines, typed details."""
+
     summary: str
     diagnostics: tuple[Diagnostic, ...]
     details: Details | None = None
@@ -171,6 +181,8 @@ class Counterexample:
 
 @dataclass(frozen=True, slots=True)
 class PropertyResult:
+    """One property's status, in words, with its counterexample and certificate."""
+
     name: Property
     status: Status
     message: str
@@ -200,6 +212,8 @@ class DeadlockResult(PropertyResult):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """The properties checked for one launch at one queue depth, and those not checked."""
+
     kernel: str
     launch: LaunchSpec
     properties: tuple[PropertyResult, ...]

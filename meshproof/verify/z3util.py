@@ -29,12 +29,16 @@ class SatResult(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """A solver call's limits: wall-clock seconds and Z3's deterministic resource limit."""
+
     timeout_s: float
     rlimit: int
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What a solver call returned (unknown keeps Z3's reason)."""
+
     result: SatResult
     reason: str
     model: Any = None
