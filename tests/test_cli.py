@@ -56,3 +56,18 @@ def test_verify_does_not_import_the_report_stack() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_exit_codes_are_the_documented_ones() -> None:
+    assert {c.name: int(c) for c in ExitCode} == {
+        "OK": 0, "VIOLATED": 1, "BAD_INPUT": 2, "UNKNOWN": 3, "INTERNAL": 70,
+        "INTERRUPTED": 130, "TERMINATED": 143}
+
+
+def test_sigterm_unwinds_and_exits_143(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
+    def terminated(*_: object, **__: object) -> None:
+        cli._terminate(15, None)  # what the SIGTERM handler of `entry` does
+
+    monkeypatch.setattr(cli.cli, "invoke", terminated)
+    res = run_cli(["list"])
+    assert res.code == ExitCode.TERMINATED and res.err.strip() == "meshproof: terminated"

@@ -31,10 +31,6 @@ class FaultMarks:
     blocked: dict[Endpoint, int] = field(default_factory=dict)
     headlines: tuple[str, ...] = ()   # one line per violated/unknown property
 
-    @property
-    def any(self) -> bool:
-        return bool(self.ops or self.lanes or self.blocked or self.wait_for)
-
     def cycle_edges(self) -> tuple[tuple[Endpoint, Endpoint], ...]:
         n = len(self.cycle)
         return tuple((self.cycle[i], self.cycle[(i + 1) % n]) for i in range(n)) if n > 1 \
