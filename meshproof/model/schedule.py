@@ -213,3 +213,9 @@ class Schedule:
     @property
     def active(self) -> tuple[RankProgram, ...]:
         return tuple(p for p in self.programs if p.ops)
+
+    def program(self, ep: Endpoint) -> RankProgram | None:
+        for p in self.programs:
+            if p.endpoint == ep:
+                return p
+        return None
