@@ -71,8 +71,8 @@ def _row(label: str, ranks: int, schedule) -> dict[str, object]:  # type: ignore
                               "seconds_total": round(total, 3), "ok": verdict.ok,
                               "min_queue_depth": verdict.min_queue_depth}
     for p in verdict.properties:
-        row[p.name] = round(p.seconds, 3)
-        row[f"{p.name}_status"] = p.status.value
+        row[p.name.value] = round(p.seconds, 3)
+        row[f"{p.name.value}_status"] = p.status.value
     return row
 
 
@@ -157,9 +157,8 @@ def main() -> int:
         print(f"{base['case']:>12}: search {base['search_seconds']:>8.2f} s "
               f"({base['search_result']}) vs certificate {cert['deadlock_freedom']:>6.2f} s "
               f"-> {ratio:.1f}x")
-    search_8x8 = next((b for b in baselines if b["case"] == "2d 8x8"), None)
-    if search_8x8 is not None:
-        print_process_ratio(float(search_8x8["search_seconds"]))  # type: ignore[arg-type]
+    search_8x8 = next((b for b in baselines if b["case"] == "2d 8x8"), None) or _baseline(8, 8)
+    print_process_ratio(float(search_8x8["search_seconds"]))  # type: ignore[arg-type]
     big = next((x for x in rows if x["case"] == "2d 16x16"), None)
     if big is not None:
         total = float(big["seconds_total"]) + float(big["trace_seconds"])  # type: ignore[arg-type]
