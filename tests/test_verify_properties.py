@@ -89,6 +89,13 @@ def test_a_check_registered_under_another_name_is_an_internal_error(
         verify(trace_kernel("mesh_mlo_1d"), VerifyConfig(only=frozenset({EOM})))
 
 
+def test_a_property_without_a_registered_check_is_an_internal_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(registry.CHECKS, EOM)
+    with pytest.raises(InternalError, match="no check is registered for exactly_once_merge"):
+        verify(trace_kernel("mesh_mlo_1d"))
+
+
 def test_a_shared_analysis_runs_once_per_verify_call() -> None:
     ctx = _context()
     calls: list[int] = []

@@ -30,7 +30,11 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
                           f"{', '.join(PROPERTY_NAMES)}")
     results = []
     for prop in selected:
-        result = CHECKS[prop](ctx)
+        check = CHECKS.get(prop)
+        if check is None:
+            raise InternalError(f"no check is registered for {prop.value}; add one to "
+                                "meshproof/verify/registry.py")
+        result = check(ctx)
         if result.name is not prop:
             raise InternalError(f"the check registered for {prop.value} reported "
                                 f"{result.name.value}")
