@@ -23,7 +23,14 @@ from meshproof.errors import (
     UnsupportedOp,
 )
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
-from meshproof.model.tensor import TensorHandle, check_data_free, normalise_shape, parse_dtype
+from meshproof.model.tensor import (
+    TensorData,
+    TensorHandle,
+    check_data_free,
+    normalise_shape,
+    parse_dtype,
+)
+from meshproof.model.tl_args import MEMORY_HINTS, tl_op
 from meshproof.model.topology import Direction, Endpoint
 
 # A launch that traces more ops than this is a runaway loop or an absurd size: refuse it
@@ -81,6 +88,7 @@ class RankTracer:
         self.ops: list[Op] = []
         self._defining: dict[int, Op] = {}  # value id -> the op that defined it
         self._next_value = 0
+        self._data_reads: list[TensorData] = []  # `handle.data` stand-ins not yet checked
         self.tl = Tl(self)
 
     # --- bookkeeping -------------------------------------------------------------------
@@ -95,11 +103,28 @@ class RankTracer:
     def where(self) -> str:
         return f"{self.source()}: rank {self.endpoint.describe()}"
 
-    def data_dependent(self, what: str) -> DataDependentControlFlow:
+    def data_dependent(self, what: str, at: SourceLoc | None = None) -> DataDependentControlFlow:
+        where = self.where() if at is None else f"{at}: rank {self.endpoint.describe()}"
         return DataDependentControlFlow(
-            f"{self.where()}: error: the kernel {what}; its schedule would depend on tensor "
+            f"{where}: error: the kernel {what}; its schedule would depend on tensor "
             "data, which meshproof refuses to certify - branch only on program ids and "
             "scalar arguments")
+
+    def read_data(self) -> TensorData:
+        data = TensorData(self, self.source())
+        self._data_reads.append(data)
+        return data
+
+    def check_data_reads(self) -> None:
+        """Refuse a `handle.data` read that was not handed to `TensorHandle(data=...)`
+        before the next op or the end of the rank: it was used in a way no object can
+        intercept (`if h.data is None:`), so the run may have branched on tensor data."""
+        for data in self._data_reads:
+            if not data._consumed:
+                raise self.data_dependent("reads a tensor's data (handle.data) other than "
+                                          "to pass it to TensorHandle(data=...)",
+                                          data._read_at)
+        self._data_reads.clear()
 
     def unsupported(self, what: str, fix: str) -> UnsupportedOp:
         return UnsupportedOp(f"{self.where()}: error: {what} is not supported by meshproof's "
@@ -134,6 +159,8 @@ class RankTracer:
 
     def record(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...], dtype: DType,
                *, defines: bool = True, **fields: Any) -> TensorHandle | None:
+        if self._data_reads:
+            self.check_data_reads()
         if len(self.ops) >= self.max_ops:
             raise TraceError(
                 f"{self.where()}: error: the launch traced more than {MAX_TRACED_OPS} ops; "
@@ -238,29 +265,34 @@ class Tl:
             return axis
         raise self._t.shape_error(f"{op}(axis={axis!r}): axis is 0 (PE) or 1 (cube), an int")
 
+    @tl_op()
     def program_id(self, axis: object = 0) -> int:
         if self._grid_axis(axis, "program_id") == 0:
             return self._t.endpoint.pe
         return self._t.endpoint.cube
 
+    @tl_op()
     def num_programs(self, axis: object = 0) -> int:
         return self._t.grid[self._grid_axis(axis, "num_programs")]
 
     # --- memory ------------------------------------------------------------------------
-    def load(self, ptr: object, shape: object, dtype: object = "f16", **_: object) -> TensorHandle:
+    @tl_op(*MEMORY_HINTS)
+    def load(self, ptr: object, shape: object, dtype: object = "f16") -> TensorHandle:
         p = self._t.pointer(ptr, "load")
         dims = self._t.dims(shape)
         return self._t.defined(OpKind.LOAD, (), dims, self._t.dtype(dtype), ptr=p.name,
                                offset=p.offset)
 
-    def store(self, ptr: object, value: object, **_: object) -> None:
+    @tl_op(*MEMORY_HINTS)
+    def store(self, ptr: object, value: object) -> None:
         p = self._t.pointer(ptr, "store")
         t = self._t.tensor(value, "store")
         self._t.record(OpKind.STORE, (ValueRef(t.id),), t.shape, t.dt, defines=False,
                        ptr=p.name, offset=p.offset)
 
     # --- compute -----------------------------------------------------------------------
-    def dot(self, a: object, b: object, out_dtype: object = None, **_: object) -> TensorHandle:
+    @tl_op()
+    def dot(self, a: object, b: object, *, out_dtype: object = None) -> TensorHandle:
         x, y = self._t.tensor(a, "dot"), self._t.tensor(b, "dot")
         if x.ndim < 2 or y.ndim < 2:
             raise self._t.shape_error(f"dot needs operands of rank >= 2, got {x.shape} and "
@@ -277,7 +309,8 @@ class Tl:
         return self._t.defined(OpKind.DOT, (ValueRef(x.id), ValueRef(y.id)),
                                (*batch, x.shape[-2], y.shape[-1]), dt)
 
-    def trans(self, x: object, axes: object = None, **_: object) -> TensorHandle:
+    @tl_op()
+    def trans(self, x: object, axes: object = None) -> TensorHandle:
         t = self._t.tensor(x, "trans")
         if t.ndim < 2:
             raise self._t.shape_error(f"trans needs rank >= 2, got shape {t.shape}")
@@ -291,7 +324,8 @@ class Tl:
         return self._t.defined(OpKind.TRANS, (ValueRef(t.id),),
                                tuple(t.shape[i] for i in perm), t.dt, perm=tuple(perm))
 
-    def reshape(self, x: object, shape: object, **_: object) -> TensorHandle:
+    @tl_op()
+    def reshape(self, x: object, shape: object) -> TensorHandle:
         t = self._t.tensor(x, "reshape")
         dims = self._t.dims(shape)
         if math.prod(dims) != math.prod(t.shape):
@@ -302,49 +336,64 @@ class Tl:
     def _reduce(self, kind: OpKind, x: object, axis: object, keepdims: object) -> TensorHandle:
         t = self._t.tensor(x, kind.value)
         ax = self._t.axis(t, axis, kind.value)
+        check_data_free(keepdims)
+        if not isinstance(keepdims, (bool, np.bool_)):
+            raise self._t.shape_error(f"tl.{kind.value} keepdims must be True or False, got "
+                                      f"{keepdims!r}")
         keep = bool(keepdims)
         shape = tuple(1 if i == ax else d for i, d in enumerate(t.shape)) if keep else \
             tuple(d for i, d in enumerate(t.shape) if i != ax)
         return self._t.defined(kind, (ValueRef(t.id),), shape, t.dt, axis=ax, keepdims=keep)
 
-    def max(self, x: object, axis: object = -1, keepdims: object = True,
-            **_: object) -> TensorHandle:
+    @tl_op()
+    def max(self, x: object, axis: object = -1, *, keepdims: object = True) -> TensorHandle:
         return self._reduce(OpKind.MAX, x, axis, keepdims)
 
-    def sum(self, x: object, axis: object = -1, keepdims: object = True,
-            **_: object) -> TensorHandle:
+    @tl_op()
+    def sum(self, x: object, axis: object = -1, *, keepdims: object = True) -> TensorHandle:
         return self._reduce(OpKind.SUM, x, axis, keepdims)
 
+    @tl_op()
     def exp(self, x: object) -> TensorHandle:
         return self._t.unary("exp", x)
 
+    @tl_op()
     def log(self, x: object) -> TensorHandle:
         return self._t.unary("log", x)
 
-    def softmax(self, x: object, axis: object = -1, **_: object) -> TensorHandle:
+    @tl_op()
+    def softmax(self, x: object, axis: object = -1) -> TensorHandle:
         t = self._t.tensor(x, "softmax")
         ax = self._t.axis(t, axis, "softmax")
         return self._t.defined(OpKind.SOFTMAX, (ValueRef(t.id),), t.shape, t.dt, axis=ax)
 
+    @tl_op()
     def maximum(self, a: object, b: object) -> TensorHandle:
         return self._t.binary("maximum", a, b)
 
+    @tl_op()
     def minimum(self, a: object, b: object) -> TensorHandle:
         return self._t.binary("minimum", a, b)
 
+    @tl_op()
     def cast(self, x: object, dtype: object) -> TensorHandle:
         t = self._t.tensor(x, "cast")
         return self._t.defined(OpKind.CAST, (ValueRef(t.id),), t.shape, self._t.dtype(dtype))
 
+    @tl_op()
     def full(self, shape: object, value: object, dtype: object = "f32") -> TensorHandle:
+        return self._full(shape, value, dtype)
+
+    def _full(self, shape: object, value: object, dtype: object) -> TensorHandle:
         check_data_free(value)
         if not isinstance(value, (int, float)):
             raise self._t.shape_error(f"tl.full value must be a number, got {value!r}")
         return self._t.defined(OpKind.FULL, (), self._t.dims(shape), self._t.dtype(dtype),
                                fill=float(value))
 
+    @tl_op()
     def zeros(self, shape: object, dtype: object = "f32") -> TensorHandle:
-        return self.full(shape, 0.0, dtype)
+        return self._full(shape, 0.0, dtype)
 
     # --- communication -----------------------------------------------------------------
     def _dir(self, d: object) -> Direction:
@@ -354,13 +403,14 @@ class Tl:
         except TopologyError as exc:
             raise self._t.shape_error(str(exc)) from None
 
-    def send(self, dir: object, src: object, **_: object) -> None:
+    @tl_op()
+    def send(self, dir: object, src: object) -> None:
         d = self._dir(dir)
         t = self._t.tensor(src, "send")
         self._t.record(OpKind.SEND, (ValueRef(t.id),), t.shape, t.dt, defines=False, dir=d)
 
-    def recv(self, dir: object, shape: object, dtype: object = "f16",
-             **_: object) -> TensorHandle:
+    @tl_op()
+    def recv(self, dir: object, shape: object, dtype: object = "f16") -> TensorHandle:
         d = self._dir(dir)
         return self._t.defined(OpKind.RECV, (), self._t.dims(shape), self._t.dtype(dtype),
                                       dir=d)
