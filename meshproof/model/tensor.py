@@ -239,7 +239,8 @@ class TensorData:
                                           f"({how})")
 
     def __getattr__(self, name: str) -> NoReturn:
-        self._used(f".{name}")
+        # numpy probes __array_struct__ / __array_interface__ before __array__
+        self._used("a numpy array" if name.startswith("__array") else f".{name}")
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "_consumed":  # only TensorHandle(data=...) sets it
