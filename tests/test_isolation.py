@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -101,6 +102,22 @@ def test_a_fresh_interpreter_cannot_find_a_bare_function() -> None:
                                               r"fresh trace process cannot find it again"):
         trace_isolated(bare, launch, start=StartMethod.SPAWN)
     assert trace_isolated(bare, launch).programs[0].ops  # forked, it needs no name
+
+
+def test_fork_is_the_default_only_while_the_caller_runs_one_thread() -> None:
+    assert StartMethod.default() is StartMethod.FORK
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert StartMethod.default() is StartMethod.FORKSERVER
+        assert StartMethod.default(findable=False) is StartMethod.FORK
+        ref = resolve_kernel("mesh_mlo_2d")
+        launch = build_launch(ref, LaunchOptions(mesh="2x4"))
+        assert trace_isolated(ref, launch) == trace(ref, launch)  # via the fork server
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_the_traces_typed_error_is_raised_with_its_message() -> None:

@@ -23,6 +23,7 @@ import resource
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -65,9 +66,15 @@ class StartMethod(Enum):
     SPAWN = "spawn"
 
     @staticmethod
-    def default() -> StartMethod:
+    def default(findable: bool = True) -> StartMethod:
+        """FORK where the platform has it and the caller runs one thread. A fork copies
+        only the calling thread, so a lock another thread holds (a progress display
+        writing to the terminal) stays held in the child; then FORKSERVER, whose server
+        was forked before those threads, if the kernel can be found by name (`findable`)."""
         available = multiprocessing.get_all_start_methods()
-        return StartMethod.FORK if "fork" in available else StartMethod.SPAWN
+        if "fork" in available and (threading.active_count() == 1 or not findable):
+            return StartMethod.FORK
+        return StartMethod.FORKSERVER if "forkserver" in available else StartMethod.SPAWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +144,7 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     the child dies without an answer. Ctrl-C kills the child and raises KeyboardInterrupt.
     """
     limits = limits or TraceLimits()
-    method = start or StartMethod.default()
+    method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
     context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
     if method is StartMethod.FORKSERVER:  # its children then start with meshproof imported
         context.set_forkserver_preload([__name__, "meshproof.kernels"])
@@ -151,14 +158,15 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
         child = context.Process(target=_child_main, args=(job,), daemon=True,
                                 name=f"meshproof-trace {name}")
         cpu_before = _children_cpu()
-        child.start()
         try:
+            child.start()
             child.join(limits.wall_seconds + KILL_GRACE_SECONDS)
             timed_out = child.exitcode is None
         finally:  # also on Ctrl-C: the child never outlives the call
-            if child.exitcode is None:
-                _kill(child)
-            child.join()
+            if child.pid is not None:
+                if child.exitcode is None:
+                    _kill(child)
+                child.join()
         reply = _read_reply(job.reply_path)
         if reply is None and timed_out:
             raise TraceTimeout(_limit_text(name, "wall", limits))
