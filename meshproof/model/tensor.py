@@ -38,6 +38,14 @@ def parse_dtype(value: object) -> DType:
     raise ShapeError(f"unknown dtype {value!r}: use 'f16', 'bf16' or 'f32'")
 
 
+def promote(dtypes: list[DType]) -> DType:
+    """The result dtype of tensor operands (spec/tl.md §4): theirs if all agree, else f32."""
+    unique = set(dtypes)
+    if len(unique) == 1:
+        return dtypes[0]
+    return DType.F32
+
+
 def normalise_shape(shape: object) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
@@ -284,4 +292,4 @@ def check_data_free(value: object) -> None:
 
 
 __all__ = ["_ACTIVE", "DataDependentControlFlow", "TensorData", "TensorHandle", "check_data_free",
-           "normalise_shape", "parse_dtype"]
+           "normalise_shape", "parse_dtype", "promote"]
