@@ -1,4 +1,4 @@
-"""Symbolic execution of one rank: the `tl` object a kernel receives while traced.
+"""Symbolic execution of one rank: the recorder behind the `tl` object (model/tl_ops.py).
 
 Python control flow on program ids and scalars runs concretely; tensors are symbolic.
 Every op records the innermost frame in the kernel's own file as its source, so helper
