@@ -300,11 +300,7 @@ def test_ctrl_c_in_the_parent_kills_the_child_and_raises_keyboard_interrupt(
     pidfile = tmp_path / "child.pid"
     proc = run_script(tmp_path, "waits_for_ctrl_c", 60, {"MESHPROOF_TEST_PIDFILE": str(pidfile)})
     try:
-        deadline = time.monotonic() + 30
-        while not pidfile.exists() or not pidfile.read_text(encoding="utf-8"):
-            assert time.monotonic() < deadline, "the kernel never started"
-            time.sleep(0.05)
-        child = int(pidfile.read_text(encoding="utf-8"))
+        child = wait_for_pid(pidfile)
         start = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
@@ -314,8 +310,40 @@ def test_ctrl_c_in_the_parent_kills_the_child_and_raises_keyboard_interrupt(
         proc.wait()
     assert proc.returncode == -signal.SIGINT  # Python's exit for an uncaught Ctrl-C
     assert err.rstrip().endswith("KeyboardInterrupt")
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    assert not is_running(child)
+
+
+def wait_for_pid(pidfile: Path) -> int:
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text(encoding="utf-8"):
+        assert time.monotonic() < deadline, "the kernel never started"
+        time.sleep(0.05)
+    return int(pidfile.read_text(encoding="utf-8"))
+
+
+def is_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its parent's wait is missing
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_caller_killed_outright_takes_the_child_with_it(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    proc = run_script(tmp_path, "waits_for_ctrl_c", 60, {"MESHPROOF_TEST_PIDFILE": str(pidfile)})
+    try:
+        child = wait_for_pid(pidfile)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while is_running(child):
+            assert time.monotonic() < deadline, "the child outlived its caller"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_site_of_a_runaway_kernel_is_its_file() -> None:

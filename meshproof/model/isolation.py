@@ -13,6 +13,7 @@ network and environment (README, "What running a kernel means").
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import math
 import mmap
@@ -55,6 +56,7 @@ DEFAULT_MEMORY_MB = 4096
 # parent kills it: a kernel stuck in C code (or swallowing the stop) cannot delay the answer.
 KILL_GRACE_SECONDS = 2.0
 _MIB = 1 << 20
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class StartMethod(Enum):
@@ -121,6 +123,7 @@ class _Job:
     limits: TraceLimits
     workdir: str             # the kernel's working directory
     reply_path: str          # where the child leaves its _Reply
+    parent: int              # the caller's pid; 0 when a fork server is the parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,8 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
         workdir = os.path.join(scratch, "cwd")
         os.mkdir(workdir)
         job = _Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch, limits,
-                   workdir, os.path.join(scratch, "reply.pickle"))
+                   workdir, os.path.join(scratch, "reply.pickle"),
+                   0 if method is StartMethod.FORKSERVER else os.getpid())
         child = context.Process(target=_child_main, args=(job,), daemon=True,
                                 name=f"meshproof-trace {name}")
         cpu_before = _children_cpu()
@@ -296,6 +300,7 @@ def _fence(job: _Job) -> None:
     # Ctrl-C goes to the whole foreground process group: the parent handles it and kills
     # the child, which must not print a traceback of its own meanwhile.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(job.parent)
     _set_limit(resource.RLIMIT_CORE, 0)
     cpu = math.ceil(limits.cpu_seconds)
     _set_limit(resource.RLIMIT_CPU, cpu, cpu + 2)  # SIGXCPU first, SIGKILL two seconds on
@@ -314,6 +319,16 @@ def _fence(job: _Job) -> None:
                       closefd=False, buffering=1)
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
                       closefd=False, buffering=1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """If the caller is killed outright (SIGKILL, SIGTERM), take the child with it (Linux);
+    elsewhere the child's own timers end it."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent and os.getppid() != parent:  # the caller died before prctl took effect
+        os._exit(1)
 
 
 def _stop_on(error: type[TraceError], reason: str) -> Callable[[int, FrameType | None], None]:
