@@ -214,7 +214,8 @@ def test_the_memory_limit_ends_a_hog_at_its_line() -> None:
 
 
 @pytest.mark.parametrize(("kernel", "how"), [("exits", "exited with code 3"),
-                                             ("crashes", "died of SIGSEGV")])
+                                             ("crashes", "died of SIGSEGV"),
+                                             ("killed", "was killed (SIGKILL)")])
 def test_a_child_that_dies_is_one_line(kernel: str, how: str) -> None:
     ref, launch = runaway(kernel)
     with pytest.raises(TraceCrashed) as info:

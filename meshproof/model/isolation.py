@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import gc
 import math
 import mmap
@@ -222,6 +223,11 @@ def _died(code: int | None, name: str, limits: TraceLimits, cpu_used: float) -> 
     # SIGXCPU at the soft CPU limit, SIGKILL at the hard one (if the kernel ignored SIGXCPU)
     if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_used >= limits.cpu_seconds):
         return TraceCpuLimit(_limit_text(name, "cpu", limits))
+    if code == -signal.SIGKILL:
+        return TraceCrashed(f"the trace process of kernel {name} was killed (SIGKILL) without "
+                            "a result: by the system's out-of-memory killer, or another "
+                            f"process; if memory ran out, lower {limits.knobs.memory} below "
+                            "the free memory, or shrink the launch")
     if code is not None and code < 0:
         return TraceCrashed(f"the trace process of kernel {name} died of "
                             f"{signal.Signals(-code).name} without a result; the kernel (or C "
@@ -301,6 +307,7 @@ def _fence(job: _Job) -> None:
     # the child, which must not print a traceback of its own meanwhile.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(job.parent)
+    faulthandler.disable()  # a crash is reported as one line, by the parent
     _set_limit(resource.RLIMIT_CORE, 0)
     cpu = math.ceil(limits.cpu_seconds)
     _set_limit(resource.RLIMIT_CPU, cpu, cpu + 2)  # SIGXCPU first, SIGKILL two seconds on

@@ -69,6 +69,11 @@ def crashes(x_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
+def killed(x_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
+    """Killed outright, as the out-of-memory killer would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def reads_stdin_and_cwd(x_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
     """Records what it sees: stdin's first line (length) and where it writes files."""
     line = sys.stdin.readline()
