@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, TEST_KERNELS, kernel_spec, line_of
+from helpers import REPO_ROOT, TEST_KERNELS, kernel_spec, line_of
 
 from meshproof.errors import (
     BadInput,

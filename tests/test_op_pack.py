@@ -9,7 +9,7 @@ import pickle
 from typing import Any
 
 import pytest
-from conftest import trace_kernel
+from helpers import trace_kernel
 
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model import tensor

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KERNELS, CliResult, kernel_spec, line_of, trace_kernel
+from helpers import TEST_KERNELS, CliResult, kernel_spec, line_of, trace_kernel
 
 from meshproof.errors import DataDependentControlFlow, UnsupportedOp
 from meshproof.model import tensor

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, TEST_KERNELS, CliResult, kernel_spec, line_of, trace_kernel
+from helpers import REPO_ROOT, TEST_KERNELS, CliResult, kernel_spec, line_of, trace_kernel
 
 from meshproof.errors import ShapeError, UnsupportedArgument, UnsupportedOp
 from meshproof.model import tensor
