@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_scale.py --json reports/verify_scale.json
 	$(BIN)/python benchmarks/verify_random.py
 	$(BIN)/python benchmarks/sim_scale.py
+	$(BIN)/python benchmarks/cli_start.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -47,6 +47,31 @@ class UnsupportedOp(TraceError):
     """The kernel called a tl op or tensor method meshproof does not model."""
 
 
+class UnsupportedArgument(UnsupportedOp):
+    """A tl op got an argument it does not take: an unknown or unmodelled keyword (e.g.
+    `mask=`), too many positional arguments, a missing or repeated one."""
+
+
+class TraceLimitExceeded(TraceError):
+    """An isolated trace (model/isolation.py) hit one of its `TraceLimits`."""
+
+
+class TraceTimeout(TraceLimitExceeded):
+    """The isolated trace did not finish within its wall-clock limit."""
+
+
+class TraceCpuLimit(TraceLimitExceeded):
+    """The isolated trace used more CPU time than its limit."""
+
+
+class TraceMemoryLimit(TraceLimitExceeded):
+    """The isolated trace ran out of memory (its address-space limit, or the machine's)."""
+
+
+class TraceCrashed(TraceError):
+    """The trace process died without a result (a signal, `os._exit`, a crash in C code)."""
+
+
 class ShapeError(TraceError):
     """Operand shapes or dtypes of a tl op do not fit together."""
 
@@ -71,3 +96,7 @@ class SimulationRefused(MeshproofError):
     """The schedule violates a property the simulator relies on (e.g. it deadlocks).
 
     Not bad input: the CLI reports it as a violation (exit 1)."""
+
+
+class OptionError(BadInput):
+    """An option that cannot be used (an unknown property name, an empty selection)."""

@@ -21,6 +21,8 @@ CONTEXT_HEADLINE = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Panel:
+    """A GQA Llama-70B panel: a kernel and its launch at one scale."""
+
     name: str
     description: str
     kernel: str

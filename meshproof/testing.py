@@ -13,7 +13,8 @@
 directory), or the kernel function itself. The launch keywords mean what the CLI's launch
 flags mean (`--wiring`, `--system`, ...); the case keys of a proof matrix are the same.
 A failing assertion's message is the counterexample, one `file:line: rank (cube C, pe P):
-error: ...` line per finding, so pytest shows where the kernel is wrong.
+error: ...` line per finding, so pytest shows where the kernel is wrong. The verdict is
+judged by the gate's judge (`meshproof.gate.judge`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,14 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from meshproof.errors import KernelLoadError, LaunchError
-from meshproof.model.loader import KernelRef, site_of
-from meshproof.model.schedule import LaunchSpec, Scalar
-from meshproof.panels import get_panel
-from meshproof.verify.gate import CaseResult, CaseStatus, PropertyOutcome, evaluate
-from meshproof.verify.gate_matrix import (
+from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus, Judgement, judge
+from meshproof.gate.matrix import (
     DEFAULT_TIMEOUT_S,
-    NUMERICS,
     GateCase,
     check_args,
     check_sharded,
@@ -39,7 +37,13 @@ from meshproof.verify.gate_matrix import (
     is_wiring_file,
     resolve_case,
 )
-from meshproof.verify.result import PROPERTY_NAMES, Status, Verdict
+from meshproof.gate.outcome import CaseOutcome, NumericOutcome, PropertyOutcome
+from meshproof.gate.runner import CaseResult, evaluate
+from meshproof.model.loader import KernelRef, site_of
+from meshproof.model.schedule import Scalar
+from meshproof.panels import get_panel
+from meshproof.verify.properties import PROPERTY_NAMES, Property
+from meshproof.verify.result import Status, Verdict
 
 __all__ = ["assert_verified", "assert_violates"]
 
@@ -60,25 +64,26 @@ def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = Non
     is the counterexample; an unknown property (solver timeout) fails too.
     """
     __tracebackhide__ = True
-    case, ref = _case("assert_verified", kernel, (), wiring, system, pes, cubes, cube_start,
-                      mesh, args, sharded, queue_depth, panel, timeout, simulate)
+    case, ref = _case("assert_verified", kernel, (), False, wiring, system, pes, cubes,
+                      cube_start, mesh, args, sharded, queue_depth, panel, timeout, simulate)
     result = _evaluate(case, ref)
-    problems = [_describe(p) for p in _properties(result) if p.status is not Status.PROVED]
-    numeric = result.outcome.numeric if result.outcome else None
-    if numeric is not None and not numeric.ok:
-        problems.append(f"numerics out of tolerance: {numeric.text()}")
+    judgement = judge(case.expectation, _outcome(result))
+    problems = [_describe(j.got, j.prop) for j in judgement.properties
+                if j.status is not ItemStatus.MET]
+    numerics = judgement.numerics
+    if numerics is not None and numerics.status is not ItemStatus.MET:
+        problems.append(f"numerics out of tolerance: {_numeric_text(numerics.got)}")
     if problems:
         raise AssertionError(f"{_label(result)}: expected every property proved\n"
                              + "\n".join(problems))
-    assert result.verdict is not None
-    return result.verdict
+    return _verdict(result)
 
 
-def assert_violates(kernel: KernelArg | None, *properties: str, exactly: bool = False,
-                    wiring: str | None = None, system: str | None = None,
-                    pes: int | None = None, cubes: int | None = None,
-                    cube_start: int | None = None, mesh: str | None = None,
-                    args: Mapping[str, Scalar] | None = None,
+def assert_violates(kernel: KernelArg | None, *properties: str | Property,
+                    exactly: bool = False, wiring: str | None = None,
+                    system: str | None = None, pes: int | None = None,
+                    cubes: int | None = None, cube_start: int | None = None,
+                    mesh: str | None = None, args: Mapping[str, Scalar] | None = None,
                     sharded: tuple[str, ...] | list[str] | None = None,
                     queue_depth: int | None = None, panel: str | None = None,
                     timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False) -> Verdict:
@@ -91,40 +96,51 @@ def assert_violates(kernel: KernelArg | None, *properties: str, exactly: bool = 
     if not properties:
         raise LaunchError("assert_violates needs at least one property name, e.g. "
                           "assert_violates(kernel, \"deadlock_freedom\")")
+    names = [p.value if isinstance(p, Property) else p for p in properties]
     allowed = (*PROPERTY_NAMES, NUMERICS)
-    for name in properties:
+    for name in names:
         if name not in allowed:
             raise LaunchError(f"unknown property {name!r}; properties: {', '.join(allowed)}")
-    if NUMERICS in properties and not simulate:
+    if NUMERICS in names and not simulate:
         raise LaunchError("asserting \"numerics\" needs simulate=True")
-    case, ref = _case("assert_violates", kernel, tuple(p for p in allowed if p in properties),
-                      wiring, system, pes, cubes, cube_start, mesh, args, sharded, queue_depth,
-                      panel, timeout, simulate)
+    violated = tuple(p for p in Property if p.value in names)
+    case, ref = _case("assert_violates", kernel, violated, NUMERICS in names, wiring, system,
+                      pes, cubes, cube_start, mesh, args, sharded, queue_depth, panel, timeout,
+                      simulate)
     result = _evaluate(case, ref)
-    problems: list[str] = []
-    for prop in _properties(result):
-        if prop.name in properties and prop.status is not Status.VIOLATED:
-            problems.append(f"{prop.name}: expected violated, got {prop.status.value}: "
-                            f"{prop.message}")
-        elif exactly and prop.name not in properties and prop.status is not Status.PROVED:
-            problems.append(_describe(prop))
-    numeric = result.outcome.numeric if result.outcome else None
-    if numeric is not None and numeric.ok == (NUMERICS in properties):
-        problems.append(f"numerics: expected {'out of' if numeric.ok else 'in'} tolerance, "
-                        f"got {numeric.text()}")
+    expect = replace(case.expectation, exactly=exactly)
+    problems = _violation_problems(judge(expect, _outcome(result)))
     if problems:
-        raise AssertionError(f"{_label(result)}: expected {', '.join(properties)} violated"
+        raise AssertionError(f"{_label(result)}: expected {', '.join(names)} violated"
                              + (" and everything else proved" if exactly else "") + "\n"
                              + "\n".join(problems))
-    assert result.verdict is not None
-    return result.verdict
+    return _verdict(result)
 
 
-def _case(where: str, kernel: KernelArg | None, expect: tuple[str, ...], wiring: str | None,
-          system: str | None, pes: int | None, cubes: int | None, cube_start: int | None,
-          mesh: str | None, args: Mapping[str, Scalar] | None,
-          sharded: tuple[str, ...] | list[str] | None, queue_depth: int | None,
-          panel: str | None, timeout: float, simulate: bool) -> tuple[GateCase, KernelRef | None]:
+def _violation_problems(judgement: Judgement) -> list[str]:
+    problems: list[str] = []
+    for j in judgement.properties:
+        if j.status is ItemStatus.MET:
+            continue
+        if j.want is Status.VIOLATED and j.got is not None:
+            problems.append(f"{j.prop.value}: expected violated, got {j.got.status.value}: "
+                            f"{j.got.message}")
+        else:
+            problems.append(_describe(j.got, j.prop))
+    numerics = judgement.numerics
+    if numerics is not None and numerics.status is not ItemStatus.MET:
+        got = numerics.got
+        problems.append(f"numerics: expected {'in' if numerics.want_ok else 'out of'} "
+                        f"tolerance, got {_numeric_text(got)}")
+    return problems
+
+
+def _case(where: str, kernel: KernelArg | None, violated: tuple[Property, ...],
+          numerics_violated: bool, wiring: str | None, system: str | None, pes: int | None,
+          cubes: int | None, cube_start: int | None, mesh: str | None,
+          args: Mapping[str, Scalar] | None, sharded: tuple[str, ...] | list[str] | None,
+          queue_depth: int | None, panel: str | None, timeout: float,
+          simulate: bool) -> tuple[GateCase, KernelRef | None]:
     """The keywords as a proof-matrix case, checked like one: a misuse raises BadInput
     (ConfigError, LaunchError, ...) here, never a failed assertion later."""
     if kernel is None:
@@ -135,7 +151,8 @@ def _case(where: str, kernel: KernelArg | None, expect: tuple[str, ...], wiring:
     ref = None if isinstance(kernel, str) else kernel_ref(kernel)
     name = ref.name if ref is not None else str(kernel)
     wiring_path = str(Path(wiring).resolve()) if wiring and is_wiring_file(wiring) else None
-    case = GateCase(name=name, kernel=name, expect_violated=expect, panel=panel,
+    case = GateCase(name=name, kernel=name, violated=violated,
+                    numerics_violated=numerics_violated, panel=panel,
                     wiring=wiring, wiring_path=wiring_path, system=system, pes=pes,
                     cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
                     args=check_args(dict(args or {}), where),
@@ -172,21 +189,31 @@ def _evaluate(case: GateCase, ref: KernelRef | None) -> CaseResult:
     return result
 
 
-def _properties(result: CaseResult) -> tuple[PropertyOutcome, ...]:
-    return result.outcome.properties if result.outcome else ()
+def _outcome(result: CaseResult) -> CaseOutcome:
+    assert result.outcome is not None  # not an ERROR result: _evaluate raised for those
+    return result.outcome
 
 
-def _describe(prop: PropertyOutcome) -> str:
+def _verdict(result: CaseResult) -> Verdict:
+    assert result.verdict is not None
+    return result.verdict
+
+
+def _numeric_text(numeric: NumericOutcome | None) -> str:
+    return numeric.text() if numeric is not None else "the simulation did not run"
+
+
+def _describe(prop: PropertyOutcome | None, name: Property) -> str:
+    if prop is None:
+        return f"{name.value}: the verifier reported no result"
     if prop.status is Status.UNKNOWN:
-        return f"{prop.name}: unknown, not proved: {prop.message}"
-    head = f"{prop.name} {prop.status.value}: {prop.summary or prop.message}"
+        return f"{prop.name.value}: unknown, not proved: {prop.message}"
+    head = f"{prop.name.value} {prop.status.value}: {prop.summary or prop.message}"
     return "\n".join([head, *(f"  {line}" for line in prop.diagnostics)])
 
 
 def _label(result: CaseResult) -> str:
-    spec: LaunchSpec | None = result.launch
+    spec = result.launch
     if spec is None:
         return result.case.kernel
-    last = spec.cube_start + spec.n_cubes - 1
-    return (f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
-            f"{spec.cube_start}..{last} x {spec.pes} PEs, queue depth {spec.queue_depth}")
+    return spec.header(spec.queue_depth)

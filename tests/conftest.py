@@ -1,4 +1,4 @@
-"""Shared fixtures for meshproof's tests.
+"""Shared fixtures for meshproof's tests (plain helpers: tests/helpers.py).
 
 Golden files: `golden(name, text)` compares `text` with tests/golden/<name>. Run
 `pytest --regen-golden` (or set MESHPROOF_REGEN_GOLDEN=1) to rewrite the files instead,
@@ -8,26 +8,13 @@ then review the diff before committing it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from helpers import GOLDEN_DIR, REPO_ROOT, SEEDS_DIR, CliResult, Golden, RunCli
 
 from meshproof.cli import main
-from meshproof.model.launch import LaunchOptions, build_launch
-from meshproof.model.loader import resolve_kernel
-from meshproof.model.schedule import Schedule
-from meshproof.model.trace import trace
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TESTS_DIR = REPO_ROOT / "tests"
-GOLDEN_DIR = TESTS_DIR / "golden"
-TEST_KERNELS = TESTS_DIR / "kernels"
-TEST_DATA = TESTS_DIR / "data"
-SEEDS_DIR = REPO_ROOT / ".." / "shared" / "seeds"
-
-Golden = Callable[[str, str], None]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,16 +48,8 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     return check
 
 
-@dataclass(frozen=True)
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture
-def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-            ) -> Callable[[Sequence[str]], CliResult]:
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> RunCli:
     """Run `meshproof ARGS` in-process from the repo root; return exit code, stdout, stderr."""
     monkeypatch.chdir(REPO_ROOT)
 
@@ -89,23 +68,3 @@ def seeds_dir() -> Path:
     if not (SEEDS_DIR / "attention_mesh_mlo.py").is_file():
         pytest.skip("../shared/seeds/attention_mesh_mlo.py is not present")
     return SEEDS_DIR.resolve()
-
-
-def trace_kernel(kernel: str, **options: object) -> Schedule:
-    """Trace a built-in or `path::function` kernel with LaunchOptions(**options)."""
-    ref = resolve_kernel(kernel)
-    return trace(ref, build_launch(ref, LaunchOptions(**options)))  # type: ignore[arg-type]
-
-
-def kernel_spec(name: str) -> str:
-    """`<file>::<function>` of tests/kernels as an absolute kernel spec."""
-    file, _, func = name.partition("::")
-    return f"{TEST_KERNELS / file}::{func}"
-
-
-def line_of(path: Path, marker: str) -> int:
-    """The 1-based line of the unique line in `path` containing `marker`."""
-    hits = [i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-            if marker in text]
-    assert len(hits) == 1, f"marker {marker!r} occurs {len(hits)} times in {path}"
-    return hits[0]

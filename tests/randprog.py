@@ -30,7 +30,8 @@ from meshproof.model.schedule import Schedule
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.verify.api import verify
-from meshproof.verify.result import Diagnostic, Role, Status, Verdict
+from meshproof.verify.properties import Property
+from meshproof.verify.result import DeadlockDetails, Diagnostic, Role, Status, Verdict
 
 Ep = tuple[int, int]  # (cube, pe)
 DIRS = ("E", "W", "N", "S")
@@ -329,75 +330,15 @@ def explore(ex: Example, depth: int | None, max_states: int = 2_000_000) -> Expl
     from it (sends done by the writer minus recvs done by the reader). Terminal states are
     those with no enabled op; the schedule deadlocks iff one of them is unfinished.
     """
-    eps = ex.machine.endpoints
-    index = {ep: i for i, ep in enumerate(eps)}
-    res = resolve(ex)
-    progs = [res[ep] for ep in eps]
-    lengths = tuple(len(p) for p in progs)
-    # prefix[r][ch][pc] = ops on channel ch among rank r's first pc ops
-    prefix: list[dict[tuple[Ep, str], list[int]]] = []
-    for prog in progs:
-        table: dict[tuple[Ep, str], list[int]] = {}
-        for op in prog:
-            if op.channel is not None:
-                table.setdefault(op.channel, [0] * (len(prog) + 1))
-        for ch, counts in table.items():
-            for i, op in enumerate(prog):
-                counts[i + 1] = counts[i] + (op.channel == ch)
-        prefix.append(table)
-
-    def writer(ch: tuple[Ep, str]) -> int | None:
-        return index.get(ch[0])
-
-    def reader(ch: tuple[Ep, str]) -> int | None:
-        dst = ex.machine.neighbour(*ch)
-        return index.get(dst) if dst is not None else None
-
-    def done_on(r: int | None, ch: tuple[Ep, str], state: tuple[int, ...]) -> int:
-        if r is None:
-            return 0
-        counts = prefix[r].get(ch)
-        return counts[state[r]] if counts else 0
-
-    def successors(state: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
-        for r, prog in enumerate(progs):
-            pc = state[r]
-            if pc >= len(prog):
-                continue
-            op = prog[pc]
-            if op.status == "no_link" or op.channel is None:
-                continue  # IpcqInvalidDirection: never completes
-            ch = op.channel
-            if op.kind == "s":
-                rd = reader(ch)
-                if depth == 0:
-                    if rd is None:
-                        continue  # nobody outside the launch ever meets a rendezvous
-                    rpc = state[rd]
-                    if rpc < len(progs[rd]) and progs[rd][rpc].kind == "r" and \
-                            progs[rd][rpc].channel == ch:
-                        nxt = list(state)
-                        nxt[r] += 1
-                        nxt[rd] += 1
-                        yield tuple(nxt)
-                    continue
-                in_flight = done_on(r, ch, state) - done_on(rd, ch, state)
-                if depth is None or in_flight < depth:
-                    yield (*state[:r], pc + 1, *state[r + 1:])
-            else:
-                if depth == 0 or op.status == "outside":
-                    continue  # rendezvous recvs fire with their send; outsiders never send
-                if done_on(writer(ch), ch, state) - done_on(r, ch, state) > 0:
-                    yield (*state[:r], pc + 1, *state[r + 1:])
-
-    start = (0,) * len(progs)
+    space = _StateSpace(ex, depth)
+    start = (0,) * len(space.progs)
     seen = {start}
     stack = [start]
     terminals: list[tuple[int, ...]] = []
     while stack:
         state = stack.pop()
         moved = False
-        for nxt in successors(state):
+        for nxt in space.successors(state):
             moved = True
             if nxt not in seen:
                 if len(seen) >= max_states:
@@ -406,7 +347,88 @@ def explore(ex: Example, depth: int | None, max_states: int = 2_000_000) -> Expl
                 stack.append(nxt)
         if not moved:
             terminals.append(state)
-    return Exploration(len(seen), tuple(sorted(terminals)), lengths)
+    return Exploration(len(seen), tuple(sorted(terminals)), space.lengths)
+
+
+Channel = tuple[Ep, str]
+
+
+class _StateSpace:
+    """The example's ranks as resolved ops, and which ops each state enables."""
+
+    def __init__(self, ex: Example, depth: int | None) -> None:
+        self.ex = ex
+        self.depth = depth
+        eps = ex.machine.endpoints
+        self.index = {ep: i for i, ep in enumerate(eps)}
+        res = resolve(ex)
+        self.progs = [res[ep] for ep in eps]
+        self.lengths = tuple(len(p) for p in self.progs)
+        # prefix[r][ch][pc] = ops on channel ch among rank r's first pc ops
+        self.prefix: list[dict[Channel, list[int]]] = []
+        for prog in self.progs:
+            table: dict[Channel, list[int]] = {}
+            for op in prog:
+                if op.channel is not None:
+                    table.setdefault(op.channel, [0] * (len(prog) + 1))
+            for ch, counts in table.items():
+                for i, op in enumerate(prog):
+                    counts[i + 1] = counts[i] + (op.channel == ch)
+            self.prefix.append(table)
+
+    def writer(self, ch: Channel) -> int | None:
+        return self.index.get(ch[0])
+
+    def reader(self, ch: Channel) -> int | None:
+        dst = self.ex.machine.neighbour(*ch)
+        return self.index.get(dst) if dst is not None else None
+
+    def done_on(self, r: int | None, ch: Channel, state: tuple[int, ...]) -> int:
+        if r is None:
+            return 0
+        counts = self.prefix[r].get(ch)
+        return counts[state[r]] if counts else 0
+
+    def successors(self, state: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+        for r, prog in enumerate(self.progs):
+            pc = state[r]
+            if pc >= len(prog):
+                continue
+            op = prog[pc]
+            if op.status == "no_link" or op.channel is None:
+                continue  # IpcqInvalidDirection: never completes
+            nxt = self._send(r, op.channel, state) if op.kind == "s" else \
+                self._recv(r, op, state)
+            if nxt is not None:
+                yield nxt
+
+    def _send(self, r: int, ch: Channel, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        rd = self.reader(ch)
+        if self.depth == 0:
+            if rd is None:
+                return None  # nobody outside the launch ever meets a rendezvous
+            rpc = state[rd]
+            peer_ops = self.progs[rd]
+            if rpc < len(peer_ops) and peer_ops[rpc].kind == "r" and \
+                    peer_ops[rpc].channel == ch:
+                nxt = list(state)
+                nxt[r] += 1
+                nxt[rd] += 1
+                return tuple(nxt)
+            return None
+        in_flight = self.done_on(r, ch, state) - self.done_on(rd, ch, state)
+        if self.depth is None or in_flight < self.depth:
+            return (*state[:r], state[r] + 1, *state[r + 1:])
+        return None
+
+    def _recv(self, r: int, op: Resolved, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        if self.depth == 0 or op.status == "outside":
+            return None  # rendezvous recvs fire with their send; outsiders never send
+        assert op.channel is not None
+        if self.done_on(self.writer(op.channel), op.channel, state) - \
+                self.done_on(r, op.channel, state) > 0:
+            return (*state[:r], state[r] + 1, *state[r + 1:])
+        return None
 
 
 @dataclass(frozen=True)
@@ -525,11 +547,11 @@ def cross_check(ex: Example, kernel: KernelRef, max_states: int = 2_000_000) -> 
 
 
 def _compare(ex: Example, want: Expected, schedule: Schedule, verdict: Verdict) -> list[str]:
-    problems: list[str] = []
     eps = ex.machine.endpoints
     got_eps = [(p.endpoint.cube, p.endpoint.pe) for p in schedule.programs]
     if got_eps != eps:
         return [f"tracer ranks {got_eps} != launched endpoints {eps}"]
+    problems: list[str] = []
     # comm op index -> position among the rank's comm ops (what the oracle counts)
     position: dict[Ep, dict[int, int]] = {}
     for prog, ep in zip(schedule.programs, eps, strict=True):
@@ -540,68 +562,90 @@ def _compare(ex: Example, want: Expected, schedule: Schedule, verdict: Verdict) 
         spec = [(o.kind, o.dir, (o.n,), o.dtype) for o in ex.programs.get(ep, ())]
         if traced != spec:
             problems.append(f"tracer: rank {ep} traced {traced}, program says {spec}")
-
-    def status(name: str, violated: bool) -> None:
-        got = verdict.property(name).status
-        want_status = Status.VIOLATED if violated else Status.PROVED
-        if got is not want_status:
-            problems.append(f"{name}: meshproof {got.value}, oracle {want_status.value} "
-                            f"({verdict.property(name).message})")
-
-    def diags(name: str) -> list[Diagnostic]:
-        cx = verdict.property(name).counterexample
-        return list(cx.diagnostics) if cx else []
-
-    def where(d: Diagnostic) -> tuple[Ep, int]:
-        assert d.endpoint is not None and d.op_index is not None
-        ep = (d.endpoint.cube, d.endpoint.pe)
-        return ep, position[ep].get(d.op_index, -1)
-
-    status("direction_legality", bool(want.illegal))
-    got_illegal = {where(d) for d in diags("direction_legality")}
-    if got_illegal != set(want.illegal):
-        problems.append(f"direction_legality lists {sorted(got_illegal)}, oracle "
-                        f"{sorted(want.illegal)}")
-    status("launch_confinement", bool(want.outside))
-    got_outside = {(*where(d), (d.peer.cube, d.peer.pe) if d.peer else None)
-                   for d in diags("launch_confinement")}
-    if got_outside != set(want.outside):
-        problems.append(f"launch_confinement lists {sorted(got_outside, key=str)}, oracle "
-                        f"{sorted(want.outside)}")
-    status("channel_matching", want.matching_faults > 0)
-    n_faults = sum(1 for d in diags("channel_matching") if d.role is not Role.NOTE)
-    if n_faults != want.matching_faults:
-        problems.append(f"channel_matching reports {n_faults} faults, oracle "
-                        f"{want.matching_faults}")
-    status("deadlock_freedom", want.deadlock)
-    if want.terminals != 1:
-        problems.append(f"oracle: {want.terminals} distinct dead ends at D={ex.depth}; the "
-                        "Kahn-network argument (one run decides) expects exactly one")
-    if want.deadlock:
-        cx = verdict.property("deadlock_freedom").counterexample
-        blocked = cx.detail("blocked", []) if cx else []
-        got_stuck = {((b["cube"], b["pe"]), position[(b["cube"], b["pe"])].get(b["op_index"], -1))
-                     for b in blocked}
-        if got_stuck != set(want.stuck):
-            problems.append(f"deadlock_freedom blocked ranks {sorted(got_stuck)}, oracle "
-                            f"{sorted(want.stuck)}")
-        cycle = [(c, p) for c, p in (cx.detail("wait_for_cycle", []) if cx else [])]
-        edges_ok = all(want.waits_on.get(a) == cycle[(i + 1) % len(cycle)]
-                       for i, a in enumerate(cycle))
-        if not edges_ok or bool(cycle) != want.has_wait_cycle():
-            problems.append(f"deadlock_freedom wait-for cycle {cycle}, oracle's wait-for "
-                            f"edges {sorted(want.waits_on.items())}")
+    check = _Checker(verdict, position, problems)
+    check.ports(want)
+    check.deadlock(ex, want)
     if verdict.min_queue_depth != want.min_queue_depth:
         problems.append(f"min_queue_depth: meshproof {verdict.min_queue_depth}, oracle "
                         f"{want.min_queue_depth}")
     want_rdv = Status.PROVED if want.rendezvous_free else Status.VIOLATED
     if verdict.rendezvous is not want_rdv:
-        problems.append(f"rendezvous: meshproof {verdict.rendezvous.value}, oracle "
-                        f"{want_rdv.value}")
+        got_rdv = verdict.rendezvous.value if verdict.rendezvous else "not checked"
+        problems.append(f"rendezvous: meshproof {got_rdv}, oracle {want_rdv.value}")
     # No rank loads a sharded buffer, so exactly-once merging holds vacuously; unless no
     # rank runs any op at all, which is nothing to certify (unknown).
     if any(prog.ops for prog in schedule.programs):
-        status("exactly_once_merge", False)
-    elif verdict.property("exactly_once_merge").status is not Status.UNKNOWN:
+        check.status(Property.EXACTLY_ONCE_MERGE, False)
+    elif verdict.property(Property.EXACTLY_ONCE_MERGE).status is not Status.UNKNOWN:
         problems.append("exactly_once_merge: no rank runs an op, expected unknown")
     return problems
+
+
+@dataclass
+class _Checker:
+    """Compares one property of a verdict with the oracle's answer, noting problems."""
+
+    verdict: Verdict
+    position: dict[Ep, dict[int, int]]
+    problems: list[str]
+
+    def status(self, prop: Property, violated: bool) -> None:
+        got = self.verdict.property(prop)
+        want_status = Status.VIOLATED if violated else Status.PROVED
+        if got.status is not want_status:
+            self.problems.append(f"{prop.value}: meshproof {got.status.value}, oracle "
+                                 f"{want_status.value} ({got.message})")
+
+    def diags(self, prop: Property) -> list[Diagnostic]:
+        cx = self.verdict.property(prop).counterexample
+        return list(cx.diagnostics) if cx else []
+
+    def where(self, d: Diagnostic) -> tuple[Ep, int]:
+        assert d.endpoint is not None and d.op_index is not None
+        ep = (d.endpoint.cube, d.endpoint.pe)
+        return ep, self.position[ep].get(d.op_index, -1)
+
+    def ports(self, want: Expected) -> None:
+        self.status(Property.DIRECTION_LEGALITY, bool(want.illegal))
+        got_illegal = {self.where(d) for d in self.diags(Property.DIRECTION_LEGALITY)}
+        if got_illegal != set(want.illegal):
+            self.problems.append(f"direction_legality lists {sorted(got_illegal)}, oracle "
+                                 f"{sorted(want.illegal)}")
+        self.status(Property.LAUNCH_CONFINEMENT, bool(want.outside))
+        got_outside = {(*self.where(d), (d.peer.cube, d.peer.pe) if d.peer else None)
+                       for d in self.diags(Property.LAUNCH_CONFINEMENT)}
+        if got_outside != set(want.outside):
+            self.problems.append(f"launch_confinement lists {sorted(got_outside, key=str)}, "
+                                 f"oracle {sorted(want.outside)}")
+        self.status(Property.CHANNEL_MATCHING, want.matching_faults > 0)
+        n_faults = sum(1 for d in self.diags(Property.CHANNEL_MATCHING)
+                       if d.role is not Role.NOTE)
+        if n_faults != want.matching_faults:
+            self.problems.append(f"channel_matching reports {n_faults} faults, oracle "
+                                 f"{want.matching_faults}")
+
+    def deadlock(self, ex: Example, want: Expected) -> None:
+        self.status(Property.DEADLOCK_FREEDOM, want.deadlock)
+        if want.terminals != 1:
+            self.problems.append(f"oracle: {want.terminals} distinct dead ends at "
+                                 f"D={ex.depth}; the Kahn-network argument (one run decides) "
+                                 "expects exactly one")
+        if not want.deadlock:
+            return
+        cx = self.verdict.property(Property.DEADLOCK_FREEDOM).counterexample
+        details = cx.details if cx else None
+        if not isinstance(details, DeadlockDetails):
+            self.problems.append("deadlock_freedom: no deadlock details")
+            return
+        got_stuck = {((b.endpoint.cube, b.endpoint.pe),
+                      self.position[(b.endpoint.cube, b.endpoint.pe)].get(b.op_index, -1))
+                     for b in details.blocked}
+        if got_stuck != set(want.stuck):
+            self.problems.append(f"deadlock_freedom blocked ranks {sorted(got_stuck)}, "
+                                 f"oracle {sorted(want.stuck)}")
+        cycle = [(e.cube, e.pe) for e in details.wait_for_cycle]
+        edges_ok = all(want.waits_on.get(a) == cycle[(i + 1) % len(cycle)]
+                       for i, a in enumerate(cycle))
+        if not edges_ok or bool(cycle) != want.has_wait_cycle():
+            self.problems.append(f"deadlock_freedom wait-for cycle {cycle}, oracle's wait-for "
+                                 f"edges {sorted(want.waits_on.items())}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_KERNELS, CliResult, Golden, line_of
+from helpers import TEST_KERNELS, CliResult, Golden, line_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

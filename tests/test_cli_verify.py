@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,10 +11,19 @@ from typing import Any
 
 import pytest
 import z3
-from conftest import CliResult, Golden, trace_kernel
+from helpers import (
+    CliResult,
+    Golden,
+    RunCli,
+    assert_bad_input,
+    kernel_spec,
+    trace_kernel,
+)
 
 from meshproof.verify.api import VerifyConfig, verify
-from meshproof.verify.result import PROPERTY_NAMES, Status
+from meshproof.verify.properties import PROPERTY_NAMES
+from meshproof.verify.result import Status
+from meshproof.verify.z3util import Budget
 
 Run = Callable[[Sequence[str]], CliResult]
 STATUSES = {s.value for s in Status}
@@ -58,6 +68,7 @@ def check_verdict_json(doc: dict[str, Any]) -> None:
 
 
 # --- exit codes and JSON ------------------------------------------------------------------
+
 
 def test_exit_0_when_all_proved_and_json_schema(run_cli: Run) -> None:
     doc = verify_json(run_cli, "mesh_mlo_2d", "--mesh", "2x4", "--cube-start", "8",
@@ -121,6 +132,7 @@ def test_violation_outranks_unknown_in_the_exit_code(run_cli: Run) -> None:
 
 # --- --smt2 --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("depth", "kind", "groups"), [
     (3, "order certificate", ("program_order", "message_order", "queue_capacity_D3",
                               "simulation_timestamps")),
@@ -155,6 +167,7 @@ def test_smt2_with_json_notes_go_to_stderr(run_cli: Run, tmp_path: Path) -> None
 
 # --- bad input -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("args", [
     ["mesh_mlo_1d", "--queue-depth", "-1"],
     ["mesh_mlo_1d", "--queue-depth", "70000"],
@@ -163,7 +176,10 @@ def test_smt2_with_json_notes_go_to_stderr(run_cli: Run, tmp_path: Path) -> None
     ["mesh_mlo_1d", "--timeout", "-3"],
     ["mesh_mlo_3d"],
     ["mesh_mlo_2d", "--mesh", "2x"],
-    ["mesh_mlo_1d", "--smt2", "no/such/dir/q.smt2"],
+    ["mesh_mlo_1d", "--smt2", "README.md/q.smt2"],
+    ["mesh_mlo_1d", "--only", "deadlock"],
+    ["mesh_mlo_1d", "--skip", "direction_legality,nope"],
+    ["mesh_mlo_1d", "--only", "channel_matching", "--skip", "channel_matching"],
     [],
 ])
 def test_bad_input_exit_2_one_line(run_cli: Run, args: list[str]) -> None:
@@ -176,6 +192,7 @@ def test_bad_input_exit_2_one_line(run_cli: Run, args: list[str]) -> None:
 
 
 # --- goldens ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("name", "args", "code"), [
     ("verify_mesh_mlo_1d_d2.txt", ["mesh_mlo_1d", "--queue-depth", "2"], 1),
@@ -200,10 +217,64 @@ def test_order_certificate_of_a_stuck_schedule_parses_and_is_unsat() -> None:
     from meshproof.model.channels import derive_channels
     from meshproof.model.progress import comm_indices
     from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate
-    from meshproof.verify.z3util import Budget
 
     schedule = trace_kernel("ring_mlo", wiring="pe_line")  # ops on missing links
     model = DeadlockModel(schedule, derive_channels(schedule), comm_indices(schedule))
     solver, _, text = order_certificate(model, 4, {}, Budget(10.0, 10_000_000))
     assert "ops_that_can_never_complete" in text
     assert solver.check() == z3.unsat
+
+
+# --- --only / --skip ----------------------------------------------------------------------------
+
+
+def test_only_and_skip_select_properties_and_say_what_was_not_checked(run_cli: Run) -> None:
+    doc = verify_json(run_cli, "mesh_mlo_1d", "--queue-depth", "3", "--only",
+                      "deadlock_freedom,channel_matching", code=0)
+    assert [p["name"] for p in doc["properties"]] == ["channel_matching", "deadlock_freedom"]
+    assert doc["skipped"] == ["direction_legality", "launch_confinement", "exactly_once_merge"]
+    assert doc["ok"] is True and doc["min_queue_depth"] == 3
+    r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--skip", "exactly_once_merge",
+                 "--skip", "deadlock_freedom"])
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].endswith(
+        "queue depth 3; not checked: deadlock_freedom, exactly_once_merge")
+    assert "min_queue_depth" not in r.out  # deadlock_freedom was not checked
+    # a skipped property cannot hide a violation of another one
+    assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "2", "--skip",
+                    "exactly_once_merge"]).code == 1
+
+
+def test_unknown_property_names_list_the_names(run_cli: Run) -> None:
+    r = run_cli(["verify", "mesh_mlo_1d", "--only", "deadlock"])
+    assert r.code == 2
+    assert r.err == ("meshproof: error: unknown property 'deadlock'; properties: "
+                     + ", ".join(PROPERTY_NAMES) + "\n")
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1"])
+def test_timeouts_must_be_positive_and_finite(run_cli: RunCli, timeout: str) -> None:
+    # nan and inf were tracebacks (int(nan * 1000) inside the solver set-up).
+    assert_bad_input(run_cli(["verify", "mesh_mlo_1d", "--timeout", timeout]),
+                     "--timeout must be a positive, finite number of seconds")
+
+
+def test_smt2_under_a_file_fails_before_tracing(run_cli: RunCli, tmp_path: Path) -> None:
+    # Checked up front, like --diagram: a slow verify does not end in a write error. (The
+    # kernel would exit 2 itself if traced, with another message.)
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    r = run_cli(["verify", kernel_spec("review_bad.py::exits_zero"), "--smt2",
+                 str(tmp_path / "afile" / "q.smt2")])
+    assert_bad_input(r, "afile is a file, not a directory; pass another --smt2 path")
+    assert_bad_input(run_cli(["verify", "mesh_mlo_1d", "--smt2", ""]), "it is a directory")
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"]
+
+
+def test_smt2_output_is_readable_like_any_other_output(run_cli: RunCli,
+                                                      tmp_path: Path) -> None:
+    path = tmp_path / "q.smt2"
+    assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--smt2", str(path)]).code == 0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # was 0600 (mkstemp's mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["q.smt2"]

@@ -1,32 +1,31 @@
 """The gate's logic with a fake verifier: expectations, exit codes, JUnit, JSON, cache.
 
-The fake decides each property from a table keyed by kernel function name, so these
-tests pin the gate's own behaviour independently of the real proofs (which
-tests/test_gate_project.py runs).
+The fake decides each property from a table keyed by kernel function name and is passed
+in as the pipeline's verifier, so these tests pin the gate's own behaviour independently
+of the real proofs (which tests/test_gate_project.py runs).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import sys
 import types
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from meshproof.cli import main
+from meshproof.gate.pipeline import Pipeline
 from meshproof.model.schedule import Schedule, SourceLoc
 from meshproof.model.topology import Endpoint
-from meshproof.verify import api as verify_api
-from meshproof.verify.gate import CaseOutcome, CaseStatus, PropertyOutcome, judge
-from meshproof.verify.gate_matrix import GateCase
+from meshproof.verify.api import VerifyConfig
+from meshproof.verify.properties import PROPERTY_NAMES, Property
 from meshproof.verify.result import (
-    PROPERTY_NAMES,
     Counterexample,
+    DeadlockResult,
     Diagnostic,
     PropertyResult,
     Role,
@@ -37,35 +36,50 @@ from meshproof.verify.result import (
 DATA = Path(__file__).parent / "data" / "gate"
 V, P, U = Status.VIOLATED, Status.PROVED, Status.UNKNOWN
 Table = dict[str, dict[str, Status]]
+Gate = Callable[[Sequence[str]], int]
 
 
 def fake_verdict(schedule: Schedule, table: Table) -> Verdict:
     func = schedule.launch.kernel.rpartition("::")[2]
-    props = []
-    for name in PROPERTY_NAMES:
+    props: list[PropertyResult] = []
+    for prop in Property:
+        name = prop.value
         status = table.get(func, {}).get(name, P)
         cex = None
         if status is V:
             cex = Counterexample(f"{name} is broken", (Diagnostic(
                 f"{name} broke here", Role.BLOCKED, SourceLoc("kern.py", 12), Endpoint(0, 1)),))
         message = "solver timeout" if status is U else f"{name} {status.value}"
-        props.append(PropertyResult(name, status, message, cex, 0.01))
-    return Verdict(schedule.launch.kernel, schedule.launch, tuple(props), 3, P)
+        if prop is Property.DEADLOCK_FREEDOM:
+            props.append(DeadlockResult(prop, status, message, cex, 0.01, min_queue_depth=3,
+                                        rendezvous=P))
+        else:
+            props.append(PropertyResult(prop, status, message, cex, 0.01))
+    return Verdict(schedule.launch.kernel, schedule.launch, tuple(props))
+
+
+class Fake:
+    """A gate command whose pipeline verifies with a table of outcomes (and, if given, a
+    fake simulator); `calls` lists the kernels verified."""
+
+    def __init__(self, table: Table, simulator: Any = None) -> None:
+        self.table = table
+        self.calls: list[str] = []
+        self.pipeline = Pipeline(verifier=self.verify) if simulator is None else \
+            Pipeline(verifier=self.verify, simulator=simulator)
+
+    def verify(self, schedule: Schedule, config: VerifyConfig) -> Verdict:
+        self.calls.append(schedule.launch.kernel)
+        return fake_verdict(schedule, self.table)
+
+    def __call__(self, args: Sequence[str]) -> int:
+        return main(["gate", *args], pipeline=self.pipeline)
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[Table], list[str]]:
-    """Install a fake verifier with the given outcomes; returns the list of calls."""
-    def install(table: Table) -> list[str]:
-        calls: list[str] = []
-
-        def verify(schedule: Schedule, config: Any = None) -> Verdict:
-            calls.append(schedule.launch.kernel)
-            return fake_verdict(schedule, table)
-
-        monkeypatch.setattr(verify_api, "verify", verify)
-        return calls
-    return install
+def fake() -> Callable[[Table], Fake]:
+    """`fake(table)`: a gate command verifying with the given outcomes."""
+    return Fake
 
 
 BAD = {"mesh_mlo_1d_recv_first": {"deadlock_freedom": V}}
@@ -85,22 +99,22 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
-def test_expectations_that_hold_exit_0(fake: Callable[[Table], list[str]], matrix: Path,
+def test_expectations_that_hold_exit_0(fake: Callable[[Table], Fake], matrix: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    calls = fake(BAD)
-    assert main(["gate", str(matrix), "--no-cache"]) == 0
+    gate = fake(BAD)
+    assert gate([str(matrix), "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "gate passed: 3 cases (3 met)" in out
-    assert len(calls) == 3
+    assert len(gate.calls) == 3
 
 
 def test_flipped_expectation_exits_1_and_junit_names_the_case(
-        fake: Callable[[Table], list[str]], matrix: Path, tmp_path: Path,
+        fake: Callable[[Table], Fake], matrix: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    fake(BAD)
+    gate = fake(BAD)
     edit(matrix, 'expect = ["deadlock_freedom"]', 'expect = "proved"')
     junit = tmp_path / "reports" / "gate.xml"
-    assert main(["gate", str(matrix), "--no-cache", "--junit", str(junit)]) == 1
+    assert gate([str(matrix), "--no-cache", "--junit", str(junit)]) == 1
     out = capsys.readouterr().out
     assert "bad-deadlock: FAILED" in out
     assert "kern.py:12: rank (cube 0, pe 1): error: deadlock_freedom broke here" in out
@@ -117,21 +131,21 @@ def test_flipped_expectation_exits_1_and_junit_names_the_case(
     assert root.get("failures") == "1" and root.get("errors") == "0"
 
 
-def test_expected_violation_that_is_proved_fails(fake: Callable[[Table], list[str]],
+def test_expected_violation_that_is_proved_fails(fake: Callable[[Table], Fake],
                                                  matrix: Path, tmp_path: Path) -> None:
-    fake({})  # the known-bad kernel now proves: the matrix must be updated, so fail
+    gate = fake({})  # the known-bad kernel now proves: the matrix must be updated, so fail
     junit = tmp_path / "gate.xml"
-    assert main(["gate", str(matrix), "--no-cache", "--junit", str(junit)]) == 1
+    assert gate([str(matrix), "--no-cache", "--junit", str(junit)]) == 1
     failure = ET.parse(junit).getroot().find(".//testcase[@classname='bad-deadlock']/failure")
     assert failure is not None
     assert "expected violated" in (failure.get("message") or "")
 
 
 def test_an_expected_violation_that_occurs_keeps_its_counterexample(
-        fake: Callable[[Table], list[str]], matrix: Path, tmp_path: Path) -> None:
-    fake(BAD)
+        fake: Callable[[Table], Fake], matrix: Path, tmp_path: Path) -> None:
+    gate = fake(BAD)
     junit = tmp_path / "gate.xml"
-    assert main(["gate", str(matrix), "--no-cache", "--junit", str(junit)]) == 0
+    assert gate([str(matrix), "--no-cache", "--junit", str(junit)]) == 0
     case = ET.parse(junit).getroot().find(
         ".//testcase[@classname='bad-deadlock'][@name='deadlock_freedom']")
     assert case is not None and case.find("failure") is None
@@ -139,49 +153,29 @@ def test_an_expected_violation_that_occurs_keeps_its_counterexample(
     assert out is not None and "kern.py:12" in (out.text or "")
 
 
-def test_unknown_exits_3_never_0(fake: Callable[[Table], list[str]], matrix: Path,
+def test_unknown_exits_3_never_0(fake: Callable[[Table], Fake], matrix: Path,
                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fake({**BAD, "mesh_mlo_1d": {"exactly_once_merge": U}})
+    gate = fake({**BAD, "mesh_mlo_1d": {"exactly_once_merge": U}})
     junit = tmp_path / "gate.xml"
-    assert main(["gate", str(matrix), "--no-cache", "--junit", str(junit)]) == 3
+    assert gate([str(matrix), "--no-cache", "--junit", str(junit)]) == 3
     assert "gate UNKNOWN" in capsys.readouterr().out
     error = ET.parse(junit).getroot().find(
         ".//testcase[@classname='good-line'][@name='exactly_once_merge']/error")
     assert error is not None and "unknown" in (error.get("message") or "")
 
 
-def test_a_failure_outranks_an_unknown(fake: Callable[[Table], list[str]],
+def test_a_failure_outranks_an_unknown(fake: Callable[[Table], Fake],
                                        matrix: Path) -> None:
-    fake({"mesh_mlo_1d": {"exactly_once_merge": U}})  # and the known-bad kernel proves
-    assert main(["gate", str(matrix), "--no-cache"]) == 1
+    gate = fake({"mesh_mlo_1d": {"exactly_once_merge": U}})  # and the known-bad kernel proves
+    assert gate([str(matrix), "--no-cache"]) == 1
 
 
-def test_judge_semantics() -> None:
-    case = GateCase("c", "k", ("deadlock_freedom",))
-
-    def outcome(**statuses: Status) -> CaseOutcome:
-        return CaseOutcome(tuple(PropertyOutcome(n, statuses.get(n, P), "m")
-                                 for n in PROPERTY_NAMES), None, None)
-
-    assert judge(case, outcome(deadlock_freedom=V))[0] is CaseStatus.MET
-    # "exactly those violated": an extra violation is a failure
-    status, reasons = judge(case, outcome(deadlock_freedom=V, channel_matching=V))
-    assert status is CaseStatus.FAILED
-    assert reasons == ("channel_matching: expected proved, got violated — m",)
-    assert judge(case, outcome())[0] is CaseStatus.FAILED
-    assert judge(case, outcome(deadlock_freedom=U))[0] is CaseStatus.UNKNOWN
-    assert judge(case, outcome(deadlock_freedom=V, exactly_once_merge=U))[0] is \
-        CaseStatus.UNKNOWN
-    missing = CaseOutcome(outcome(deadlock_freedom=V).properties[:-1], None, None)
-    assert judge(case, missing)[0] is CaseStatus.FAILED
-
-
-def test_json_is_deterministic_and_complete(fake: Callable[[Table], list[str]], matrix: Path,
+def test_json_is_deterministic_and_complete(fake: Callable[[Table], Fake], matrix: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    fake(BAD)
-    assert main(["gate", str(matrix), "--json"]) == 0
+    gate = fake(BAD)
+    assert gate([str(matrix), "--json"]) == 0
     first = capsys.readouterr().out
-    assert main(["gate", str(matrix), "--json"]) == 0  # now from the cache
+    assert gate([str(matrix), "--json"]) == 0  # now from the cache
     second = capsys.readouterr().out
     assert first == second
     data = json.loads(first)
@@ -197,70 +191,70 @@ def test_json_is_deterministic_and_complete(fake: Callable[[Table], list[str]], 
     assert bad["launch"]["pes"] == 4
 
 
-def test_cache_skips_unchanged_cases(fake: Callable[[Table], list[str]], matrix: Path,
+def test_cache_skips_unchanged_cases(fake: Callable[[Table], Fake], matrix: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    calls = fake(BAD)
-    assert main(["gate", str(matrix)]) == 0
-    assert len(calls) == 3
+    gate = fake(BAD)
+    assert gate([str(matrix)]) == 0
+    assert len(gate.calls) == 3
     entries = list((matrix.parent / ".meshproof-cache" / "gate").glob("*.json"))
     assert len(entries) == 3
     capsys.readouterr()
-    assert main(["gate", str(matrix)]) == 0
-    assert len(calls) == 3
+    assert gate([str(matrix)]) == 0
+    assert len(gate.calls) == 3
     assert capsys.readouterr().out.count("cached") == 3
     # a flipped expectation is re-judged from the cache, not re-proved
     edit(matrix, 'expect = ["deadlock_freedom"]', 'expect = "proved"')
-    assert main(["gate", str(matrix)]) == 1
-    assert len(calls) == 3
+    assert gate([str(matrix)]) == 1
+    assert len(gate.calls) == 3
     # a changed launch is re-proved
     edit(matrix, "pes = 4", "pes = 3")
-    assert main(["gate", str(matrix)]) == 1
-    assert len(calls) == 4
+    assert gate([str(matrix)]) == 1
+    assert len(gate.calls) == 4
     # --no-cache re-proves everything
-    assert main(["gate", str(matrix), "--no-cache"]) == 1
-    assert len(calls) == 7
+    assert gate([str(matrix), "--no-cache"]) == 1
+    assert len(gate.calls) == 7
 
 
-def test_cache_follows_the_kernel_source(fake: Callable[[Table], list[str]],
+def test_cache_follows_the_kernel_source(fake: Callable[[Table], Fake],
                                          matrix: Path) -> None:
-    calls = fake(BAD)
-    assert main(["gate", str(matrix)]) == 0
+    gate = fake(BAD)
+    assert gate([str(matrix)]) == 0
     kernel = matrix.parent / "kernels" / "user_kernels.py"
     kernel.write_text(kernel.read_text() + "\n# an edit\n")
-    assert main(["gate", str(matrix)]) == 0
-    assert calls[3:] == [calls[2]]  # only the user kernel's case is proved again
+    assert gate([str(matrix)]) == 0
+    assert gate.calls[3:] == [gate.calls[2]]  # only the user kernel's case is proved again
 
 
 def test_no_cache_writes_nothing_and_unknowns_are_not_cached(
-        fake: Callable[[Table], list[str]], matrix: Path) -> None:
-    calls = fake({**BAD, "mesh_mlo_1d": {"deadlock_freedom": U}})
-    assert main(["gate", str(matrix), "--no-cache"]) == 3
+        fake: Callable[[Table], Fake], matrix: Path) -> None:
+    gate = fake({**BAD, "mesh_mlo_1d": {"deadlock_freedom": U}})
+    assert gate([str(matrix), "--no-cache"]) == 3
     assert not (matrix.parent / ".meshproof-cache").exists()
-    assert main(["gate", str(matrix)]) == 3
-    assert main(["gate", str(matrix)]) == 3
-    assert calls.count("mesh_mlo_1d") == 3  # the unknown case is re-run every time
-    assert len(calls) == 3 + 3 + 1
+    assert gate([str(matrix)]) == 3
+    assert gate([str(matrix)]) == 3
+    assert gate.calls.count("mesh_mlo_1d") == 3  # the unknown case is re-run every time
+    assert len(gate.calls) == 3 + 3 + 1
 
 
-def test_corrupt_cache_entry_is_a_miss(fake: Callable[[Table], list[str]],
+def test_corrupt_cache_entry_is_a_miss(fake: Callable[[Table], Fake],
                                        matrix: Path) -> None:
-    calls = fake(BAD)
-    assert main(["gate", str(matrix)]) == 0
+    gate = fake(BAD)
+    assert gate([str(matrix)]) == 0
     for entry in (matrix.parent / ".meshproof-cache" / "gate").glob("*.json"):
         entry.write_text("{not json")
-    assert main(["gate", str(matrix)]) == 0
-    assert len(calls) == 6
+    assert gate([str(matrix)]) == 0
+    assert len(gate.calls) == 6
 
 
-def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], list[str]], tmp_path: Path,
+def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], Fake], tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    fake({})
+    gate = fake({})
     (tmp_path / "k.py").write_text(
         "def boom(x_ptr, *, tl):\n    raise RuntimeError('oops')\n")
     (tmp_path / "m.toml").write_text(
         '[[case]]\nname = "boom"\nkernel = "k.py::boom"\nexpect = "proved"\n')
     junit = tmp_path / "j.xml"
-    assert main(["gate", str(tmp_path / "m.toml"), "--junit", str(junit)]) == 1
+    assert gate([str(tmp_path / "m.toml"), "--junit", str(junit)]) == 1
     out = capsys.readouterr().out
     assert "boom: ERROR" in out and "RuntimeError: oops" in out
     root = ET.parse(junit).getroot()
@@ -268,49 +262,44 @@ def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], list[str]], tm
     assert not (tmp_path / ".meshproof-cache" / "gate").exists()
 
 
-def _fake_sim(monkeypatch: pytest.MonkeyPatch, ok: bool) -> list[Schedule]:
-    """Stand in for meshproof.sim.api: simulate(schedule) -> result with .numeric."""
-    seen: list[Schedule] = []
+class FakeSimulator:
+    """Stands in for sim.api.simulate: a result with only `.numeric`."""
 
-    def simulate(schedule: Schedule, *args: Any, **kwargs: Any) -> Any:
-        seen.append(schedule)
-        numeric = types.SimpleNamespace(ok=ok, rel_err=0.5 if not ok else 1e-4,
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+        self.seen: list[Schedule] = []
+
+    def __call__(self, schedule: Schedule, config: Any) -> Any:
+        self.seen.append(schedule)
+        numeric = types.SimpleNamespace(ok=self.ok, rel_err=0.5 if not self.ok else 1e-4,
                                         max_abs_err=0.1, tolerance=1e-2)
         return types.SimpleNamespace(numeric=numeric)
-
-    module = types.ModuleType("meshproof.sim.api")
-    module.simulate = simulate  # type: ignore[attr-defined]
-    module.SimConfig = lambda **kwargs: kwargs  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "meshproof.sim.api", module)
-    return seen
 
 
 @pytest.mark.parametrize(("expect", "ok", "code"), [
     ('"proved"', True, 0), ('"proved"', False, 1),
     ('["numerics"]', False, 0), ('["numerics"]', True, 1)])
-def test_simulate_checks_numerics(fake: Callable[[Table], list[str]], tmp_path: Path,
-                                  monkeypatch: pytest.MonkeyPatch, expect: str, ok: bool,
-                                  code: int) -> None:
-    fake({})
-    seen = _fake_sim(monkeypatch, ok)
+def test_simulate_checks_numerics(tmp_path: Path, expect: str, ok: bool, code: int) -> None:
+    simulator = FakeSimulator(ok)
+    gate = Fake({}, simulator)
     (tmp_path / "m.toml").write_text(
         f'[[case]]\nname = "n"\nkernel = "mesh_mlo_1d"\nsimulate = true\nexpect = {expect}\n')
     junit = tmp_path / "j.xml"
-    assert main(["gate", str(tmp_path / "m.toml"), "--no-cache", "--junit",
+    assert gate([str(tmp_path / "m.toml"), "--no-cache", "--junit",
                  str(junit)]) == code
-    assert len(seen) == 1
+    assert len(simulator.seen) == 1
     numerics = ET.parse(junit).getroot().find(".//testcase[@name='numerics']")
     assert numerics is not None
     assert (numerics.find("failure") is None) == (code == 0)
 
 
-def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], list[str]], matrix: Path,
+def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], Fake], matrix: Path,
                                            tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    fake(BAD)
+    gate = fake(BAD)
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["gate", str(matrix), "--no-cache", "--junit", str(blocker / "j.xml")]) == 2
+    assert gate([str(matrix), "--no-cache", "--junit", str(blocker / "j.xml")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err  # the cases ran (progress lines), then one error line
     assert err.splitlines()[-1].startswith("meshproof: error: cannot write the JUnit report")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import RunCli, one_line_error
 
 from meshproof.cli import main
 from meshproof.errors import ConfigError
-from meshproof.verify.gate_matrix import GateCase, load_matrix, resolve_case
+from meshproof.gate.matrix import GateCase, load_matrix, resolve_case
+from meshproof.verify.properties import Property
 
 DATA = Path(__file__).parent / "data" / "gate"
 GOOD = '[[case]]\nname = "a"\nkernel = "mesh_mlo_1d"\nexpect = "proved"\n'
@@ -21,7 +24,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def gate_error(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the gate on a bad file: exit 2, nothing on stdout, exactly one stderr line."""
+    """RunCli the gate on a bad file: exit 2, nothing on stdout, exactly one stderr line."""
     assert main(["gate", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -137,7 +140,7 @@ expect = "proved"
     first, second = load_matrix(path).cases
     assert first == GateCase(
         name="2d-2x4-at-8", kernel="mesh_mlo_2d",
-        expect_violated=("deadlock_freedom", "exactly_once_merge"),  # canonical order
+        violated=(Property.DEADLOCK_FREEDOM, Property.EXACTLY_ONCE_MERGE),  # canonical order
         wiring="cube_mesh", system="2x4x4", pes=8, cubes=8, cube_start=8, queue_depth=3,
         args=(("S_kv_per_rank", 16), ("S_q", 1), ("d_head", 8), ("mesh_cols", 4),
               ("mesh_rows", 2)),  # sorted
@@ -172,5 +175,39 @@ def test_the_documented_example_matrix_parses(tmp_path: Path) -> None:
     cases = load_matrix(write(tmp_path, block)).cases
     assert [c.name for c in cases] == ["decode-line-8", "decode-2x4-at-cube-8",
                                        "recv-first-stays-caught", "panel"]
-    assert cases[2].expect_violated == ("deadlock_freedom",)
+    assert cases[2].violated == (Property.DEADLOCK_FREEDOM,)
+    assert cases[2].expected_text == "deadlock_freedom"
     resolve_case(cases[3])
+
+
+CASE = '[[case]]\nname = "a"\nkernel = "mesh_mlo_1d"\nexpect = "proved"\n'
+
+
+def _gate(run_cli: RunCli, tmp_path: Path, text: str, *extra: str) -> Any:
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text(text, encoding="utf-8")
+    return run_cli(["gate", str(matrix), "--no-cache", *extra])
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (("", 'sharded = []\n'), "sharded names no buffer"),
+    (("", 'sharded = ""\n'), "sharded names no buffer"),
+    (('"proved"', '"prooved"'), 'got \'prooved\'; did you mean "proved"?'),
+    (('"proved"', '"deadlock_freedom"'),
+     'a violated property goes in a list: expect = ["deadlock_freedom"]'),
+    (('"mesh_mlo_1d"', '"mesh_mlo_1dd"'), "case #1 (a): unknown kernel 'mesh_mlo_1dd'"),
+    (("", "args = { S_kv_per_rank = 16, S_kv_per_rnk = 8 }\n"),
+     "case #1 (a): kernel mesh_mlo_1d has no parameter(s) S_kv_per_rnk"),
+])
+def test_gate_file_typos_are_one_line(run_cli: RunCli, tmp_path: Path,
+                                      edit: tuple[str, str], needle: str) -> None:
+    old, new = edit
+    text = CASE.replace(old, new, 1) if old else CASE + new
+    err = one_line_error(_gate(run_cli, tmp_path, text))
+    assert needle in err
+
+
+def test_an_empty_sharded_list_cannot_make_a_known_bad_kernel_pass(run_cli: RunCli,
+                                                                  tmp_path: Path) -> None:
+    text = CASE.replace("mesh_mlo_1d", "mesh_mlo_1d_forward_running_state") + "sharded = []\n"
+    assert _gate(run_cli, tmp_path, text).code == 2

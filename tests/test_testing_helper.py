@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from meshproof.errors import KernelLoadError, LaunchError
+from meshproof.errors import (
+    BadInput,
+    KernelLoadError,
+    LaunchError,
+)
 from meshproof.model.loader import load_module
 from meshproof.testing import assert_verified, assert_violates
 from meshproof.verify.result import Status
@@ -103,3 +109,17 @@ def test_usage_errors_are_typed_not_assertions() -> None:
         assert_verified(lambda x: x)
     with pytest.raises(KernelLoadError, match="unknown kernel"):
         assert_verified("no_such_kernel")
+
+
+@pytest.mark.parametrize(("keywords", "needle"), [
+    ({"timeout": -1.0}, "assert_verified: timeout must be a positive number"),
+    ({"timeout": math.nan}, "assert_verified: timeout must be a positive number"),
+    ({"sharded": []}, "assert_verified: sharded names no buffer"),
+    ({"args": {"S_q": [1]}}, "assert_verified: args.S_q must be a number"),
+])
+def test_testing_helper_misuse_is_bad_input_not_a_failed_assertion(
+        keywords: dict[str, Any], needle: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        assert_verified("mesh_mlo_1d", **keywords)
+    assert needle in str(caught.value)
+    assert not isinstance(caught.value, AssertionError)

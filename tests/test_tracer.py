@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import TEST_KERNELS, kernel_spec, line_of, trace_kernel
+from helpers import TEST_KERNELS, RunCli, assert_bad_input, kernel_spec, line_of, trace_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +65,7 @@ def this_line() -> int:
 
 
 # --- memory ------------------------------------------------------------------------------
+
 
 def test_load_shape_dtype_pointer_and_bytes(rec: Recorder) -> None:
     t = rec.tl.load(rec.x + 5, shape=(2, 3))
@@ -122,6 +123,7 @@ def test_load_and_store_need_pointers_and_non_negative_offsets(rec: Recorder) ->
 
 # --- dot ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("a,b,out_dtype,expected", [
     ("f16", "f16", None, DType.F16),      # accumulated in f32, rounded to f16 (kernbench)
     ("bf16", "bf16", None, DType.BF16),
@@ -160,6 +162,7 @@ def test_dot_shape_errors(rec: Recorder) -> None:
 
 # --- layout ops --------------------------------------------------------------------------
 
+
 def test_trans_default_and_axes(rec: Recorder) -> None:
     x = rec.load((2, 3, 4))
     assert rec.tl.trans(x).shape == (2, 4, 3)
@@ -185,6 +188,7 @@ def test_reshape_keeps_elements_and_dtype(rec: Recorder) -> None:
 
 
 # --- reductions and softmax --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("op", ["max", "sum"])
 def test_reductions_keep_dims_by_default(rec: Recorder, op: str) -> None:
@@ -218,6 +222,7 @@ def test_softmax_keeps_shape_and_dtype(rec: Recorder) -> None:
 
 
 # --- elementwise -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["exp", "log"])
 def test_unary_math_keeps_shape_and_dtype(rec: Recorder, name: str) -> None:
@@ -278,6 +283,7 @@ def test_cast_full_zeros(rec: Recorder) -> None:
 
 # --- communication -----------------------------------------------------------------------
 
+
 def test_send_and_recv(rec: Recorder) -> None:
     x = rec.load((1, 8), "f32")
     assert rec.tl.send(dir="E", src=x) is None
@@ -316,6 +322,7 @@ def test_value_ids_are_dense_and_op_indices_follow_program_order(rec: Recorder) 
 
 
 # --- refusals ----------------------------------------------------------------------------
+
 
 def test_unsupported_tl_attribute_names_the_op(rec: Recorder) -> None:
     with pytest.raises(UnsupportedOp) as info:
@@ -406,6 +413,7 @@ def test_views_need_a_known_id_and_keep_the_dtype(rec: Recorder) -> None:
 
 
 # --- whole kernels: source lines, kernbench, built-ins -----------------------------------
+
 
 def test_ops_in_helpers_of_the_kernel_file_point_at_the_helper() -> None:
     path = TEST_KERNELS / "probes.py"
@@ -500,6 +508,7 @@ def test_kernel_exceptions_become_one_line_trace_errors() -> None:
 
 # --- the seeds' kernbench kernel -----------------------------------------------------------
 
+
 SEED_ARGS = (("n_ranks", 8), ("rank_axis", 0), ("S_q", 1), ("h_q", 1), ("h_kv", 1),
              ("S_kv_per_rank", 16), ("d_head", 8))
 
@@ -532,6 +541,7 @@ def test_seed_kernel_rank_axis_1_silences_pes_other_than_0(seeds_dir: Any) -> No
 
 
 # --- determinism ---------------------------------------------------------------------------
+
 
 @st.composite
 def builtin_launches(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
@@ -580,6 +590,7 @@ def test_tracing_is_deterministic(launch: tuple[str, dict[str, Any]]) -> None:
 
 
 # --- schedule IR: channels and k-th send <-> k-th recv --------------------------------------
+
 
 def test_channels_match_kth_send_with_kth_recv() -> None:
     from meshproof.model.channels import OpRef, PortStatus, derive_channels
@@ -652,3 +663,24 @@ def test_runaway_kernels_and_absurd_launches_hit_the_op_budget(
     with pytest.raises(TraceError, match=r"rank \(cube 0, pe [1-7]\): error: the launch traced"):
         trace_kernel("mesh_mlo_1d")
     assert len(trace_kernel("mesh_mlo_1d", pes=2).programs) == 2
+
+
+def test_kernels_can_probe_tl_for_ops() -> None:
+    # hasattr(tl, "arange") raised UnsupportedOp instead of returning False.
+    schedule = trace_kernel(kernel_spec("review_bad.py::probes_for_ops"), pes=1)
+    assert [op.kind.value for op in schedule.programs[0].ops] == ["load", "mul", "store"]
+
+
+def test_program_id_axis_must_be_an_int(run_cli: RunCli) -> None:
+    r = run_cli(["trace", kernel_spec("review_bad.py::float_axis"), "--pes", "1"])
+    line = line_of(TEST_KERNELS / "review_bad.py", "REVIEW-AXIS-LINE")
+    assert_bad_input(r, f"review_bad.py:{line}:",
+                     "program_id(axis=1.0): axis is 0 (PE) or 1 (cube), an int")
+
+
+def test_numpy_integers_work_as_shapes_and_offsets() -> None:
+    # Were refused: "shape must hold non-negative ints" / "unsupported operand for +".
+    ops = trace_kernel(kernel_spec("review_numpy_ints.py::numpy_shapes"), pes=1).programs[0].ops
+    assert [(op.kind.value, op.shape, op.offset) for op in ops] == \
+        [("load", (2, 4), 4), ("store", (2, 4), 2)]
+    assert all(type(d) is int for op in ops for d in (*op.shape, op.offset))

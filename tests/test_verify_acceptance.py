@@ -13,11 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, CliResult, line_of, trace_kernel
+from helpers import REPO_ROOT, CliResult, line_of, trace_kernel
 
 from meshproof.kernels import mesh_mlo
+from meshproof.model.schedule import OpKind
+from meshproof.model.topology import Direction, Endpoint
 from meshproof.verify.api import VerifyConfig, verify
-from meshproof.verify.result import PROPERTY_NAMES, Diagnostic, Role, Status, Verdict
+from meshproof.verify.properties import Property
+from meshproof.verify.result import (
+    ConfinementDetails,
+    DeadlockDetails,
+    Diagnostic,
+    MergeCount,
+    MergeDetails,
+    Role,
+    Status,
+    Verdict,
+)
 
 Run = Callable[[Sequence[str]], CliResult]
 MLO_FILE = Path(mesh_mlo.__file__)
@@ -43,7 +55,7 @@ def diagnostics(verdict: Verdict, name: str) -> tuple[Diagnostic, ...]:
 
 
 def assert_all_proved(verdict: Verdict) -> None:
-    assert [p.name for p in verdict.properties] == list(PROPERTY_NAMES)
+    assert [p.name for p in verdict.properties] == list(Property)
     bad = {p.name: (p.status.value, p.message) for p in verdict.properties
            if p.status is not Status.PROVED}
     assert not bad
@@ -69,16 +81,21 @@ def test_mesh_mlo_1d_line_proved_at_depth_3() -> None:
 
 def test_mesh_mlo_1d_line_deadlocks_at_depth_2_listing_blocked_ranks() -> None:
     v = verdict_of("mesh_mlo_1d", queue_depth=2)
-    assert v.violated() == ("deadlock_freedom",)
+    assert v.violated() == (Property.DEADLOCK_FREEDOM,)
     assert v.exit_code == 1 and v.min_queue_depth == 3
     cx = v.property("deadlock_freedom").counterexample
-    assert cx is not None and cx.detail("queue_depth") == 2
-    blocked = cx.detail("blocked")
-    assert sorted((b["cube"], b["pe"]) for b in blocked) == [(0, pe) for pe in range(8)]
+    assert cx is not None and isinstance(cx.details, DeadlockDetails)
+    assert cx.details.queue_depth == 2
+    blocked = cx.details.blocked
+    assert [b.endpoint for b in blocked] == [Endpoint(0, pe) for pe in range(8)]
     # D=2: every rank sends its 3-message triplet first, so it blocks on the third send
     third_send = line_of(MLO_FILE, "tl.send(dir=direction, src=t[2])")
-    assert {b["op"] for b in blocked} == {"send"}
-    assert {b["source"] for b in blocked} == {f"{MLO_DISPLAY}:{third_send}"}
+    assert {b.op for b in blocked} == {OpKind.SEND}
+    assert {str(b.source) for b in blocked} == {f"{MLO_DISPLAY}:{third_send}"}
+    assert cx.to_json()["blocked"][0] == {
+        "cube": 0, "pe": 0, "op_index": blocked[0].op_index, "op": "send",
+        "dir": blocked[0].dir.value if blocked[0].dir else None,
+        "source": f"{MLO_DISPLAY}:{third_send}"}
     diags = cx.diagnostics
     assert [(d.endpoint.cube, d.endpoint.pe) for d in diags if d.endpoint] == \
         [(0, pe) for pe in range(8)]
@@ -86,13 +103,14 @@ def test_mesh_mlo_1d_line_deadlocks_at_depth_2_listing_blocked_ranks() -> None:
         assert d.role is Role.BLOCKED and source_line(d) == (MLO_DISPLAY, third_send)
         assert re.fullmatch(rf"{MLO_DISPLAY}:{third_send}: rank \(cube 0, pe [0-7]\): error: "
                             r"blocked at send [EW] \(message 2\): .*", d.format()), d.format()
-    cycle = cx.detail("wait_for_cycle")
-    assert len(cycle) >= 2 and all(c[0] == 0 for c in cycle)
+    cycle = cx.details.wait_for_cycle
+    assert len(cycle) >= 2 and all(c.cube == 0 for c in cycle)
+    assert cx.to_json()["wait_for_cycle"] == [[c.cube, c.pe] for c in cycle]
 
 
 def test_mesh_mlo_1d_line_rendezvous_deadlocks() -> None:
     v = verdict_of("mesh_mlo_1d", queue_depth=0)
-    assert v.violated() == ("deadlock_freedom",)
+    assert v.violated() == (Property.DEADLOCK_FREEDOM,)
     assert v.rendezvous is Status.VIOLATED
     assert verdict_of("mesh_mlo_1d", queue_depth=3).rendezvous is Status.VIOLATED
 
@@ -125,20 +143,20 @@ def test_mesh_mlo_1d_on_cube_mesh_uses_missing_links_at_cubes_3_and_4() -> None:
     assert status(v, "direction_legality") is Status.VIOLATED
     diags = diagnostics(v, "direction_legality")
     assert {(d.endpoint.cube, d.endpoint.pe, d.dir) for d in diags if d.endpoint} == \
-        {(3, 0, "E"), (4, 0, "W")}
+        {(3, 0, Direction.E), (4, 0, Direction.W)}
     lines = set(range(line_of(MLO_FILE, "tl.send(dir=direction, src=t[0])"),
                       line_of(MLO_FILE, 'o = tl.recv(dir=direction') + 1))
     for d in diags:
         file, line = source_line(d)
         assert file == MLO_DISPLAY and line in lines
-        assert d.role is Role.ILLEGAL and d.op_kind in ("send", "recv")
+        assert d.role is Role.ILLEGAL and d.op_kind in (OpKind.SEND, OpKind.RECV)
     by_cube = {d.endpoint.cube: d for d in diags if d.endpoint}
     assert "cube 4 (SIP 0, row 1, col 0)" in by_cube[4].message
     assert "no W link" in by_cube[4].message and "IpcqInvalidDirection" in by_cube[4].message
     assert "no E link" in by_cube[3].message
     # both directions of the broken hop, sends and recvs, on both sides
     assert {(d.endpoint.cube, d.op_kind) for d in diags if d.endpoint} == \
-        {(3, "send"), (3, "recv"), (4, "send"), (4, "recv")}
+        {(3, OpKind.SEND), (3, OpKind.RECV), (4, OpKind.SEND), (4, OpKind.RECV)}
     assert status(v, "launch_confinement") is Status.PROVED
     assert v.exit_code == 1
 
@@ -192,13 +210,16 @@ def test_mesh_mlo_2d_physical_rank_leaves_its_launch() -> None:
     diags = diagnostics(v, "launch_confinement")
     hops = {(d.endpoint.cube, d.dir, (d.peer.cube, d.peer.pe)) for d in diags
             if d.endpoint and d.peer}
-    assert (8, "N", (4, 0)) in hops
-    assert all(peer[0] < 8 and d == "N" for _, d, peer in hops)
-    first = next(d for d in diags if d.endpoint and d.endpoint.cube == 8 and d.op_kind == "send")
+    assert (8, Direction.N, (4, 0)) in hops
+    assert all(peer[0] < 8 and d is Direction.N for _, d, peer in hops)
+    first = next(d for d in diags if d.endpoint and d.endpoint.cube == 8 and
+                 d.op_kind is OpKind.SEND)
     assert "(cube 4, pe 0), which is outside the launch" in first.message
     assert source_line(first)[0] == MLO_DISPLAY
     cx = v.property("launch_confinement").counterexample
-    assert cx is not None and [4, 0] in cx.detail("outside_endpoints")
+    assert cx is not None and isinstance(cx.details, ConfinementDetails)
+    assert Endpoint(4, 0) in cx.details.outside_endpoints
+    assert [4, 0] in cx.to_json()["outside_endpoints"]
     assert v.min_queue_depth is None and v.exit_code == 1
 
 
@@ -213,32 +234,32 @@ def test_ring_mlo_wraparound_is_illegal_on_pe_line() -> None:
     v = verdict_of("ring_mlo", wiring="pe_line")
     assert status(v, "direction_legality") is Status.VIOLATED
     diags = diagnostics(v, "direction_legality")
-    assert {(d.endpoint.pe, d.dir) for d in diags if d.endpoint} == {(7, "E"), (0, "W")}
+    assert {(d.endpoint.pe, d.dir) for d in diags if d.endpoint} == \
+        {(7, Direction.E), (0, Direction.W)}
     assert all(d.source is not None and d.source.file == MLO_DISPLAY for d in diags)
 
 
 # --- the known-bad merges and orders ---------------------------------------------------------
 
-def merge_counts(v: Verdict) -> list[dict[str, Any]]:
+def merge_counts(v: Verdict) -> tuple[MergeCount, ...]:
     cx = v.property("exactly_once_merge").counterexample
-    assert cx is not None
-    counts: list[dict[str, Any]] = cx.detail("counts")
-    return counts
+    assert cx is not None and isinstance(cx.details, MergeDetails)
+    return cx.details.counts
 
 
 def test_forward_running_state_merges_twice() -> None:
     small = verdict_of("mesh_mlo_1d_forward_running_state", pes=3)
-    assert small.violated() == ("exactly_once_merge",)
+    assert small.violated() == (Property.EXACTLY_ONCE_MERGE,)
     counts = merge_counts(small)
-    assert any(c["numerator"] == 2 and c["denominator"] == 2 for c in counts)
-    assert all(c["numerator"] != 1 for c in counts)
+    assert any(c.numerator == 2 and c.denominator == 2 for c in counts)
+    assert all(c.numerator != 1 for c in counts)
     diag = diagnostics(small, "exactly_once_merge")[0]
     assert diag.role is Role.MERGE and "merged more than once" in diag.message
     assert re.fullmatch(rf"{MLO_DISPLAY}:\d+: rank \(cube 0, pe \d\): error: output counts the "
                         r"partial of shard \(cube 0, pe \d\) 2 time\(s\) .*", diag.format())
     full = verdict_of("mesh_mlo_1d_forward_running_state")
-    assert full.violated() == ("exactly_once_merge",)
-    assert all(c["numerator"] >= 2 for c in merge_counts(full))
+    assert full.violated() == (Property.EXACTLY_ONCE_MERGE,)
+    assert all(c.numerator >= 2 for c in merge_counts(full))
 
 
 @pytest.mark.parametrize("depth", [0, 2, 16])
@@ -247,14 +268,15 @@ def test_recv_first_deadlocks_at_every_depth(depth: int) -> None:
     assert status(v, "deadlock_freedom") is Status.VIOLATED
     assert v.min_queue_depth is None and v.rendezvous is Status.VIOLATED
     cx = v.property("deadlock_freedom").counterexample
-    assert cx is not None and {b["op"] for b in cx.detail("blocked")} == {"recv"}
+    assert cx is not None and isinstance(cx.details, DeadlockDetails)
+    assert {b.op for b in cx.details.blocked} == {OpKind.RECV}
 
 
 def test_mesh_kv_skip_last_never_merges_a_slice() -> None:
     v = verdict_of("mesh_kv_skip_last")
     assert status(v, "exactly_once_merge") is Status.VIOLATED
     counts = merge_counts(v)
-    assert any(c["numerator"] == 0 for c in counts)
+    assert any(c.numerator == 0 for c in counts)
     assert any("never merged" in d.message for d in diagnostics(v, "exactly_once_merge"))
     assert status(v, "deadlock_freedom") is Status.PROVED
 

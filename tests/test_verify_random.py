@@ -179,7 +179,11 @@ def test_cross_check_flags_a_wrong_verdict() -> None:
     verdict = verify(schedule)
     want = expected(ex)
     assert randprog._compare(ex, want, schedule, verdict) == []
-    wrong_depth = dataclasses.replace(verdict, min_queue_depth=7)
+    deadlock = verdict.deadlock
+    assert deadlock is not None
+    wrong_depth = dataclasses.replace(verdict, properties=tuple(
+        dataclasses.replace(deadlock, min_queue_depth=7) if p is deadlock else p
+        for p in verdict.properties))
     assert any("min_queue_depth" in p for p in randprog._compare(ex, want, schedule, wrong_depth))
     props = tuple(dataclasses.replace(p, status=Status.PROVED) for p in verdict.properties)
     flipped = dataclasses.replace(verdict, properties=props)

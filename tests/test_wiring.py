@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TEST_DATA
+from helpers import (
+    TEST_DATA,
+    RunCli,
+    assert_bad_input,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -250,3 +254,30 @@ def test_wiring_build_rejects_one_way_links_directly() -> None:
         Wiring.build("x", System(), [Link(a, E, b)])
     ok = Wiring.build("x", System(), [Link(a, E, b), Link(b, W, a), Link(a, E, b)])
     assert len(ok.links) == 2  # a repeated identical link is harmless
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ('name = 5\n', "name must be a non-empty, one-line string, got 5"),
+    ('name = ""\n', "name must be a non-empty, one-line string, got ''"),
+    ('name = "a\\nb"\n', "name must be a non-empty, one-line string"),
+    ('description = 3\n', "description must be a string, got 3"),
+])
+def test_wiring_file_names_are_one_line_strings(run_cli: RunCli, tmp_path: Path, body: str,
+                                               fragment: str) -> None:
+    # A newline in the name split the trace header and every diagnostic over two lines.
+    path = tmp_path / "w.toml"
+    path.write_text(body + _PAIR, encoding="utf-8")
+    assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--wiring", str(path), "--arg",
+                              "n_ranks=2"]), fragment)
+
+
+_PAIR = """[[link]]
+from = [0, 0]
+dir = "E"
+to = [0, 1]
+
+[[link]]
+from = [0, 1]
+dir = "W"
+to = [0, 0]
+"""

@@ -13,18 +13,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from meshproof.errors import ConfigError
+from meshproof.cli.options import current_pipeline
+from meshproof.exitcodes import ExitCode
+from meshproof.gate.judge import CaseStatus, JudgedProperty
+from meshproof.gate.junit import check_junit_target, write_junit
+from meshproof.gate.matrix import load_matrix
+from meshproof.gate.runner import CaseResult, GateResult, check_matrix, default_cache, run_gate
 from meshproof.model.serialize import dumps
-from meshproof.verify.gate import (
-    CaseResult,
-    CaseStatus,
-    GateResult,
-    check_matrix,
-    default_cache,
-    run_gate,
-)
-from meshproof.verify.gate_matrix import load_matrix
-from meshproof.verify.junit import check_junit_target, write_junit
 from meshproof.verify.result import Status
 
 _STYLE = {CaseStatus.MET: "green", CaseStatus.FAILED: "bold red",
@@ -58,17 +53,14 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     cache = None if no_cache else default_cache(file)
     workers = (os.cpu_count() or 1) if jobs == 0 else jobs
     with _progress(len(matrix.cases)) as report:
-        gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report)
+        gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report,
+                        pipeline=current_pipeline())
     if as_json:
         click.echo(dumps(gate.to_json()), nl=False)
     else:
-        _print_table(gate)
+        print_table(gate)
     if junit_path is not None:
-        try:
-            write_junit(gate, junit_path)
-        except OSError as exc:
-            raise ConfigError(f"cannot write the JUnit report {junit_path}: "
-                              f"{exc.strerror or exc}; pass a writable --junit path") from None
+        write_junit(gate, junit_path)
     return gate.exit_code
 
 
@@ -100,7 +92,7 @@ def _progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
     yield log
 
 
-def _print_table(gate: GateResult) -> None:
+def print_table(gate: GateResult) -> None:
     console = Console(width=None if Console().is_terminal else 120, highlight=False)
     table = Table(title=f"proof gate: {gate.matrix}", title_justify="left")
     for column in ("case", "expected", "got", "result"):
@@ -120,7 +112,8 @@ def _print_table(gate: GateResult) -> None:
         for line in _details(r):
             console.print(line, markup=False, soft_wrap=True)
     counts = ", ".join(f"{gate.count(s)} {s.value}" for s in CaseStatus if gate.count(s))
-    verdict = {0: "gate passed", 1: "gate FAILED", 3: "gate UNKNOWN (not proved)"}
+    verdict = {ExitCode.OK: "gate passed", ExitCode.VIOLATED: "gate FAILED",
+               ExitCode.UNKNOWN: "gate UNKNOWN (not proved)"}
     console.print(f"{verdict[gate.exit_code]}: {len(gate.results)} cases ({counts})",
                   markup=False)
 
@@ -128,15 +121,17 @@ def _print_table(gate: GateResult) -> None:
 def _details(result: CaseResult) -> list[str]:
     """Why a case did not meet its expectation; an unexpected violation brings the first
     lines of its counterexample (the rest is in --junit / --json)."""
+    if result.judgement is None:
+        return [f"  {reason}" for reason in result.reasons]
     lines: list[str] = []
-    for reason in result.reasons:
-        lines.append(f"  {reason}")
-        prop = result.property(reason.partition(":")[0])
-        if prop is None or prop.status is not Status.VIOLATED or \
-                result.case.expects_violated(prop.name):
+    for item in result.judgement.problems():
+        lines.append(f"  {item.reason}")
+        if not isinstance(item, JudgedProperty) or item.got is None or \
+                item.got.status is not Status.VIOLATED or item.want is Status.VIOLATED:
             continue
-        lines.extend(f"    {d}" for d in prop.diagnostics[:_MAX_LISTED])
-        if len(prop.diagnostics) > _MAX_LISTED:
-            lines.append(f"    ... and {len(prop.diagnostics) - _MAX_LISTED} more "
+        diagnostics = item.got.diagnostics
+        lines.extend(f"    {d}" for d in diagnostics[:_MAX_LISTED])
+        if len(diagnostics) > _MAX_LISTED:
+            lines.append(f"    ... and {len(diagnostics) - _MAX_LISTED} more "
                          "(all of them: --junit PATH or --json)")
     return lines

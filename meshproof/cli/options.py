@@ -1,4 +1,5 @@
-"""Launch options shared by trace, verify and simulate (DESIGN §8)."""
+"""Launch options shared by trace, verify and simulate (DESIGN §8), and the pipeline the
+commands run through."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from meshproof.errors import LaunchError
+from meshproof.gate.pipeline import Pipeline
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Scalar
@@ -17,6 +19,12 @@ from meshproof.model.topology import parse_mesh, parse_system
 from meshproof.panels import SCALES, get_panel
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def current_pipeline() -> Pipeline:
+    """The pipeline `main(..., pipeline=...)` was given, else the real one."""
+    obj = click.get_current_context().find_root().obj
+    return obj if isinstance(obj, Pipeline) else Pipeline()
 
 
 def launch_options(func: F) -> F:

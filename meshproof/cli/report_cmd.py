@@ -9,6 +9,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from meshproof.cli.options import current_pipeline
+from meshproof.exitcodes import ExitCode
 from meshproof.panels import SCALES
 from meshproof.report.api import write_report
 from meshproof.report.sweep import SweepOptions
@@ -31,7 +33,7 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str) -> int:
     if fast:
         outcome = write_report(out, scale=scale, fast=True)
     else:
-        options = SweepOptions(scale=scale)
+        options = SweepOptions(scale=scale, pipeline=current_pipeline())
         with Progress(TextColumn("[bold]report[/bold]"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not sys.stderr.isatty()) as bar:
@@ -56,5 +58,5 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str) -> int:
     if outcome.unexpected:
         click.echo(f"meshproof: {len(outcome.unexpected)} run(s) did not give the expected "
                    f"verdict: {', '.join(outcome.unexpected)}", err=True)
-        return 1
-    return 0
+        return ExitCode.VIOLATED
+    return ExitCode.OK

@@ -8,18 +8,19 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import launch_options, resolve_launch
-from meshproof.errors import LaunchError, SimulationRefused
+from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.errors import LaunchError
+from meshproof.exitcodes import ExitCode
+from meshproof.gate.pipeline import run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.serialize import dumps
-from meshproof.model.trace import trace
-from meshproof.sim.api import SimConfig, simulate
+from meshproof.sim.config import SimConfig
 from meshproof.sim.inputs import InputKind
-from meshproof.sim.perfetto import check_json_target, perfetto_trace, write_json_atomic
+from meshproof.sim.perfetto import check_trace_target, perfetto_trace, write_trace
 from meshproof.sim.result import SIM_SCHEMA, SimResult
+from meshproof.verify.api import VerifyConfig
 
-EXIT_VIOLATED = 1
 # Ranks listed one per line in the table; beyond this, only the worst ones.
 _RANK_ROWS = 16
 
@@ -49,11 +50,12 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float
                  diagram: Path | None, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if diagram is not None:
-        from meshproof.report.api import check_diagram_target
+        # imported for --diagram only: the report stack is most of a cold start's imports
+        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
 
         check_diagram_target(diagram)
     if perfetto_path is not None:
-        check_json_target(perfetto_path)
+        check_trace_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
@@ -62,27 +64,31 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float
             raise LaunchError(f"--softmax-scale must be a finite number, got {softmax_scale}")
         opts["arg_items"] = (*opts["arg_items"], f"sm_scale={softmax_scale!r}")
     kernel, launch = resolve_launch(**opts)
-    schedule = trace(kernel, launch)
-    if diagram is not None:
-        # Drawn before simulating: a deadlocked schedule is refused, and its diagram (with
-        # the stuck frontier in red) is exactly what the developer needs then.
-        from meshproof.report.api import write_schedule_diagram
-
-        click.echo(write_schedule_diagram(schedule, None, diagram).note, err=True)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)
-    try:
-        result = simulate(schedule, config)
-    except SimulationRefused as exc:
-        message = " ".join(str(exc).split())
+    pipeline = current_pipeline()
+    # the diagram draws what the verifier finds, so --diagram verifies first
+    outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
+                       verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),
+                       sim_config=config, tracer=pipeline.tracer, verifier=pipeline.verifier,
+                       simulator=pipeline.simulator)
+    schedule = outcome.schedule
+    assert schedule is not None  # traced here
+    if diagram is not None:
+        assert outcome.verdict is not None
+        click.echo(write_schedule_diagram(schedule, outcome.verdict, diagram).note, err=True)
+    if outcome.refused:
+        message = " ".join(outcome.refused.split())
         if as_json:
             click.echo(dumps({"schema": SIM_SCHEMA, "ok": False, "kernel": launch.spec.kernel,
                               "launch": launch.spec.to_json(), "refused": message}), nl=False)
         click.echo(f"meshproof: error: {message}", err=True)
-        return EXIT_VIOLATED
+        return ExitCode.VIOLATED
+    result = outcome.simulation
+    assert result is not None  # simulated and not refused
     if perfetto_path is not None and result.run is not None:
-        write_json_atomic(perfetto_path,
-                          perfetto_trace(schedule, derive_channels(schedule), result.run))
+        write_trace(perfetto_path, perfetto_trace(schedule, derive_channels(schedule),
+                                                  result.run))
     if as_json:
         click.echo(dumps(result.to_json()), nl=False)
     else:
@@ -96,9 +102,7 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 
 def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
     spec = result.launch
-    click.echo(f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
-               f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs, "
-               f"queue depth {spec.queue_depth}")
+    click.echo(spec.header(spec.queue_depth))
     num = result.numeric
     if num is not None:
         verdict = "ok" if num.ok else "OUT OF TOLERANCE"

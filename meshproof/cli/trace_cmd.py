@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import launch_options, resolve_launch
+from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.serialize import dumps, schedule_to_json
-from meshproof.model.trace import trace
 from meshproof.model.wiring import BUILTIN_WIRINGS
 from meshproof.panels import PANELS
 
@@ -29,7 +29,7 @@ def list_cmd(as_json: bool) -> int:
             "panels": {scale: [p.to_json() for p in panels.values()]
                        for scale, panels in PANELS.items()},
         }), nl=False)
-        return 0
+        return ExitCode.OK
     click.echo("kernels:")
     width = max(len(n) for n in BUILTIN_KERNELS)
     for k in BUILTIN_KERNELS.values():
@@ -41,7 +41,7 @@ def list_cmd(as_json: bool) -> int:
     for p in PANELS["validation"].values():
         click.echo(f"  {p.name:<{width}}  {p.kernel} on {p.wiring}, S_q={p.S_q}, "
                    f"n={p.n_ranks}, rank_axis={p.rank_axis}")
-    return 0
+    return ExitCode.OK
 
 
 @click.command("trace")
@@ -50,14 +50,12 @@ def list_cmd(as_json: bool) -> int:
 def trace_cmd(as_json: bool, **opts: Any) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
     kernel, launch = resolve_launch(**opts)
-    schedule = trace(kernel, launch)
+    schedule = current_pipeline().tracer(kernel, launch)
     if as_json:
         click.echo(dumps(schedule_to_json(schedule)), nl=False)
-        return 0
-    spec = schedule.launch
-    click.echo(f"{spec.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
-               f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs; "
-               f"{len(schedule.active)} of {len(schedule.programs)} ranks run ops")
+        return ExitCode.OK
+    click.echo(f"{schedule.launch.header()}; {len(schedule.active)} of "
+               f"{len(schedule.programs)} ranks run ops")
     for prog in schedule.active:
         counts = Counter(op.kind.value for op in prog.ops)
         summary = ", ".join(f"{k} {counts[k]}" for k in sorted(counts))
@@ -68,4 +66,4 @@ def trace_cmd(as_json: bool, **opts: Any) -> int:
             shape = "x".join(str(d) for d in op.shape) or "scalar"
             click.echo(f"  #{op.index:<4} {op.kind.value:<4} {op.dir.value} {shape} "
                        f"{op.dtype.value}  {op.source}")
-    return 0
+    return ExitCode.OK

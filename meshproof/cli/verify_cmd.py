@@ -1,4 +1,4 @@
-"""`meshproof verify`: prove the five properties or print counterexamples."""
+"""`meshproof verify`: prove the properties or print counterexamples."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from meshproof.atomic import write_atomic
-from meshproof.cli.options import launch_options, resolve_launch
-from meshproof.errors import BadInput
+from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.gate.pipeline import run_case
 from meshproof.model.serialize import dumps
-from meshproof.model.trace import trace
-from meshproof.verify.api import VerifyConfig, verify
+from meshproof.outputs import check_writable, write_text
+from meshproof.verify.api import VerifyConfig
+from meshproof.verify.properties import PROPERTY_NAMES, parse_properties
 from meshproof.verify.result import Status, Verdict
 
 _STYLE = {Status.PROVED: "green", Status.VIOLATED: "bold red", Status.UNKNOWN: "yellow"}
@@ -28,28 +28,33 @@ def console() -> Console:
                    color_system="auto" if tty else None, soft_wrap=not tty)
 
 
+def verdict_header(verdict: Verdict) -> str:
+    header = verdict.launch.header(verdict.depth)
+    if verdict.skipped:
+        header += "; not checked: " + ", ".join(p.value for p in verdict.skipped)
+    return header
+
+
 def print_verdict(verdict: Verdict, out: Console) -> None:
-    spec = verdict.launch
-    out.print(f"{verdict.kernel} on {spec.wiring} ({spec.system.shape_text}), cubes "
-              f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1} x {spec.pes} PEs, "
-              f"queue depth {verdict.depth}")
+    out.print(verdict_header(verdict), markup=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("property")
     table.add_column("status")
     table.add_column("seconds", justify="right")
     table.add_column("summary", overflow="fold")
     for p in verdict.properties:
-        table.add_row(p.name, f"[{_STYLE[p.status]}]{p.status.value}[/]", f"{p.seconds:.2f}",
-                      p.message)
+        table.add_row(p.name.value, f"[{_STYLE[p.status]}]{p.status.value}[/]",
+                      f"{p.seconds:.2f}", p.message)
     out.print(table)
-    depth = verdict.min_queue_depth
-    out.print(f"min_queue_depth: {depth if depth is not None else 'none up to the bound'}; "
-              f"rendezvous (D=0): "
-              f"{'deadlock-free' if verdict.rendezvous is Status.PROVED else 'deadlocks'}")
+    if verdict.deadlock is not None:
+        depth = verdict.min_queue_depth
+        out.print(f"min_queue_depth: {depth if depth is not None else 'none up to the bound'}"
+                  "; rendezvous (D=0): "
+                  f"{'deadlock-free' if verdict.rendezvous is Status.PROVED else 'deadlocks'}")
     for p in verdict.properties:
         if p.counterexample is None:
             continue
-        out.print(f"\n[bold]{p.name}[/]: {p.counterexample.summary}")
+        out.print(f"\n[bold]{p.name.value}[/]: {p.counterexample.summary}")
         # A loop repeats the same fault at the same line: print it once, with a count.
         grouped: dict[str, list[int]] = {}
         for d in p.counterexample.diagnostics:
@@ -63,7 +68,7 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
             out.print(text + repeat, markup=False)
     unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
     for p in unknown:
-        out.print(f"\n[yellow]{p.name}[/]: unknown, not proved: {p.message}")
+        out.print(f"\n[yellow]{p.name.value}[/]: unknown, not proved: {p.message}")
 
 
 def _op_list(ops: list[int]) -> str:
@@ -71,28 +76,18 @@ def _op_list(ops: list[int]) -> str:
     return shown + (", ..." if len(ops) > 6 else "")
 
 
-def check_output_target(path: Path) -> None:
-    """Fail before tracing and solving on an output path that cannot be written."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise BadInput(f"cannot write {path}: directory {parent} does not exist; create it "
-                       "or pick another path")
-    if path.is_dir():
-        raise BadInput(f"cannot write {path}: it is a directory; name a file in it")
-
-
-def write_text_output(path: Path, text: str) -> None:
-    check_output_target(path)
-    try:
-        write_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+_NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 
 
 @click.command("verify")
 @launch_options
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds per solver call; a timeout makes the property unknown.")
+@click.option("--only", "only", multiple=True, metavar="NAME[,NAME]",
+              help=f"Check only these properties (repeatable). {_NAMES}")
+@click.option("--skip", "skip", multiple=True, metavar="NAME[,NAME]",
+              help="Do not check these properties (repeatable); the verdict lists them as "
+                   "not checked.")
 @click.option("--json", "as_json", is_flag=True, help="Print one verdict-v1 JSON object.")
 @click.option("--no-timings", is_flag=True,
               help="Leave `seconds` out of --json, so identical runs print identical bytes.")
@@ -100,28 +95,33 @@ def write_text_output(path: Path, text: str) -> None:
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
-def verify_cmd(timeout_s: float, as_json: bool, no_timings: bool, diagram: Path | None,
-               smt2_path: Path | None, **opts: Any) -> int:
+def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
+               no_timings: bool, diagram: Path | None, smt2_path: Path | None,
+               **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
+    only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
-        check_output_target(smt2_path)
+        check_writable(smt2_path, "--smt2")
     if diagram is not None:
-        from meshproof.report.api import check_diagram_target
+        # imported for --diagram only: the report stack is most of a cold start's imports
+        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
 
         check_diagram_target(diagram)
     kernel, launch = resolve_launch(**opts)
-    schedule = trace(kernel, launch)
-    verdict = verify(schedule, VerifyConfig(queue_depth=launch.spec.queue_depth,
-                                            timeout_s=timeout_s,
-                                            keep_smt2=smt2_path is not None))
+    pipeline = current_pipeline()
+    config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
+                          keep_smt2=smt2_path is not None, only=only_props, skip=skip_props)
+    outcome = run_case(kernel, launch, simulate=False, verify_config=config,
+                       tracer=pipeline.tracer, verifier=pipeline.verifier,
+                       simulator=pipeline.simulator)
+    verdict, schedule = outcome.verdict, outcome.schedule
+    assert verdict is not None and schedule is not None  # verified here, not cached
     notes: list[str] = []
     if smt2_path is not None and verdict.smt2 is not None:
-        write_text_output(smt2_path, verdict.smt2)
+        write_text(smt2_path, verdict.smt2)
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
-        from meshproof.report.api import write_schedule_diagram
-
         notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
     if as_json:
         click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)

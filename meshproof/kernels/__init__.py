@@ -8,8 +8,7 @@ from typing import Any
 
 from meshproof.kernels import mesh_kv as _kv
 from meshproof.kernels import mesh_mlo as _mlo
-
-Scalar = int | float | bool | str | None
+from meshproof.model.schedule import Scalar
 
 _DECODE_SHAPES: dict[str, Scalar] = {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
                                      "d_head": 8}

@@ -56,13 +56,12 @@ class PortUse:
 
 @dataclass(frozen=True, slots=True)
 class ChannelTable:
+    """Every channel of a schedule, and for each comm op its channel, position and port."""
+
     channels: tuple[Channel, ...]
     # per op (rank, op) of a comm op: its channel index and its position k on the channel
     position: dict[OpRef, tuple[int, int]]
     port_use: dict[OpRef, PortUse]
-
-    def channel_of(self, ref: OpRef) -> Channel:
-        return self.channels[self.position[ref][0]]
 
     def match(self, ref: OpRef, op: Op) -> OpRef | None:
         """The op on the other side of `ref`'s message, if there is one."""

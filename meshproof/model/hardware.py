@@ -16,12 +16,16 @@ from meshproof.errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class LinkCost:
+    """Latency and bandwidth of one class of link (assumed numbers, not measured)."""
+
     latency_s: float
     bandwidth_Bps: float
 
 
 @dataclass(frozen=True, slots=True)
 class HardwareProfile:
+    """The timing model's assumed machine: compute, DMA and link rates, the IPCQ depth."""
+
     name: str = "default (assumed, not measured)"
     gemm_flops_per_pe: float = 8.0e12
     vector_elems_per_s: float = 2.0e11

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.loader import KernelRef
-from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, LaunchSpec, Scalar
+from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, LaunchSpec, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, Endpoint, System, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
 
@@ -39,12 +39,14 @@ class LaunchOptions:
     defaults: dict[str, Scalar] = field(default_factory=dict)
     groups: GroupMode = GroupMode.LAUNCH
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
-    softmax_scale: float | None = None
+    softmax_scale: float | None = None     # the reference's scale; also the kernel's sm_scale
     empty_shards: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Launch:
+    """A built launch: the spec back-ends read, the wiring, and the kernel's call arguments."""
+
     spec: LaunchSpec
     wiring: Wiring
     call_args: tuple[tuple[str, Scalar], ...]  # scalar args passed to the kernel
@@ -56,7 +58,66 @@ def _kernel_params(kernel: KernelRef) -> dict[str, inspect.Parameter]:
     return params
 
 
+def parse_harness(name: str, kernel: str) -> Harness:
+    try:
+        return Harness(name)
+    except ValueError:
+        raise LaunchError(f"unknown harness {name!r} for {kernel}; the simulator has "
+                          f"{', '.join(h.value for h in Harness)}: declare one of them on the "
+                          "kernel (meshproof_harness)") from None
+
+
 def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
+    system = opts.system
+    pes = _pes(opts)
+    if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
+        raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
+    cubes, mesh = _cubes(kernel, opts)
+    wiring_name = kernel.default_wiring if opts.wiring is None else opts.wiring
+    wiring = build_wiring(wiring_name, system, opts.cube_start, cubes)
+    params = _kernel_params(kernel)
+    ptrs = [n for n in params if n.endswith("_ptr")]
+    values = _argument_values(kernel, opts, params, ptrs, cubes=cubes, pes=pes, mesh=mesh)
+    sharded = tuple(s for s in opts.sharded if s)
+    unknown_sharded = sorted(set(sharded) - set(ptrs))
+    if unknown_sharded and sharded != DEFAULT_SHARDED:
+        raise LaunchError(f"--sharded names {', '.join(unknown_sharded)}, which are not buffer "
+                          f"parameters of {kernel.name} ({', '.join(ptrs) or 'none'})")
+    depth = opts.queue_depth if opts.queue_depth is not None else DEFAULT_PROFILE.ipcq_depth
+    ordered = tuple((n, values[n]) for n in params if n in values)
+    spec = LaunchSpec(
+        kernel=kernel.name, kernel_file=kernel.site.display_file, wiring=wiring.name,
+        system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
+        args=tuple(sorted(values.items())), queue_depth=depth,
+        sharded=tuple(s for s in sharded if s in ptrs),
+        harness=parse_harness(opts.harness or kernel.harness, kernel.name), groups=opts.groups,
+        outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
+        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes))
+    return Launch(spec, wiring, ordered)
+
+
+def _outputs(outputs: tuple[str, ...], ptrs: list[str], kernel: str) -> tuple[str, ...]:
+    names = tuple(o for o in outputs if o)
+    if not names:
+        raise LaunchError("--outputs names no buffer; name the output buffers, e.g. "
+                          "--outputs o_ptr")
+    unknown = sorted(set(names) - set(ptrs))
+    if unknown and names != DEFAULT_OUTPUTS:
+        raise LaunchError(f"--outputs names {', '.join(unknown)}, which are not buffer "
+                          f"parameters of {kernel} ({', '.join(ptrs) or 'none'})")
+    return names
+
+
+def _empty(eps: tuple[Endpoint, ...], cube_start: int, cubes: int,
+           pes: int) -> tuple[Endpoint, ...]:
+    for e in eps:
+        if not (cube_start <= e.cube < cube_start + cubes and 0 <= e.pe < pes):
+            raise LaunchError(f"--empty-shard {e.cube},{e.pe} is not a launched rank "
+                              f"(cubes {cube_start}..{cube_start + cubes - 1}, PEs 0..{pes - 1})")
+    return tuple(sorted(set(eps)))
+
+
+def _pes(opts: LaunchOptions) -> int:
     system = opts.system
     pes = opts.pes if opts.pes is not None else system.pes
     if pes < 1:
@@ -64,24 +125,23 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     if pes > system.pes:
         raise LaunchError(f"--pes {pes} does not fit a cube of {system.pes} PEs: launch "
                           f"1..{system.pes}, or give the system more PEs per cube")
-    if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
-        raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
-    explicit = dict(opts.args)
-    defaults = dict(kernel.defaults)
-    defaults.update(opts.defaults)
-    mesh_rows = mesh_cols = None
+    return pes
+
+
+def _cubes(kernel: KernelRef, opts: LaunchOptions) -> tuple[int, tuple[int, int] | None]:
+    """How many cubes the launch takes, and the kernel's sub-mesh (rows, cols) if any."""
+    system = opts.system
     mesh = opts.mesh if opts.mesh is not None else (
         kernel.default_mesh if opts.cubes is None else None)
-    if mesh is not None:
-        mesh_rows, mesh_cols = parse_mesh(mesh)
+    rows_cols = parse_mesh(mesh) if mesh is not None else None
     cubes = opts.cubes
-    if opts.mesh is not None and cubes is not None and mesh_rows and mesh_cols and \
-            cubes != mesh_rows * mesh_cols:
-        raise LaunchError(f"--mesh {opts.mesh.strip()} launches {mesh_rows * mesh_cols} cubes "
-                          f"but --cubes says {cubes}; drop --cubes (--mesh sets it) or make "
-                          "them agree")
+    if opts.mesh is not None and cubes is not None and rows_cols and \
+            cubes != rows_cols[0] * rows_cols[1]:
+        raise LaunchError(f"--mesh {opts.mesh.strip()} launches {rows_cols[0] * rows_cols[1]} "
+                          f"cubes but --cubes says {cubes}; drop --cubes (--mesh sets it) or "
+                          "make them agree")
     if cubes is None:
-        cubes = mesh_rows * mesh_cols if mesh_rows and mesh_cols else kernel.default_cubes
+        cubes = rows_cols[0] * rows_cols[1] if rows_cols else kernel.default_cubes
     if not 1 <= cubes <= MAX_CUBES:
         raise LaunchError(f"--cubes {cubes} is out of range 1..{MAX_CUBES}")
     if opts.cube_start < 0 or opts.cube_start + cubes > system.n_cubes:
@@ -89,11 +149,16 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
             f"cubes {opts.cube_start}..{opts.cube_start + cubes - 1} do not fit the system "
             f"{system.shape_text} ({system.n_cubes} cubes); lower --cube-start/--cubes or "
             "grow --system")
-    wiring_name = kernel.default_wiring if opts.wiring is None else opts.wiring
-    wiring = build_wiring(wiring_name, system, opts.cube_start, cubes)
+    return cubes, rows_cols
 
-    params = _kernel_params(kernel)
-    ptrs = [n for n in params if n.endswith("_ptr")]
+
+def _argument_values(kernel: KernelRef, opts: LaunchOptions,
+                     params: dict[str, inspect.Parameter], ptrs: list[str], *, cubes: int,
+                     pes: int, mesh: tuple[int, int] | None) -> dict[str, Scalar]:
+    """The kernel's scalar arguments: given, else the defaults, else filled from the launch."""
+    explicit = dict(opts.args)
+    defaults = dict(kernel.defaults)
+    defaults.update(opts.defaults)
     unknown = sorted(set(explicit) - set(params))
     if unknown:
         raise LaunchError(f"kernel {kernel.name} has no parameter(s) {', '.join(unknown)}; "
@@ -117,11 +182,13 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         "n_ranks": cubes if rank_axis == 1 else pes,
         "cube_start": opts.cube_start,
     }
-    if mesh_rows is not None:
-        auto["mesh_rows"], auto["mesh_cols"] = mesh_rows, mesh_cols
+    if mesh is not None:
+        auto["mesh_rows"], auto["mesh_cols"] = mesh
     for name in LAUNCH_FILLED:
         if name in params and name not in explicit and name in auto:
             values[name] = auto[name]
+    if opts.softmax_scale is not None and "sm_scale" in params and "sm_scale" not in explicit:
+        values["sm_scale"] = opts.softmax_scale
     missing = [n for n, p in params.items() if n not in ptrs and n not in values
                and p.kind is not inspect.Parameter.VAR_KEYWORD
                and p.kind is not inspect.Parameter.VAR_POSITIONAL]
@@ -130,40 +197,4 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
             if {"mesh_rows", "mesh_cols"} & set(missing) else ""
         raise LaunchError(f"kernel {kernel.name} needs argument(s) {', '.join(missing)}: pass "
                           + " ".join(f"--arg {n}=VALUE" for n in missing) + mesh_hint)
-    sharded = tuple(s for s in opts.sharded if s)
-    unknown_sharded = sorted(set(sharded) - set(ptrs))
-    if unknown_sharded and sharded != DEFAULT_SHARDED:
-        raise LaunchError(f"--sharded names {', '.join(unknown_sharded)}, which are not buffer "
-                          f"parameters of {kernel.name} ({', '.join(ptrs) or 'none'})")
-    depth = opts.queue_depth if opts.queue_depth is not None else DEFAULT_PROFILE.ipcq_depth
-    ordered = tuple((n, values[n]) for n in params if n in values)
-    spec = LaunchSpec(
-        kernel=kernel.name, kernel_file=kernel.site.display_file, wiring=wiring.name,
-        system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
-        args=tuple(sorted(values.items())), queue_depth=depth,
-        sharded=tuple(s for s in sharded if s in ptrs),
-        harness=opts.harness or kernel.harness, groups=opts.groups,
-        outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
-        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes))
-    return Launch(spec, wiring, ordered)
-
-
-def _outputs(outputs: tuple[str, ...], ptrs: list[str], kernel: str) -> tuple[str, ...]:
-    names = tuple(o for o in outputs if o)
-    if not names:
-        raise LaunchError("--outputs names no buffer; give the output buffers, e.g. "
-                          "--outputs o_ptr")
-    unknown = sorted(set(names) - set(ptrs))
-    if unknown and names != DEFAULT_OUTPUTS:
-        raise LaunchError(f"--outputs names {', '.join(unknown)}, which are not buffer "
-                          f"parameters of {kernel} ({', '.join(ptrs) or 'none'})")
-    return names
-
-
-def _empty(eps: tuple[Endpoint, ...], cube_start: int, cubes: int,
-           pes: int) -> tuple[Endpoint, ...]:
-    for e in eps:
-        if not (cube_start <= e.cube < cube_start + cubes and 0 <= e.pe < pes):
-            raise LaunchError(f"--empty-shard {e.cube},{e.pe} is not a launched rank "
-                              f"(cubes {cube_start}..{cube_start + cubes - 1}, PEs 0..{pes - 1})")
-    return tuple(sorted(set(eps)))
+    return values

@@ -42,6 +42,9 @@ class KernelRef:
     default_wiring: str = "pe_line"
     default_mesh: str | None = None
     default_cubes: int = 1
+    # what resolve_kernel was given (a built-in name or path::function), so that a fresh
+    # process can find the kernel again (model/isolation.py); "" for a function object
+    spec: str = ""
 
 
 def display_path(path: Path) -> str:
@@ -78,7 +81,7 @@ def resolve_kernel(spec: str) -> KernelRef:
         site = site_of(info.func)
         return KernelRef(spec, info.func, site, info.description, info.harness,
                          tuple(sorted(info.defaults.items())), _hash_file(site.real_file),
-                         info.wiring, info.mesh, info.cubes)
+                         info.wiring, info.mesh, info.cubes, spec)
     if "::" not in spec:
         if spec.endswith(".py") or os.sep in spec:
             raise KernelLoadError(f"kernel {spec!r} names a file but no function: write "
@@ -112,7 +115,7 @@ def resolve_kernel(spec: str) -> KernelRef:
     harness = str(getattr(func, "meshproof_harness", "decode"))
     doc = (inspect.getdoc(func) or "").strip().splitlines()
     return KernelRef(spec, func, site_of(func), doc[0] if doc else "", harness, (),
-                     _hash_file(str(path)))
+                     _hash_file(str(path)), spec=spec)
 
 
 @contextlib.contextmanager

@@ -20,17 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
-from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, OpKind, Schedule
+from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, OpKind, Schedule
 
 Q_PTR = "q_ptr"
 O_PTR = "o_ptr"
-
-
-class HarnessKind(Enum):
-    DECODE = "decode"
-    PREFILL = "prefill"
 
 
 class ProblemUnavailable(Exception):  # noqa: N818 - a reason, not an error
@@ -51,7 +45,7 @@ class ProblemGroup:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    harness: HarnessKind
+    harness: Harness
     S_q: int
     S_kv_per_rank: int
     h_q: int
@@ -76,14 +70,14 @@ class Problem:
 
     def q_rows(self, group: int) -> int:
         g = self.groups[group]
-        if self.harness is HarnessKind.PREFILL:
+        if self.harness is Harness.PREFILL:
             return self.S_q * max(1, len(g.q_blocks))
         return self.S_q
 
     def q_base(self, rank: int) -> int | None:
         """First Q row of `rank`'s q buffer (and output rows); None if it holds none."""
         g = self.groups[self.group_of[rank]]
-        if self.harness is HarnessKind.PREFILL:
+        if self.harness is Harness.PREFILL:
             return g.q_blocks.index(rank) * self.S_q if rank in g.q_blocks else None
         return 0
 
@@ -132,10 +126,7 @@ def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
                       outputs: tuple[str, ...] = DEFAULT_OUTPUTS,
                       softmax_scale: float | None = None) -> Problem:
     spec = schedule.launch
-    try:
-        harness = HarnessKind(spec.harness)
-    except ValueError:
-        raise ProblemUnavailable(f"unknown harness {spec.harness!r}") from None
+    harness = spec.harness
     if len(spec.sharded) < 2:
         raise ProblemUnavailable("name the K and V buffers with --sharded K_PTR,V_PTR (two "
                                  f"buffers; got {', '.join(spec.sharded) or 'none'})")

@@ -23,6 +23,13 @@ def json_scalar(value: Scalar) -> Scalar:
     return value
 
 
+class Harness(Enum):
+    """How the simulator builds a kernel's inputs and reference (spec/simulator.md)."""
+
+    DECODE = "decode"      # Q replicated, KV split by sequence across ranks
+    PREFILL = "prefill"    # Q and KV split by sequence, KV circulates
+
+
 class DType(Enum):
     F16 = "f16"
     BF16 = "bf16"
@@ -70,6 +77,8 @@ REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
 
 @dataclass(frozen=True, slots=True, order=True)
 class SourceLoc:
+    """A kernel source line an op was traced at, printed as `file:line`."""
+
     file: str
     line: int
 
@@ -138,7 +147,7 @@ class RankProgram:
 
 
 class GroupMode(Enum):
-    """Which ranks form one attention problem (spec/properties.md, groups)."""
+    """Which ranks form one attention problem (spec/semantics.md §1)."""
 
     LAUNCH = "launch"   # the whole launch is one problem: one Q, KV split over its ranks
     CUBE = "cube"       # every cube is its own problem (the single-user panels)
@@ -162,7 +171,7 @@ class LaunchSpec:
     args: tuple[tuple[str, Scalar], ...]
     queue_depth: int
     sharded: tuple[str, ...]
-    harness: str
+    harness: Harness
     groups: GroupMode = GroupMode.LAUNCH
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     softmax_scale: float | None = None      # the reference's scale, if given
@@ -175,6 +184,14 @@ class LaunchSpec:
     def is_launched(self, ep: Endpoint) -> bool:
         return self.cube_start <= ep.cube < self.cube_start + self.n_cubes and \
             0 <= ep.pe < self.pes
+
+    def header(self, queue_depth: int | None = None) -> str:
+        """The launch as every command's first line states it: `KERNEL on WIRING
+        (SYSTEM), cubes A..B x P PEs`, then `, queue depth D` when given."""
+        last = self.cube_start + self.n_cubes - 1
+        depth = f", queue depth {queue_depth}" if queue_depth is not None else ""
+        return (f"{self.kernel} on {self.wiring} ({self.system.shape_text}), cubes "
+                f"{self.cube_start}..{last} x {self.pes} PEs{depth}")
 
     def arg(self, name: str, default: Scalar = None) -> Scalar:
         for key, value in self.args:
@@ -194,7 +211,7 @@ class LaunchSpec:
             "args": {k: json_scalar(v) for k, v in self.args},
             "queue_depth": self.queue_depth,
             "sharded": list(self.sharded),
-            "harness": self.harness,
+            "harness": self.harness.value,
             "groups": self.groups.value,
             "outputs": list(self.outputs),
             "softmax_scale": json_scalar(self.softmax_scale),

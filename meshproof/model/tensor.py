@@ -7,12 +7,13 @@ with `TensorHandle(id=h.id, shape=new_shape, ...)` get a reshape op recorded ins
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from meshproof.errors import DataDependentControlFlow, ShapeError, UnsupportedOp
-from meshproof.model.schedule import DType
+from meshproof.model.schedule import DType, SourceLoc
 
 if TYPE_CHECKING:
     from meshproof.model.tracer import RankTracer
@@ -37,6 +38,14 @@ def parse_dtype(value: object) -> DType:
     raise ShapeError(f"unknown dtype {value!r}: use 'f16', 'bf16' or 'f32'")
 
 
+def promote(dtypes: list[DType]) -> DType:
+    """The result dtype of tensor operands (spec/tl.md §4): theirs if all agree, else f32."""
+    unique = set(dtypes)
+    if len(unique) == 1:
+        return dtypes[0]
+    return DType.F32
+
+
 def normalise_shape(shape: object) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
@@ -57,14 +66,13 @@ def normalise_shape(shape: object) -> tuple[int, ...]:
 class TensorHandle:
     """A symbolic tensor of one rank. Attribute names follow kernbench's TensorHandle."""
 
-    __slots__ = ("_tracer", "addr", "data", "dtype", "id", "nbytes", "pinned", "shape", "space")
+    __slots__ = ("_tracer", "addr", "dtype", "id", "nbytes", "pinned", "shape", "space")
 
     id: int
     shape: tuple[int, ...]
     dtype: str
     nbytes: int
     addr: int
-    data: None
     space: str
     pinned: bool
     _tracer: RankTracer
@@ -77,6 +85,13 @@ class TensorHandle:
             raise UnsupportedOp("TensorHandle(...) can only be built while meshproof traces "
                                 "a kernel (as a view of a tensor the kernel already has)")
         tracer = _ACTIVE[-1]
+        if data is not None:
+            if not isinstance(data, TensorData) or data._tracer is not tracer:
+                raise tracer.unsupported(
+                    f"TensorHandle(data=<{type(data).__name__}>)",
+                    "meshproof's tensors carry no data: pass data=handle.data of a tensor "
+                    "this rank has, or leave data out")
+            data._consumed = True
         view = tracer.view(id, tracer.dims(shape), tracer.dtype(dtype))
         for slot in TensorHandle.__slots__:
             object.__setattr__(self, slot, getattr(view, slot))
@@ -86,7 +101,7 @@ class TensorHandle:
              addr: int = 0) -> TensorHandle:
         self = object.__new__(cls)
         fields = {"_tracer": tracer, "id": vid, "shape": shape, "dtype": dtype.value,
-                  "nbytes": math.prod(shape) * dtype.itemsize, "addr": addr, "data": None,
+                  "nbytes": math.prod(shape) * dtype.itemsize, "addr": addr,
                   "space": "sram", "pinned": False}
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -102,6 +117,12 @@ class TensorHandle:
     # numpy scalars and arrays defer to our reflected operators (np.float32(2) * t works;
     # an ndarray operand is then rejected by the tracer with a clear message).
     __array_ufunc__ = None
+
+    @property
+    def data(self) -> TensorData:
+        """There is no data while tracing: a stand-in that only `TensorHandle(data=...)`
+        accepts (see TensorData)."""
+        return self._tracer.read_data()
 
     @property
     def ndim(self) -> int:
@@ -199,11 +220,76 @@ class TensorHandle:
                                        "shape=...) or use tl.reshape")
 
 
+class TensorData:
+    """What `handle.data` gives while tracing: a stand-in for data that does not exist.
+
+    Its one use is to be handed back to `TensorHandle(data=...)`, as kernbench's metadata
+    views do. Any other use raises DataDependentControlFlow: at once where Python lets the
+    stand-in see it (truth value, comparison, arithmetic, len, iteration, indexing, an
+    attribute, str, numpy conversion, ...), and otherwise (`if h.data is None:`, which no
+    object can intercept) when the rank records its next op or ends while the stand-in was
+    never handed to a view. So no branch on tensor data is taken silently.
+    """
+
+    __slots__ = ("_consumed", "_read_at", "_tracer")
+
+    _tracer: RankTracer
+    _read_at: SourceLoc
+    _consumed: bool
+
+    def __init__(self, tracer: RankTracer, read_at: SourceLoc) -> None:
+        object.__setattr__(self, "_tracer", tracer)
+        object.__setattr__(self, "_read_at", read_at)
+        object.__setattr__(self, "_consumed", False)
+
+    def _used(self, how: str) -> NoReturn:
+        raise self._tracer.data_dependent(f"uses a tensor's data (handle.data) as a value "
+                                          f"({how})")
+
+    def __getattr__(self, name: str) -> NoReturn:
+        # numpy probes __array_struct__ / __array_interface__ before __array__
+        self._used("a numpy array" if name.startswith("__array") else f".{name}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "_consumed":  # only TensorHandle(data=...) sets it
+            object.__setattr__(self, name, value)
+            return
+        self._used(f".{name} = ...")
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict key it would be compared
+
+
+def _refuse_use(how: str) -> Callable[..., NoReturn]:
+    def use(self: TensorData, *_: object, **__: object) -> NoReturn:
+        self._used(how)
+    return use
+
+
+_DATA_USES = {
+    "__bool__": "a condition", "__len__": "len", "__iter__": "iteration",
+    "__contains__": "in", "__getitem__": "indexing", "__setitem__": "indexing",
+    "__index__": "an int", "__int__": "an int", "__float__": "a float",
+    "__complex__": "a complex", "__round__": "round", "__abs__": "abs", "__neg__": "-",
+    "__pos__": "+", "__invert__": "~", "__lt__": "<", "__le__": "<=", "__gt__": ">",
+    "__ge__": ">=", "__eq__": "==", "__ne__": "!=", "__call__": "a call", "__str__": "str",
+    "__repr__": "repr", "__format__": "format", "__array__": "a numpy array",
+    "__reduce_ex__": "pickling or copying", "__reduce__": "pickling or copying",
+    "__copy__": "copying", "__deepcopy__": "copying",
+}
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+            "xor", "lshift", "rshift", "divmod"):
+    _DATA_USES[f"__{_op}__"] = _DATA_USES[f"__r{_op}__"] = f"{_op} arithmetic"
+for _name, _how in _DATA_USES.items():
+    setattr(TensorData, _name, _refuse_use(_how))
+
+
 def check_data_free(value: object) -> None:
     """Reject tensors used as op parameters that must be concrete (e.g. axis, shape)."""
     if isinstance(value, TensorHandle):
         raise value._tracer.data_dependent("passes a tensor where a concrete value is needed")
+    if isinstance(value, TensorData):
+        value._used("a concrete op parameter")
 
 
-__all__ = ["_ACTIVE", "DataDependentControlFlow", "TensorHandle", "check_data_free",
-           "normalise_shape", "parse_dtype"]
+__all__ = ["_ACTIVE", "DataDependentControlFlow", "TensorData", "TensorHandle", "check_data_free",
+           "normalise_shape", "parse_dtype", "promote"]

@@ -53,6 +53,8 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class CubeCoord:
+    """Where a physical cube sits: its SIP, row and column."""
+
     sip: int
     row: int
     col: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshproof.errors import KernelRaised, MeshproofError
+from meshproof.errors import KernelRaised, MeshproofError, TraceError, TraceMemoryLimit
 from meshproof.model import tensor
 from meshproof.model.launch import Launch
 from meshproof.model.loader import (
@@ -14,6 +14,17 @@ from meshproof.model.loader import (
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
+
+
+class TraceStopped(BaseException):
+    """Raised into a running trace by its supervisor (model/isolation.py's signal handlers)
+    when a limit expires. A BaseException, so that a kernel's `except Exception:` does not
+    swallow it; `trace` turns it into `error` at the kernel line the trace was on."""
+
+    def __init__(self, error: type[TraceError], reason: str) -> None:
+        super().__init__(reason)
+        self.error = error
+        self.reason = reason
 
 
 def trace(kernel: KernelRef, launch: Launch) -> Schedule:
@@ -40,8 +51,18 @@ def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
     tensor._ACTIVE.append(tracer)
     try:
         kernel.func(**kwargs, tl=tracer.tl)
+        tracer.check_data_reads()
     except (MeshproofError, KeyboardInterrupt):
         raise
+    except TraceStopped as stop:
+        line = innermost_line(stop, kernel.site.real_file) or kernel.site.def_line
+        raise stop.error(f"{kernel.site.display_file}:{line}: rank {ep.describe()}: error: "
+                         f"{stop.reason}") from None
+    except MemoryError as exc:
+        line = innermost_line(exc, kernel.site.real_file) or kernel.site.def_line
+        raise TraceMemoryLimit(f"{kernel.site.display_file}:{line}: rank {ep.describe()}: "
+                               f"error: tracing {kernel.name} ran out of memory; shrink the "
+                               "launch or the kernel's shapes and loop counts") from None
     except RecursionError:
         raise KernelRaised(f"{kernel.site.display_file}: rank {ep.describe()}: error: "
                            "the kernel recursed too deeply while being traced") from None

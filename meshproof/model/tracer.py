@@ -1,4 +1,4 @@
-"""Symbolic execution of one rank: the `tl` object a kernel receives while traced.
+"""Symbolic execution of one rank: the recorder behind the `tl` object (model/tl_ops.py).
 
 Python control flow on program ids and scalars runs concretely; tensors are symbolic.
 Every op records the innermost frame in the kernel's own file as its source, so helper
@@ -11,28 +11,31 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from meshproof.errors import (
     DataDependentControlFlow,
     ShapeError,
-    TopologyError,
     TraceError,
     UnsupportedOp,
 )
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
-from meshproof.model.tensor import TensorHandle, check_data_free, normalise_shape, parse_dtype
-from meshproof.model.topology import Direction, Endpoint
+from meshproof.model.tensor import (
+    TensorData,
+    TensorHandle,
+    check_data_free,
+    normalise_shape,
+    parse_dtype,
+    promote,
+)
+from meshproof.model.tl_ops import SUPPORTED_OPS, Tl
+from meshproof.model.topology import Endpoint
 
 # A launch that traces more ops than this is a runaway loop or an absurd size: refuse it
 # before it eats the machine (the Llama-70B headline panels trace < 100k ops).
 MAX_TRACED_OPS = 1_000_000
-
-SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
-                 "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast", "zeros",
-                 "full", "send", "recv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +65,6 @@ class KernelSite:
     def_line: int
 
 
-def _promote(dtypes: list[DType]) -> DType:
-    unique = set(dtypes)
-    if len(unique) == 1:
-        return dtypes[0]
-    return DType.F32
-
-
 class RankTracer:
     """Records the ops of one endpoint's run of the kernel."""
 
@@ -81,6 +77,7 @@ class RankTracer:
         self.ops: list[Op] = []
         self._defining: dict[int, Op] = {}  # value id -> the op that defined it
         self._next_value = 0
+        self._data_reads: list[TensorData] = []  # `handle.data` stand-ins not yet checked
         self.tl = Tl(self)
 
     # --- bookkeeping -------------------------------------------------------------------
@@ -95,11 +92,28 @@ class RankTracer:
     def where(self) -> str:
         return f"{self.source()}: rank {self.endpoint.describe()}"
 
-    def data_dependent(self, what: str) -> DataDependentControlFlow:
+    def data_dependent(self, what: str, at: SourceLoc | None = None) -> DataDependentControlFlow:
+        where = self.where() if at is None else f"{at}: rank {self.endpoint.describe()}"
         return DataDependentControlFlow(
-            f"{self.where()}: error: the kernel {what}; its schedule would depend on tensor "
+            f"{where}: error: the kernel {what}; its schedule would depend on tensor "
             "data, which meshproof refuses to certify - branch only on program ids and "
             "scalar arguments")
+
+    def read_data(self) -> TensorData:
+        data = TensorData(self, self.source())
+        self._data_reads.append(data)
+        return data
+
+    def check_data_reads(self) -> None:
+        """Refuse a `handle.data` read that was not handed to `TensorHandle(data=...)`
+        before the next op or the end of the rank: it was used in a way no object can
+        intercept (`if h.data is None:`), so the run may have branched on tensor data."""
+        for data in self._data_reads:
+            if not data._consumed:
+                raise self.data_dependent("reads a tensor's data (handle.data) other than "
+                                          "to pass it to TensorHandle(data=...)",
+                                          data._read_at)
+        self._data_reads.clear()
 
     def unsupported(self, what: str, fix: str) -> UnsupportedOp:
         return UnsupportedOp(f"{self.where()}: error: {what} is not supported by meshproof's "
@@ -134,6 +148,8 @@ class RankTracer:
 
     def record(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...], dtype: DType,
                *, defines: bool = True, **fields: Any) -> TensorHandle | None:
+        if self._data_reads:
+            self.check_data_reads()
         if len(self.ops) >= self.max_ops:
             raise TraceError(
                 f"{self.where()}: error: the launch traced more than {MAX_TRACED_OPS} ops; "
@@ -187,7 +203,7 @@ class RankTracer:
         except ValueError:
             raise self.shape_error(f"{name} of shapes {shape_a} and {shape_b} does not "
                                    "broadcast") from None
-        return self.defined(kind, (arg_a, arg_b), shape, _promote(dtypes))
+        return self.defined(kind, (arg_a, arg_b), shape, promote(dtypes))
 
     def unary(self, name: str, x: object) -> TensorHandle:
         t = self.tensor(x, name)
@@ -212,161 +228,7 @@ class RankTracer:
         return axis % x.ndim
 
 
-class UnsupportedTlOp(UnsupportedOp, AttributeError):
-    """`tl.NAME` for an op meshproof does not model. Also an AttributeError, so that kernels
-    probing for an op (`hasattr(tl, "arange")`, `getattr(tl, "where", None)`) see it missing
-    instead of failing; calling it still fails with this one-line error."""
-
-
-class Tl:
-    """The `tl` namespace handed to kernels. Unknown attributes raise UnsupportedTlOp."""
-
-    def __init__(self, tracer: RankTracer) -> None:
-        self._t = tracer
-
-    def __getattr__(self, name: str) -> NoReturn:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        error = self._t.unsupported(f"tl.{name}",
-                                    f"the modelled ops are: {', '.join(SUPPORTED_OPS)}")
-        raise UnsupportedTlOp(str(error))
-
-    # --- launch queries ----------------------------------------------------------------
-    def _grid_axis(self, axis: object, op: str) -> int:
-        check_data_free(axis)
-        if isinstance(axis, int) and not isinstance(axis, bool) and axis in (0, 1):
-            return axis
-        raise self._t.shape_error(f"{op}(axis={axis!r}): axis is 0 (PE) or 1 (cube), an int")
-
-    def program_id(self, axis: object = 0) -> int:
-        if self._grid_axis(axis, "program_id") == 0:
-            return self._t.endpoint.pe
-        return self._t.endpoint.cube
-
-    def num_programs(self, axis: object = 0) -> int:
-        return self._t.grid[self._grid_axis(axis, "num_programs")]
-
-    # --- memory ------------------------------------------------------------------------
-    def load(self, ptr: object, shape: object, dtype: object = "f16", **_: object) -> TensorHandle:
-        p = self._t.pointer(ptr, "load")
-        dims = self._t.dims(shape)
-        return self._t.defined(OpKind.LOAD, (), dims, self._t.dtype(dtype), ptr=p.name,
-                               offset=p.offset)
-
-    def store(self, ptr: object, value: object, **_: object) -> None:
-        p = self._t.pointer(ptr, "store")
-        t = self._t.tensor(value, "store")
-        self._t.record(OpKind.STORE, (ValueRef(t.id),), t.shape, t.dt, defines=False,
-                       ptr=p.name, offset=p.offset)
-
-    # --- compute -----------------------------------------------------------------------
-    def dot(self, a: object, b: object, out_dtype: object = None, **_: object) -> TensorHandle:
-        x, y = self._t.tensor(a, "dot"), self._t.tensor(b, "dot")
-        if x.ndim < 2 or y.ndim < 2:
-            raise self._t.shape_error(f"dot needs operands of rank >= 2, got {x.shape} and "
-                                      f"{y.shape}")
-        if x.shape[-1] != y.shape[-2]:
-            raise self._t.shape_error(f"dot of {x.shape} and {y.shape}: inner dimensions "
-                                      f"{x.shape[-1]} and {y.shape[-2]} differ")
-        try:
-            batch = tuple(int(d) for d in np.broadcast_shapes(x.shape[:-2], y.shape[:-2]))
-        except ValueError:
-            raise self._t.shape_error(f"dot of {x.shape} and {y.shape}: batch dimensions do "
-                                      "not broadcast") from None
-        dt = self._t.dtype(out_dtype) if out_dtype is not None else _promote([x.dt, y.dt])
-        return self._t.defined(OpKind.DOT, (ValueRef(x.id), ValueRef(y.id)),
-                               (*batch, x.shape[-2], y.shape[-1]), dt)
-
-    def trans(self, x: object, axes: object = None, **_: object) -> TensorHandle:
-        t = self._t.tensor(x, "trans")
-        if t.ndim < 2:
-            raise self._t.shape_error(f"trans needs rank >= 2, got shape {t.shape}")
-        if axes is None:
-            perm = (*range(t.ndim - 2), t.ndim - 1, t.ndim - 2)
-        else:
-            perm = self._t.dims(axes)
-            if sorted(perm) != list(range(t.ndim)):
-                raise self._t.shape_error(f"trans axes {axes!r} are not a permutation of "
-                                          f"{t.ndim} axes")
-        return self._t.defined(OpKind.TRANS, (ValueRef(t.id),),
-                               tuple(t.shape[i] for i in perm), t.dt, perm=tuple(perm))
-
-    def reshape(self, x: object, shape: object, **_: object) -> TensorHandle:
-        t = self._t.tensor(x, "reshape")
-        dims = self._t.dims(shape)
-        if math.prod(dims) != math.prod(t.shape):
-            raise self._t.shape_error(f"reshape of {t.shape} ({math.prod(t.shape)} elements) "
-                                      f"to {dims} ({math.prod(dims)} elements)")
-        return self._t.defined(OpKind.RESHAPE, (ValueRef(t.id),), dims, t.dt)
-
-    def _reduce(self, kind: OpKind, x: object, axis: object, keepdims: object) -> TensorHandle:
-        t = self._t.tensor(x, kind.value)
-        ax = self._t.axis(t, axis, kind.value)
-        keep = bool(keepdims)
-        shape = tuple(1 if i == ax else d for i, d in enumerate(t.shape)) if keep else \
-            tuple(d for i, d in enumerate(t.shape) if i != ax)
-        return self._t.defined(kind, (ValueRef(t.id),), shape, t.dt, axis=ax, keepdims=keep)
-
-    def max(self, x: object, axis: object = -1, keepdims: object = True,
-            **_: object) -> TensorHandle:
-        return self._reduce(OpKind.MAX, x, axis, keepdims)
-
-    def sum(self, x: object, axis: object = -1, keepdims: object = True,
-            **_: object) -> TensorHandle:
-        return self._reduce(OpKind.SUM, x, axis, keepdims)
-
-    def exp(self, x: object) -> TensorHandle:
-        return self._t.unary("exp", x)
-
-    def exp2(self, x: object) -> TensorHandle:
-        return self._t.unary("exp2", x)
-
-    def log(self, x: object) -> TensorHandle:
-        return self._t.unary("log", x)
-
-    def softmax(self, x: object, axis: object = -1, **_: object) -> TensorHandle:
-        t = self._t.tensor(x, "softmax")
-        ax = self._t.axis(t, axis, "softmax")
-        return self._t.defined(OpKind.SOFTMAX, (ValueRef(t.id),), t.shape, t.dt, axis=ax)
-
-    def maximum(self, a: object, b: object) -> TensorHandle:
-        return self._t.binary("maximum", a, b)
-
-    def minimum(self, a: object, b: object) -> TensorHandle:
-        return self._t.binary("minimum", a, b)
-
-    def cast(self, x: object, dtype: object) -> TensorHandle:
-        t = self._t.tensor(x, "cast")
-        return self._t.defined(OpKind.CAST, (ValueRef(t.id),), t.shape, self._t.dtype(dtype))
-
-    def full(self, shape: object, value: object, dtype: object = "f32") -> TensorHandle:
-        check_data_free(value)
-        if not isinstance(value, (int, float)):
-            raise self._t.shape_error(f"tl.full value must be a number, got {value!r}")
-        return self._t.defined(OpKind.FULL, (), self._t.dims(shape), self._t.dtype(dtype),
-                               fill=float(value))
-
-    def zeros(self, shape: object, dtype: object = "f32") -> TensorHandle:
-        return self.full(shape, 0.0, dtype)
-
-    # --- communication -----------------------------------------------------------------
-    def _dir(self, d: object) -> Direction:
-        check_data_free(d)
-        try:
-            return Direction.parse(d)
-        except TopologyError as exc:
-            raise self._t.shape_error(str(exc)) from None
-
-    def send(self, dir: object, src: object, **_: object) -> None:
-        d = self._dir(dir)
-        t = self._t.tensor(src, "send")
-        self._t.record(OpKind.SEND, (ValueRef(t.id),), t.shape, t.dt, defines=False, dir=d)
-
-    def recv(self, dir: object, shape: object, dtype: object = "f16",
-             **_: object) -> TensorHandle:
-        d = self._dir(dir)
-        return self._t.defined(OpKind.RECV, (), self._t.dims(shape), self._t.dtype(dtype),
-                                      dir=d)
-
-
 KernelFn = Callable[..., Any]
+
+__all__ = ["MAX_TRACED_OPS", "SUPPORTED_OPS", "KernelFn", "KernelSite", "Pointer", "RankTracer",
+           "Tl"]

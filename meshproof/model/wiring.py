@@ -20,6 +20,8 @@ Port = tuple[Endpoint, Direction]
 
 @dataclass(frozen=True, slots=True)
 class Link:
+    """One directed link of a wiring: `src --dir--> dst`."""
+
     src: Endpoint
     dir: Direction
     dst: Endpoint
@@ -70,6 +72,12 @@ class Wiring:
                                key=lambda lk: (lk.src, lk.dir.value)))
         return Wiring(name, system, ordered, description, MappingProxyType(table))
 
+    # The lookup table is a read-only view, which pickle refuses; it is rebuilt from the
+    # links (already validated) so that schedules cross process boundaries
+    # (model/isolation.py, the gate's workers).
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (self.name, self.system, self.links, self.description))
+
     def neighbour(self, ep: Endpoint, d: Direction) -> Endpoint | None:
         return self._table.get((ep, d))
 
@@ -86,6 +94,11 @@ class Wiring:
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "system": self.system.to_json(), "n_links": len(self.links)}
+
+
+def _rebuild(name: str, system: System, links: tuple[Link, ...], description: str) -> Wiring:
+    table = MappingProxyType({(link.src, link.dir): link.dst for link in links})
+    return Wiring(name, system, links, description, table)
 
 
 def _fmt(link: Link) -> str:

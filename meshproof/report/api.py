@@ -1,10 +1,6 @@
-"""Public entry points of the report package.
-
-- `write_schedule_diagram(schedule, verdict, path)`: the space-time diagram, for
-  `verify --diagram` and `simulate --diagram` (.svg, .png or .dot by the extension).
-- `write_topology_diagram(schedule, path)`: cubes, links, launch, missing links.
-- `write_report(out, ...)`: the whole report directory, built in a temp directory next to
-  `out` and swapped in only when complete, so an existing report is never half-overwritten.
+"""The report directory: `write_report(out, ...)` builds it in a temp directory next to
+`out` and swaps it in only when complete, so an existing report is never half-overwritten.
+(The diagrams alone: `meshproof.report.diagrams`.)
 """
 
 from __future__ import annotations
@@ -17,55 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from meshproof.errors import OutputError
-from meshproof.model.schedule import Schedule
+from meshproof.outputs import write_text
 from meshproof.panels import SCALES
-from meshproof.report.outputs import dumps_sweep, write_outputs
-from meshproof.report.render import RenderOutcome, check_diagram_path, render_dot, write_text
-from meshproof.report.schedule_diagram import DiagramOptions, schedule_diagram
-from meshproof.report.sweep import SWEEP_SCHEMA, Progress, SweepOptions, run_sweep
-from meshproof.report.topology_diagram import topology_diagram
-from meshproof.verify.result import Verdict
+from meshproof.report.pages import write_pages
+from meshproof.report.sweep import SWEEP_SCHEMA, Progress, SweepOptions, dumps_sweep, run_sweep
 
 # What the report owns inside its directory; anything else there (e.g. the verify
 # benchmark's JSON) is carried over untouched.
 OWNED = ("README.md", "sweep.json", "figures", "diagrams")
 
 
-def check_diagram_target(path: Path) -> None:
-    """Fail fast, before any tracing or solving, on a diagram path that cannot work."""
-    check_diagram_path(path)
-    parent = path.absolute().parent
-    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise OutputError(f"cannot write {path}: {existing} is a file, not a directory; "
-                          "choose another --diagram path")
-    if existing is not None and not os.access(existing, os.W_OK):
-        raise OutputError(f"cannot write {path}: {existing} is not writable; choose another "
-                          "--diagram path")
-
-
-def write_schedule_diagram(schedule: Schedule, verdict: Verdict | None, path: Path,
-                           options: DiagramOptions | None = None,
-                           renderer: str = "auto") -> RenderOutcome:
-    """Draw `schedule` (faults from `verdict`, or read off the IR when None) to `path`."""
-    check_diagram_path(path)
-    diagram = schedule_diagram(schedule, verdict, options or DiagramOptions())
-    return render_dot(diagram.source, path,
-                      renderer=renderer)
-
-
-def write_topology_diagram(schedule: Schedule, path: Path,
-                           renderer: str = "auto") -> RenderOutcome:
-    check_diagram_path(path)
-    return render_dot(topology_diagram(schedule).source, path, engine="neato",
-                      renderer=renderer)
-
-
 def _outputs(sweep: dict[str, Any], tmp: Path, out: Path, fast: bool) -> list[str]:
     if not fast:
-        return write_outputs(sweep, tmp, tmp)
+        return write_pages(sweep, tmp, tmp)
     try:
-        return write_outputs(sweep, tmp, tmp)
+        return write_pages(sweep, tmp, tmp)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # a sweep.json edited by hand can break the records in ways its shape check
         # does not see; name what failed rather than print a traceback

@@ -1,29 +1,35 @@
-"""The report's fixed list of runs: every built-in kernel on the launch that shows it.
+"""The report's fixed list of runs, as proof-matrix cases with exact expectations.
 
 Good kernels run on their natural launch; each known-bad variant runs on the launch that
-shows its bug; two study facts get their own case (the 1D kernel over 8 cubes of a 4x4
-SIP, and the fan-out's queue-depth threshold). Panels come from meshproof.panels.
+shows its bug, expecting exactly the violations it shows (as `proofs.toml` would); two
+study facts get their own case (the 1D kernel over 8 cubes of a 4x4 SIP, and the
+fan-out's queue-depth threshold). Panels come from meshproof.panels. The sweep judges
+every run with the gate's judge.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.launch import LaunchOptions
-from meshproof.model.topology import System
+from meshproof.gate.matrix import GateCase
+from meshproof.model.schedule import Scalar
 from meshproof.panels import PANEL_NAMES, get_panel
+from meshproof.sim.inputs import InputKind
+from meshproof.verify.properties import Property
+
+DL, LC, CM = Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT, Property.CHANNEL_MATCHING
+DF, EOM = Property.DEADLOCK_FREEDOM, Property.EXACTLY_ONCE_MERGE
 
 
 @dataclass(frozen=True, slots=True)
-class Case:
-    name: str                       # file-name safe, unique
-    kernel: str
-    options: LaunchOptions
-    expect_ok: bool                 # the verdict the report expects (a known-bad case: False)
-    why: str                        # what the case shows, one line
-    panel: str | None = None
-    scale: str = "validation"
-    inputs: str = "normal"          # the simulator's input generator (sim.inputs.InputKind)
+class ReportCase:
+    case: GateCase                   # name (file-name safe, unique), kernel, launch, expect
+    why: str                         # what the case shows, one line
+    inputs: InputKind = InputKind.NORMAL   # the simulator's input generator
+
+    @property
+    def name(self) -> str:
+        return self.case.name
 
 
 # The fan-out forwards single-rank partials, so a message's ℓ is at most one rank's key
@@ -31,55 +37,66 @@ class Case:
 F16_OVERFLOW_KEYS_PER_RANK = 131072
 
 
-def _opts(**kw: object) -> LaunchOptions:
-    return LaunchOptions(**kw)  # type: ignore[arg-type]
+def _case(name: str, kernel: str, why: str, *violated: Property, numerics_bad: bool = False,
+          inputs: InputKind = InputKind.NORMAL, wiring: str | None = None,
+          cubes: int | None = None, cube_start: int | None = None, mesh: str | None = None,
+          queue_depth: int | None = None,
+          args: tuple[tuple[str, Scalar], ...] = ()) -> ReportCase:
+    """A validation-scale run, simulated; a schedule that deadlocks cannot be simulated,
+    which the judge counts as out of tolerance."""
+    case = GateCase(name, kernel, violated=violated,
+                    numerics_violated=numerics_bad or DF in violated, wiring=wiring,
+                    cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
+                    args=tuple(sorted(args)), simulate=True)
+    return ReportCase(case, why, inputs)
 
 
-VALIDATION_CASES: tuple[Case, ...] = (
-    Case("mesh_mlo_1d", "mesh_mlo_1d", _opts(), True,
-         "1D fan-out all-reduce over the 8-PE line of one cube"),
-    Case("mesh_mlo_2d_2x4", "mesh_mlo_2d", _opts(mesh="2x4", wiring="cube_mesh"), True,
-         "2D row-then-column all-reduce on a 2x4 cube sub-mesh: 4 steps instead of 7"),
-    Case("mesh_mlo_2d_2x4_at8", "mesh_mlo_2d",
-         _opts(mesh="2x4", wiring="cube_mesh", cube_start=8), True,
-         "the same 2D kernel on the second 2x4 sub-mesh (cube_start 8): subtracts cube_start"),
-    Case("ring_mlo", "ring_mlo", _opts(), True,
-         "closed-ring all-reduce over the 8-PE ring of one cube"),
-    Case("mesh_kv", "mesh_kv", _opts(), True,
-         "prefill: KV slices circulate both ways along the 8-PE line"),
-    Case("mesh_mlo_1d_8cubes", "mesh_mlo_1d",
-         _opts(wiring="cube_mesh", cubes=8, args=(("rank_axis", 1),)), False,
-         "the 1D kernel over 8 cubes of a 4x4 SIP: cube 3 has no E link, cube 4 no W "
-         "(IpcqInvalidDirection)"),
-    Case("mesh_mlo_1d_depth2", "mesh_mlo_1d", _opts(queue_depth=2), False,
-         "the fan-out sends 3 messages per direction before receiving: deadlocks at queue "
-         "depth 2"),
-    Case("mesh_mlo_2d_physical_rank", "mesh_mlo_2d_physical_rank",
-         _opts(mesh="2x4", wiring="cube_mesh", cube_start=8), False,
-         "ignores cube_start: at cube 8 it computes rows 2..3 of a 2-row mesh and sends N "
-         "out of its launch"),
-    Case("mesh_mlo_1d_recv_first", "mesh_mlo_1d_recv_first", _opts(), False,
-         "receives before sending: neighbours wait on each other (deadlock at any depth)"),
-    Case("mesh_mlo_1d_forward_running_state", "mesh_mlo_1d_forward_running_state", _opts(),
-         False, "forwards the merged running state: shards merged twice"),
-    Case("mesh_mlo_1d_normalised_merge", "mesh_mlo_1d_normalised_merge", _opts(), False,
-         "merges softmax-normalised o, then divides by l again: wrong numbers"),
-    Case("mesh_kv_skip_last", "mesh_kv_skip_last", _opts(), False,
-         "prefill that stops one step early: the farthest slice is never merged"),
-    Case("mesh_mlo_1d_f16_messages", "mesh_mlo_1d",
-         _opts(args=(("S_kv_per_rank", F16_OVERFLOW_KEYS_PER_RANK), ("msg_dtype", "f16"))),
-         False, "triplets sent in f16, near-uniform attention, 131072 keys per rank (1M "
-         "context over 8 PEs): a partial ℓ of 131072 > 65504 overflows f16", inputs="uniform"),
+VALIDATION_CASES: tuple[ReportCase, ...] = (
+    _case("mesh_mlo_1d", "mesh_mlo_1d", "1D fan-out all-reduce over the 8-PE line of one cube"),
+    _case("mesh_mlo_2d_2x4", "mesh_mlo_2d",
+          "2D row-then-column all-reduce on a 2x4 cube sub-mesh: 4 steps instead of 7",
+          mesh="2x4", wiring="cube_mesh"),
+    _case("mesh_mlo_2d_2x4_at8", "mesh_mlo_2d",
+          "the same 2D kernel on the second 2x4 sub-mesh (cube_start 8): subtracts cube_start",
+          mesh="2x4", wiring="cube_mesh", cube_start=8),
+    _case("ring_mlo", "ring_mlo", "closed-ring all-reduce over the 8-PE ring of one cube"),
+    _case("mesh_kv", "mesh_kv", "prefill: KV slices circulate both ways along the 8-PE line"),
+    _case("mesh_mlo_1d_8cubes", "mesh_mlo_1d",
+          "the 1D kernel over 8 cubes of a 4x4 SIP: cube 3 has no E link, cube 4 no W "
+          "(IpcqInvalidDirection)", DL, DF, EOM,
+          wiring="cube_mesh", cubes=8, args=(("rank_axis", 1),)),
+    _case("mesh_mlo_1d_depth2", "mesh_mlo_1d",
+          "the fan-out sends 3 messages per direction before receiving: deadlocks at queue "
+          "depth 2", DF, queue_depth=2),
+    _case("mesh_mlo_2d_physical_rank", "mesh_mlo_2d_physical_rank",
+          "ignores cube_start: at cube 8 it computes rows 2..3 of a 2-row mesh and sends N "
+          "out of its launch", LC, CM, DF, EOM, mesh="2x4", wiring="cube_mesh", cube_start=8),
+    _case("mesh_mlo_1d_recv_first", "mesh_mlo_1d_recv_first",
+          "receives before sending: neighbours wait on each other (deadlock at any depth)", DF),
+    _case("mesh_mlo_1d_forward_running_state", "mesh_mlo_1d_forward_running_state",
+          "forwards the merged running state: shards merged twice", EOM, numerics_bad=True),
+    _case("mesh_mlo_1d_normalised_merge", "mesh_mlo_1d_normalised_merge",
+          "merges softmax-normalised o, then divides by l again: wrong numbers",
+          numerics_bad=True),
+    _case("mesh_kv_skip_last", "mesh_kv_skip_last",
+          "prefill that stops one step early: the farthest slice is never merged", EOM,
+          numerics_bad=True),
+    _case("mesh_mlo_1d_f16_messages", "mesh_mlo_1d",
+          "triplets sent in f16, near-uniform attention, 131072 keys per rank (1M context "
+          "over 8 PEs): a partial ℓ of 131072 > 65504 overflows f16", numerics_bad=True,
+          inputs=InputKind.UNIFORM,
+          args=(("S_kv_per_rank", F16_OVERFLOW_KEYS_PER_RANK), ("msg_dtype", "f16"))),
 )
 
 
-def panel_cases(scale: str) -> tuple[Case, ...]:
-    out = []
-    for name in PANEL_NAMES:
-        p = get_panel(name, scale)
-        out.append(Case(f"panel_{name}", p.kernel, p.launch_options(), True, p.description,
-                        panel=name, scale=scale))
-    return tuple(out)
+def panel_cases(scale: str) -> tuple[ReportCase, ...]:
+    """The four panels, every property proved; numerics judged at validation scale only
+    (headline numerics are the simulation benchmark's)."""
+    return tuple(
+        ReportCase(GateCase(f"panel_{name}", get_panel(name, scale).kernel, panel=name,
+                            scale=scale, simulate=scale == "validation"),
+                   get_panel(name, scale).description)
+        for name in PANEL_NAMES)
 
 
 # gqa_scaling.png: the multi_user panels over Q heads per cube (h_q with one kv head).
@@ -87,20 +104,12 @@ SCALING_PANELS = ("multi_user_prefill", "multi_user_decode")
 SCALING_Q_HEADS = (1, 2, 4)
 
 
-def scaling_cases(scale: str = "validation") -> tuple[Case, ...]:
-    out = []
-    for name in SCALING_PANELS:
-        p = get_panel(name, scale)
-        for h_q in SCALING_Q_HEADS:
-            args = dict(p.args)
-            args["h_q"] = h_q
-            base = p.launch_options()
-            opts = LaunchOptions(system=base.system, wiring=base.wiring, cubes=base.cubes,
-                                 cube_start=base.cube_start, mesh=base.mesh,
-                                 args=tuple(sorted(args.items())))
-            out.append(Case(f"scaling_{name}_hq{h_q}", p.kernel, opts, True,
-                            f"{name} with {h_q} q head(s) per cube", panel=name, scale=scale))
-    return tuple(out)
+def scaling_cases(scale: str = "validation") -> tuple[ReportCase, ...]:
+    return tuple(
+        ReportCase(GateCase(f"scaling_{name}_hq{h_q}", get_panel(name, scale).kernel,
+                            panel=name, scale=scale, args=(("h_q", h_q),)),
+                   f"{name} with {h_q} q head(s) per cube")
+        for name in SCALING_PANELS for h_q in SCALING_Q_HEADS)
 
 
 # steps_1d_vs_2d.png: mesh sizes; the 1D kernel runs on a closed cube ring over the same
@@ -108,17 +117,15 @@ def scaling_cases(scale: str = "validation") -> tuple[Case, ...]:
 STEP_MESHES = ((1, 4), (2, 4), (4, 4), (4, 8), (8, 8))
 
 
-def step_cases(meshes: tuple[tuple[int, int], ...] = STEP_MESHES) -> tuple[Case, ...]:
+def step_cases(meshes: tuple[tuple[int, int], ...] = STEP_MESHES) -> tuple[ReportCase, ...]:
     out = []
     for rows, cols in meshes:
-        system = System(1, rows, cols, 8)
+        system = f"1x{rows}x{cols}"
         n = rows * cols
-        out.append(Case(f"steps_1d_{rows}x{cols}", "mesh_mlo_1d",
-                        LaunchOptions(system=system, wiring="cube_ring", cubes=n,
-                                      args=(("rank_axis", 1),)),
-                        True, f"1D fan-out over {n} cubes (ring wiring, line schedule)"))
-        out.append(Case(f"steps_2d_{rows}x{cols}", "mesh_mlo_2d",
-                        LaunchOptions(system=system, wiring="cube_mesh",
-                                      mesh=f"{rows}x{cols}"),
-                        True, f"2D all-reduce on a {rows}x{cols} cube mesh"))
+        out.append(ReportCase(GateCase(f"steps_1d_{rows}x{cols}", "mesh_mlo_1d", system=system,
+                                       wiring="cube_ring", cubes=n, args=(("rank_axis", 1),)),
+                              f"1D fan-out over {n} cubes (ring wiring, line schedule)"))
+        out.append(ReportCase(GateCase(f"steps_2d_{rows}x{cols}", "mesh_mlo_2d", system=system,
+                                       wiring="cube_mesh", mesh=f"{rows}x{cols}"),
+                              f"2D all-reduce on a {rows}x{cols} cube mesh"))
     return tuple(out)

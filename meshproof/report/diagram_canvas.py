@@ -11,26 +11,26 @@ from dataclasses import dataclass, field
 
 from meshproof.model.channels import OpRef
 from meshproof.report import style
-from meshproof.report.dot import Graph
+from meshproof.report.dot import Digraph
 
 
-def _schedule_graph() -> Graph:
-    graph = Graph("schedule", {
+def _schedule_graph() -> Digraph:
+    graph = Digraph(name="schedule", graph_attr={
         "rankdir": "TB", "newrank": "true", "nodesep": 0.3, "ranksep": 0.28,
         "fontname": style.FONT, "fontsize": 12, "labelloc": "t", "labeljust": "l",
         "compound": "true", "outputorder": "edgesfirst"})
-    graph.node_defaults = {"fontname": style.FONT, "fontsize": 10, "shape": "box",
+    graph.node_attr = {"fontname": style.FONT, "fontsize": 10, "shape": "box",
                            "style": "rounded,filled", "fillcolor": "white",
                            "height": 0.3, "margin": "0.08,0.03"}
-    graph.edge_defaults = {"fontname": style.FONT, "fontsize": 8, "arrowsize": 0.6}
+    graph.edge_attr = {"fontname": style.FONT, "fontsize": 8, "arrowsize": 0.6}
     return graph
 
 
 @dataclass(slots=True)
 class DiagramCanvas:
-    graph: Graph = field(default_factory=_schedule_graph)
+    graph: Digraph = field(default_factory=_schedule_graph)
     node_of: dict[OpRef, str] = field(default_factory=dict)   # op -> the node showing it
-    home: dict[str, Graph] = field(default_factory=dict)      # node id -> its cube cluster
+    home: dict[str, Digraph] = field(default_factory=dict)    # node id -> its cube cluster
     lanes_drawn: set[int] = field(default_factory=set)        # ranks with a lane
     faults: int = 0                 # red nodes and edges drawn so far
     stubs: int = 0                  # fault stubs drawn so far (numbers their ids)

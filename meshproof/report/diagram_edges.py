@@ -13,11 +13,11 @@ from collections import defaultdict
 
 from meshproof.model.channels import OpRef, PortStatus
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.model.topology import Direction, Endpoint
+from meshproof.model.topology import Endpoint
 from meshproof.report import style
 from meshproof.report.diagram_canvas import DiagramCanvas
 from meshproof.report.diagram_labels import payload_text
-from meshproof.report.diagram_lanes import LaneNode
+from meshproof.report.diagram_lanes import LaneNode, NodeKind
 from meshproof.report.dot import Attrs, label_lines
 from meshproof.report.faults import FaultMarks
 from meshproof.report.messages import Message, MessageTable
@@ -84,7 +84,7 @@ def draw_port_faults(canvas: DiagramCanvas, schedule: Schedule, msgs: MessageTab
     table = msgs.table
     for r, nodes in lane_nodes.items():
         for node in nodes:
-            if node.kind != "comm":
+            if node.kind is not NodeKind.COMM or node.dir is None:
                 continue
             seen: set[tuple[PortStatus, Endpoint | None]] = set()
             for o in node.ops:
@@ -94,9 +94,9 @@ def draw_port_faults(canvas: DiagramCanvas, schedule: Schedule, msgs: MessageTab
                     continue
                 seen.add((use.status, use.peer))
                 if use.status is PortStatus.NO_LINK:
-                    text = f"no {node.dir} link"
-                    tip = schedule.wiring.missing_link_reason(
-                        schedule.programs[r].endpoint, Direction.parse(node.dir))
+                    text = f"no {node.dir.value} link"
+                    tip = schedule.wiring.missing_link_reason(schedule.programs[r].endpoint,
+                                                              node.dir)
                 else:
                     peer = use.peer.label if use.peer else "?"
                     text = f"outside launch: {peer}"

@@ -10,7 +10,7 @@ import textwrap
 
 from meshproof.model.schedule import OpKind, RankProgram, Schedule
 from meshproof.report import style
-from meshproof.report.diagram_lanes import LaneNode
+from meshproof.report.diagram_lanes import LaneNode, NodeKind
 from meshproof.report.dot import Attrs, label_lines
 from meshproof.report.faults import FaultMarks, OpMark
 from meshproof.report.messages import Message
@@ -23,20 +23,20 @@ def node_attrs(prog: RankProgram, node: LaneNode, marks: FaultMarks) -> tuple[At
     ops = [prog.ops[i] for i in node.ops]
     first = ops[0]
     span = f"#{node.ops[0]}" + (f"-{node.ops[-1]}" if len(node.ops) > 1 else "")
-    if node.kind == "elided":
+    if node.kind is NodeKind.ELIDED:
         return {"label": f"... {len(node.ops)} ops not shown ...", "shape": "plaintext",
                 "style": "", "fontcolor": style.COMPUTE_TEXT, "fontsize": 9}, False
-    if node.kind == "compute":
+    if node.kind is NodeKind.COMPUTE:
         kinds = sorted({op.kind.value for op in ops})
         return {"label": f"{len(ops)} compute op{'s' if len(ops) > 1 else ''}",
                 "shape": "plaintext", "style": "", "fontcolor": style.COMPUTE_TEXT,
                 "fontsize": 9, "height": 0.2,
                 "tooltip": f"{span}: {', '.join(kinds)}"}, False
-    if node.kind == "comm":
+    if node.kind is NodeKind.COMM:
         mult = f" x{len(ops)}" if len(ops) > 1 else ""
-        lines = [f"{first.kind.value} {node.dir}{mult}  {span}"]
+        lines = [f"{first.kind.value} {node.dir.value if node.dir else None}{mult}  {span}"]
         fill = style.SEND_FILL if first.kind is OpKind.SEND else style.RECV_FILL
-    elif node.kind == "store":
+    elif node.kind is NodeKind.STORE:
         lines = [f"store {first.ptr or ''}  {span}"]
         fill = style.STORE_FILL
     else:
@@ -67,7 +67,7 @@ def fault_lines(marks: list[OpMark], kind: OpKind, blocked_at: str = "") -> list
     for role in dict.fromkeys(m.role for m in marks):
         m = next(x for x in marks if x.role is role)
         if role is Role.ILLEGAL:
-            out.append(f"ILLEGAL: no {m.dir or ''} link".rstrip())
+            out.append(f"ILLEGAL: no {m.dir.value if m.dir else ''} link".rstrip())
         elif role is Role.OUTSIDE:
             out.append(f"OUTSIDE: {m.peer.label if m.peer else 'peer'} not launched")
         elif role is Role.UNMATCHED:

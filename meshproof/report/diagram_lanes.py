@@ -8,14 +8,23 @@ runs of compute ops collapse), and the per-lane node cap with its elisions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from meshproof.model.schedule import OpKind, RankProgram, Schedule
-from meshproof.model.topology import Endpoint
+from meshproof.model.topology import Direction, Endpoint
 from meshproof.report.faults import FaultMarks, OpMark
 from meshproof.verify.result import Role
 
 # Faults that explain a failure by themselves; their lanes are kept first when capping.
 ROOT_CAUSES = frozenset({Role.ILLEGAL, Role.OUTSIDE, Role.MISMATCHED, Role.UNMATCHED})
+
+
+class NodeKind(Enum):
+    COMM = "comm"          # a burst of consecutive comm ops on one port
+    COMPUTE = "compute"    # a run of compute ops, collapsed
+    STORE = "store"        # a store (always its own node)
+    OP = "op"              # one op a diagnostic points at (or any op, uncollapsed)
+    ELIDED = "elided"      # stands in for nodes the per-lane cap left out
 
 
 @dataclass(slots=True)
@@ -24,10 +33,10 @@ class LaneNode:
     op, or a stand-in for nodes the cap left out. Mutable while the lane is grouped."""
 
     id: str
-    kind: str                   # comm | compute | store | op | elided
+    kind: NodeKind
     ops: list[int]
     op_kind: OpKind | None = None
-    dir: str | None = None
+    dir: Direction | None = None
     marks: list[OpMark] = field(default_factory=list)
 
 
@@ -82,7 +91,8 @@ def _group_ops(prog: RankProgram, marks: FaultMarks, collapse_compute: bool,
 
     def flush() -> None:
         if pending:
-            nodes.append(LaneNode(f"{ep.label}_n{len(nodes)}", "compute", list(pending)))
+            nodes.append(LaneNode(f"{ep.label}_n{len(nodes)}", NodeKind.COMPUTE,
+                                  list(pending)))
             pending.clear()
 
     for op in prog.ops:
@@ -90,18 +100,17 @@ def _group_ops(prog: RankProgram, marks: FaultMarks, collapse_compute: bool,
         if op.kind.is_comm:
             flush()
             prev = nodes[-1] if nodes else None
-            d = op.dir.value if op.dir else None
-            if (group_bursts and prev is not None and prev.kind == "comm"
-                    and prev.op_kind is op.kind and prev.dir == d
+            if (group_bursts and prev is not None and prev.kind is NodeKind.COMM
+                    and prev.op_kind is op.kind and prev.dir is op.dir
                     and prev.ops[-1] == op.index - 1):
                 prev.ops.append(op.index)
                 prev.marks += op_marks
             else:
-                nodes.append(LaneNode(f"{ep.label}_n{len(nodes)}", "comm", [op.index],
-                                      op.kind, d, op_marks))
+                nodes.append(LaneNode(f"{ep.label}_n{len(nodes)}", NodeKind.COMM, [op.index],
+                                      op.kind, op.dir, op_marks))
         elif op.kind is OpKind.STORE or op_marks or not collapse_compute:
             flush()
-            kind = "store" if op.kind is OpKind.STORE else "op"
+            kind = NodeKind.STORE if op.kind is OpKind.STORE else NodeKind.OP
             nodes.append(LaneNode(f"{ep.label}_n{len(nodes)}", kind, [op.index], op.kind,
                                   None, op_marks))
         else:
@@ -130,7 +139,7 @@ def _cap(nodes: list[LaneNode], ep: Endpoint, marks: FaultMarks,
         nonlocal folded
         folded += len(run)
         ops = [o for n in run for o in n.ops]
-        out.append(LaneNode(f"{ep.label}_elided{len(out)}", "elided", ops))
+        out.append(LaneNode(f"{ep.label}_elided{len(out)}", NodeKind.ELIDED, ops))
         run.clear()
 
     for i, node in enumerate(nodes):

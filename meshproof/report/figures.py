@@ -20,8 +20,8 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
+from meshproof.outputs import write_bytes
 from meshproof.report import style
-from meshproof.report.render import write_bytes
 
 OP_SERIES = ("gemm", "ipcq_send", "ipcq_recv", "dma_read", "dma_write")
 RC: dict[str, Any] = {

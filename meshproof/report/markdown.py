@@ -8,11 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from meshproof.verify.result import PROPERTY_NAMES
+from meshproof.verify.properties import PROPERTY_NAMES
 
+# column heads of the verdict table; a property without one is headed by its name
 _ABBREV = {"direction_legality": "dir", "launch_confinement": "conf",
            "channel_matching": "match", "deadlock_freedom": "deadlock",
            "exactly_once_merge": "merge"}
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                 "nine")
+
+
+def _words(n: int) -> str:
+    return _NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else str(n)
+
+
 _GLYPH = {"proved": "✓", "violated": "**✗**", "unknown": "?"}
 
 
@@ -98,7 +107,7 @@ def _cell(text: str) -> str:
 
 
 def verdict_table(records: list[dict[str, Any]]) -> list[str]:
-    heads = ["case", "kernel", "launch", "expected", *(_ABBREV[p] for p in PROPERTY_NAMES),
+    heads = ["case", "kernel", "launch", "expected", *(_ABBREV.get(p, p) for p in PROPERTY_NAMES),
              "min D", "rel err", "steps", "latency", "diagrams"]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for r in records:
@@ -127,7 +136,8 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
     scale = sweep["scale"]
     cases, panels = sweep["cases"], sweep["panels"]
     out = [f"# meshproof report ({scale} scale)", "",
-           "Every built-in kernel verified (five properties, Z3) and simulated (numpy "
+           f"Every built-in kernel verified ({_words(len(PROPERTY_NAMES))} properties, Z3) "
+           "and simulated (numpy "
            "reference, modelled timing) on the launch that shows what it does, plus the "
            "four GQA Llama-70B panels. Regenerate with `meshproof report` (or `make demo`); "
            "`meshproof report --fast` redraws the figures and this page from `sweep.json` "

@@ -1,8 +1,7 @@
 """The messages of a schedule, as a diagram draws them: matched send -> recv with a step.
 
-A message's *step* is its hop depth: 1 + the deepest message its sender had received
-before sending it (program order). The longest chain of dependent hops is the schedule's
-communication step count (DESIGN §6), so a 2D all-reduce on 2x4 shows steps 1..4. Steps
+A message's *step* is its hop depth (`model.progress.hop_steps`, the same computation
+the simulator's `comm_steps` uses), so a 2D all-reduce on 2x4 shows steps 1..4. Steps
 come from the Kahn-network run at the launch's queue depth: a message that is never sent
 in that run (the ranks deadlock first) has no step.
 """
@@ -12,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
-from meshproof.model.progress import Progress, run
-from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.progress import Progress, comm_steps, hop_steps, run
+from meshproof.model.schedule import Schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,17 +32,14 @@ class MessageTable:
     table: ChannelTable
     progress: Progress
     messages: tuple[Message, ...]
-
-    @property
-    def comm_steps(self) -> int:
-        return max((m.step for m in self.messages if m.step is not None), default=0)
+    comm_steps: int           # the schedule's communication steps at this depth
 
 
 def message_table(schedule: Schedule, depth: int | None = None) -> MessageTable:
     """Channels, the run at `depth` (default: the launch's), and every message with its step."""
     table = derive_channels(schedule)
     progress = run(schedule, table, schedule.launch.queue_depth if depth is None else depth)
-    steps = _hop_steps(schedule, table, progress)
+    steps = hop_steps(schedule, table, progress)
     messages: list[Message] = []
     for ch_i, ch in enumerate(table.channels):
         if ch.status is PortStatus.NO_LINK:
@@ -54,23 +50,4 @@ def message_table(schedule: Schedule, depth: int | None = None) -> MessageTable:
             messages.append(Message(send, recv, ch_i, k,
                                     steps.get(send) if send is not None else None,
                                     recv is not None and recv in progress.stamp))
-    return MessageTable(table, progress, tuple(messages))
-
-
-def _hop_steps(schedule: Schedule, table: ChannelTable, progress: Progress) -> dict[OpRef, int]:
-    """Hop depth of every executed send, walking the run's execution order."""
-    # A rendezvous pair shares a stamp: order the send first so its recv sees its step.
-    order = sorted(progress.stamp, key=lambda ref: (
-        progress.stamp[ref], schedule.programs[ref.rank].ops[ref.op].kind is OpKind.RECV,
-        ref.rank, ref.op))
-    level = [0] * len(schedule.programs)
-    step_of: dict[OpRef, int] = {}
-    for ref in order:
-        op = schedule.programs[ref.rank].ops[ref.op]
-        if op.kind is OpKind.SEND:
-            step_of[ref] = level[ref.rank] + 1
-            continue
-        peer = table.match(ref, op)
-        if peer is not None and peer in step_of:
-            level[ref.rank] = max(level[ref.rank], step_of[peer])
-    return step_of
+    return MessageTable(table, progress, tuple(messages), comm_steps(steps))

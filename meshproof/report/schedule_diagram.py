@@ -24,9 +24,9 @@ from meshproof.report import style
 from meshproof.report.diagram_canvas import DiagramCanvas
 from meshproof.report.diagram_edges import draw_messages, draw_port_faults, draw_wait_for
 from meshproof.report.diagram_labels import node_attrs
-from meshproof.report.diagram_lanes import LaneNode, LanePlan, plan_lanes
-from meshproof.report.dot import Attrs, Graph, label_lines
-from meshproof.report.faults import FaultMarks, marks_from_schedule, marks_from_verdict
+from meshproof.report.diagram_lanes import LaneNode, LanePlan, NodeKind, plan_lanes
+from meshproof.report.dot import Attrs, Digraph, label_lines
+from meshproof.report.faults import FaultMarks, marks_from_verdict
 from meshproof.report.messages import MessageTable, message_table
 from meshproof.report.text import describe_endpoints, launch_line
 from meshproof.verify.result import Verdict
@@ -51,19 +51,17 @@ class ScheduleDiagram:
     notes: tuple[str, ...]
 
 
-def schedule_diagram(schedule: Schedule, verdict: Verdict | None = None,
+def schedule_diagram(schedule: Schedule, verdict: Verdict,
                      options: DiagramOptions = DiagramOptions()) -> ScheduleDiagram:
-    depth = verdict.depth if verdict is not None else None
-    msgs = message_table(schedule, depth)
-    marks = marks_from_verdict(verdict) if verdict is not None else \
-        marks_from_schedule(schedule, msgs)
+    msgs = message_table(schedule, verdict.depth)
+    marks = marks_from_verdict(verdict)
     plan = plan_lanes(schedule, marks, options.max_lanes, options.max_nodes_per_lane,
                       options.collapse_compute, options.group_bursts)
     canvas = DiagramCanvas()
     canvas.lanes_drawn = set(plan.shown)
     for r, nodes in plan.nodes.items():
         for node in nodes:
-            if node.kind != "elided":
+            if node.kind is not NodeKind.ELIDED:
                 for o in node.ops:
                     canvas.node_of[OpRef(r, o)] = node.id
     heads = _draw_lanes(canvas, schedule, marks, plan)
@@ -75,9 +73,9 @@ def schedule_diagram(schedule: Schedule, verdict: Verdict | None = None,
     for a, b in itertools.pairwise(heads):
         # a flat invisible edge keeps the lanes in endpoint order, left to right
         canvas.graph.edge(a, b, style="invis")
-    canvas.graph.attrs["label"] = label_lines(
+    canvas.graph.graph_attr["label"] = label_lines(
         _title(schedule, verdict, msgs, marks, notes), left=True)
-    return ScheduleDiagram(canvas.graph.source(), len(plan.shown), len(plan.elided),
+    return ScheduleDiagram(canvas.graph.source, len(plan.shown), len(plan.elided),
                            plan.nodes_elided, canvas.messages_elided, canvas.faults,
                            tuple(notes))
 
@@ -89,7 +87,7 @@ def _draw_lanes(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks,
     by_cube: dict[int, list[int]] = defaultdict(list)
     for r in plan.shown:
         by_cube[schedule.programs[r].endpoint.cube].append(r)
-    sips: dict[int, Graph] = {}
+    sips: dict[int, Digraph] = {}
     heads: list[str] = []
     for cube in sorted(by_cube):
         c = system.coord(cube)
@@ -105,7 +103,7 @@ def _draw_lanes(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks,
     return heads
 
 
-def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: Graph,
+def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: Digraph,
                rank: int, nodes: list[LaneNode]) -> str:
     prog = schedule.programs[rank]
     ep = prog.endpoint
@@ -154,20 +152,19 @@ def _notes(schedule: Schedule, plan: LanePlan, messages_elided: int,
     return notes
 
 
-def _title(schedule: Schedule, verdict: Verdict | None, msgs: MessageTable,
+def _title(schedule: Schedule, verdict: Verdict, msgs: MessageTable,
            marks: FaultMarks, notes: list[str]) -> list[str]:
     spec = schedule.launch
     lines = [f"{spec.kernel}: {launch_line(spec)}"]
-    if verdict is None:
-        lines.append("no verdict: faults read off the schedule (ports, matching, "
-                     f"deadlock at queue depth {msgs.progress.depth})")
-    elif verdict.ok:
+    if verdict.ok:
         lines.append(f"verdict: all {len(verdict.properties)} properties proved"
                      f" at queue depth {verdict.depth}")
     else:
-        bad = [f"{p.name} {p.status.value}" for p in verdict.properties
+        bad = [f"{p.name.value} {p.status.value}" for p in verdict.properties
                if p.status.value != "proved"]
         lines.append("verdict: " + ", ".join(bad))
+    if verdict.skipped:
+        lines[-1] += "; not checked: " + ", ".join(p.value for p in verdict.skipped)
     for h in marks.headlines[:4]:
         lines.append("  " + textwrap.shorten(h, 150, placeholder=" ..."))
     n_msgs = sum(1 for m in msgs.messages if m.send is not None)

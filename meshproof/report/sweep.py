@@ -1,4 +1,5 @@
-"""The report's sweep: trace, verify, simulate and draw every case; the `sweep-v1` JSON.
+"""The report's sweep: every case through the pipeline (`gate.pipeline.run_case`), judged
+by the gate's judge, drawn; the `sweep-v1` JSON.
 
 The JSON holds no wall-clock values and rounds floats to 6 significant digits, so a rerun
 on the same machine writes the same bytes (and small BLAS differences elsewhere do not
@@ -8,6 +9,7 @@ record says so.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from meshproof import __version__
-from meshproof.errors import MeshproofError, OutputError, SimulationRefused
+from meshproof.errors import MeshproofError, OutputError
+from meshproof.gate.judge import Expectation, Numerics, judge
+from meshproof.gate.matrix import resolve_case
+from meshproof.gate.outcome import CaseOutcome
+from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.hardware import DEFAULT_PROFILE
-from meshproof.model.launch import build_launch
-from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import Schedule
-from meshproof.model.trace import trace
 from meshproof.panels import SCALES
 from meshproof.report.cases import (
     STEP_MESHES,
     VALIDATION_CASES,
-    Case,
+    ReportCase,
     panel_cases,
     scaling_cases,
     step_cases,
@@ -34,9 +37,8 @@ from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
 from meshproof.report.topology_diagram import topology_diagram
-from meshproof.sim.api import SimConfig, simulate
-from meshproof.sim.inputs import InputKind
-from meshproof.verify.api import VerifyConfig, verify
+from meshproof.sim.config import SimConfig
+from meshproof.verify.api import VerifyConfig
 from meshproof.verify.result import Verdict
 
 SWEEP_SCHEMA = "meshproof/sweep-v1"
@@ -48,7 +50,7 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class SweepOptions:
     scale: str = "validation"
-    cases: tuple[Case, ...] = VALIDATION_CASES
+    cases: tuple[ReportCase, ...] = VALIDATION_CASES
     panels: bool = True
     scaling: bool = True
     step_meshes: tuple[tuple[int, int], ...] = STEP_MESHES
@@ -56,6 +58,7 @@ class SweepOptions:
     renderer: str = "auto"
     verify_config: VerifyConfig = field(default_factory=VerifyConfig)
     seed: int = 0
+    pipeline: Pipeline = field(default_factory=Pipeline)
 
     def units(self) -> int:
         """How many progress steps `run_sweep` reports (for a progress bar's total)."""
@@ -65,38 +68,46 @@ class SweepOptions:
         return n + len(step_cases(self.step_meshes))
 
 
+def dumps_sweep(sweep: dict[str, Any]) -> str:
+    return json.dumps(sweep, sort_keys=True, indent=2, ensure_ascii=False,
+                      allow_nan=False) + "\n"
+
+
 def sig(x: float | None, digits: int = 6) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return float(f"{x:.{digits}g}")
 
 
-def _schedule(case: Case) -> Schedule:
-    kernel = resolve_kernel(case.kernel)
-    return trace(kernel, build_launch(kernel, case.options))
+def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
+    ref, launch = resolve_case(rc.case)
+    sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
+                           inputs=rc.inputs)
+    p = options.pipeline
+    return run_case(ref, launch, simulate=True, verify=verify,
+                    verify_config=options.verify_config, sim_config=sim_config,
+                    tracer=p.tracer, verifier=p.verifier, simulator=p.simulator)
 
 
-def _verdict_json(v: Verdict) -> dict[str, Any]:
+def _verdict_record(outcome: CaseOutcome) -> dict[str, Any]:
     props = []
-    for p in v.properties:
-        entry: dict[str, Any] = {"name": p.name, "status": p.status.value,
+    for p in outcome.properties:
+        entry: dict[str, Any] = {"name": p.name.value, "status": p.status.value,
                                  "message": p.message}
-        if p.counterexample is not None:
-            diags = [d.format() for d in p.counterexample.diagnostics]
-            entry["diagnostics"] = diags[:MAX_DIAGNOSTICS]
-            entry["diagnostics_total"] = len(diags)
+        if p.has_counterexample:
+            entry["diagnostics"] = list(p.diagnostics[:MAX_DIAGNOSTICS])
+            entry["diagnostics_total"] = len(p.diagnostics)
         props.append(entry)
-    return {"ok": v.ok, "properties": props, "min_queue_depth": v.min_queue_depth,
-            "rendezvous": v.rendezvous.value}
+    rendezvous = outcome.rendezvous
+    return {"ok": outcome.ok, "properties": props, "min_queue_depth": outcome.min_queue_depth,
+            "rendezvous": rendezvous.value if rendezvous else None}
 
 
-def _sim_json(schedule: Schedule, numerics: bool, seed: int,
-              inputs: str = "normal") -> dict[str, Any]:
-    try:
-        result = simulate(schedule, SimConfig(seed=seed, numerics=numerics,
-                                              inputs=InputKind(inputs)))
-    except SimulationRefused as exc:
-        return {"refused": str(exc)}
+def _sim_record(outcome: CaseOutcome) -> dict[str, Any]:
+    if outcome.refused:
+        return {"refused": outcome.refused}
+    result = outcome.simulation
+    assert result is not None  # run_case simulated (simulate=True) and was not refused
     out: dict[str, Any] = {"op_log": result.op_log.to_json(), "ok": result.ok}
     if result.numeric is not None:
         n = result.numeric
@@ -108,7 +119,7 @@ def _sim_json(schedule: Schedule, numerics: bool, seed: int,
     return out
 
 
-def _draw(schedule: Schedule, verdict: Verdict | None, name: str, out_dir: Path,
+def _draw(schedule: Schedule, verdict: Verdict, name: str, out_dir: Path,
           renderer: str) -> dict[str, Any]:
     sd = schedule_diagram(schedule, verdict)
     td = topology_diagram(schedule)
@@ -124,19 +135,22 @@ def _rel(outcome: RenderOutcome, out_dir: Path) -> str:
     return f"{out_dir.name}/{target.name}"
 
 
-def run_case(case: Case, options: SweepOptions, diagram_dir: Path | None) -> dict[str, Any]:
-    record: dict[str, Any] = {"name": case.name, "kernel": case.kernel, "why": case.why,
-                              "expect": "ok" if case.expect_ok else "violated",
+def run_report_case(rc: ReportCase, options: SweepOptions,
+                    diagram_dir: Path | None) -> dict[str, Any]:
+    case = rc.case
+    record: dict[str, Any] = {"name": case.name, "kernel": case.kernel, "why": rc.why,
+                              "expect": "violated" if case.expectation.names else "ok",
                               "panel": case.panel, "scale": case.scale}
+    outcome = None
     try:
-        schedule = _schedule(case)
+        outcome = _run(rc, options, verify=True)
+        schedule, verdict = outcome.schedule, outcome.verdict
+        assert schedule is not None and verdict is not None  # run here, not from a cache
         record["launch"] = schedule.launch.to_json()
         record["active_ranks"] = len(schedule.active)
-        verdict = verify(schedule, options.verify_config)
-        record["verdict"] = _verdict_json(verdict)
+        record["verdict"] = _verdict_record(outcome)
         record["hop_steps"] = message_table(schedule).comm_steps
-        record["sim"] = _sim_json(schedule, case.scale == "validation", options.seed,
-                                  case.inputs)
+        record["sim"] = _sim_record(outcome)
         if diagram_dir is not None:
             record["diagrams"] = _draw(schedule, verdict, case.name, diagram_dir,
                                        options.renderer)
@@ -144,22 +158,18 @@ def run_case(case: Case, options: SweepOptions, diagram_dir: Path | None) -> dic
         raise  # the report cannot be written: not a verdict on this kernel
     except MeshproofError as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
-    record["healthy"] = healthy(record)
-    record["as_expected"] = record["healthy"] == case.expect_ok
+        outcome = None
+    # healthy: every property proved and, when simulated, numerically within tolerance
+    healthy = Expectation(numerics=Numerics.IN_TOLERANCE if case.simulate else
+                          Numerics.UNCHECKED)
+    record["healthy"] = outcome is not None and judge(healthy, outcome).met
+    record["as_expected"] = outcome is not None and judge(case.expectation, outcome).met
     return record
 
 
-def healthy(record: dict[str, Any]) -> bool:
-    """Proved everywhere and, when simulated, numerically within tolerance."""
-    if "error" in record or not record.get("verdict", {}).get("ok", False):
-        return False
-    sim = record.get("sim") or {}
-    return "refused" not in sim and bool(sim.get("ok", True))
-
-
-def _sim_only(case: Case, seed: int, numerics: bool) -> dict[str, Any]:
+def _sim_only(rc: ReportCase, options: SweepOptions) -> dict[str, Any]:
     try:
-        return _sim_json(_schedule(case), numerics, seed)
+        return _sim_record(_run(rc, options, verify=False))
     except MeshproofError as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -170,41 +180,26 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         if progress is not None:
             progress(label)
 
+    drawn = diagram_dir if options.diagrams else None
     cases = []
-    for case in options.cases:
-        step(f"case {case.name}")
-        cases.append(run_case(case, options, diagram_dir if options.diagrams else None))
+    for rc in options.cases:
+        step(f"case {rc.name}")
+        cases.append(run_report_case(rc, options, drawn))
     panels = []
     if options.panels:
-        for case in panel_cases(options.scale):
-            step(f"panel {case.panel} ({options.scale})")
-            panels.append(run_case(case, options, diagram_dir if options.diagrams else None))
+        for rc in panel_cases(options.scale):
+            step(f"panel {rc.case.panel} ({options.scale})")
+            panels.append(run_report_case(rc, options, drawn))
     scaling = []
     if options.scaling:
         # both scales: the timing model is cheap, and at validation shapes fixed per-op
         # overheads hide what more Q heads per cube cost
         for scale in SCALES:
-            for case in scaling_cases(scale):
-                step(f"scaling {case.name} ({scale})")
-                sim = _sim_only(case, options.seed, False)
-                scaling.append({"name": case.name, "panel": case.panel, "scale": scale,
-                                "h_q": dict(case.options.args)["h_q"], "sim": sim})
-    steps = []
-    by_mesh: dict[tuple[int, int], dict[str, Any]] = {}
-    for case in step_cases(options.step_meshes):
-        step(f"steps {case.name}")
-        rows, cols = (int(x) for x in case.name.rsplit("_", 1)[1].split("x"))
-        rec = by_mesh.setdefault((rows, cols), {
-            "mesh": f"{rows}x{cols}", "rows": rows, "cols": cols, "n": rows * cols,
-            "diameter": (rows - 1) + (cols - 1)})
-        sim = _sim_only(case, options.seed, False)
-        kind = "1d" if case.name.startswith("steps_1d") else "2d"
-        timing = sim.get("timing", {})
-        rec[f"steps_{kind}"] = timing.get("comm_steps")
-        rec[f"latency_{kind}_s"] = timing.get("latency_s")
-        if "timing" not in sim:
-            rec[f"error_{kind}"] = sim.get("refused") or sim.get("error")
-    steps = [by_mesh[k] for k in sorted(by_mesh, key=lambda rc: (rc[0] * rc[1], rc))]
+            for rc in scaling_cases(scale):
+                step(f"scaling {rc.name} ({scale})")
+                scaling.append({"name": rc.name, "panel": rc.case.panel, "scale": scale,
+                                "h_q": dict(rc.case.args)["h_q"],
+                                "sim": _sim_only(rc, options)})
     return {
         "schema": SWEEP_SCHEMA,
         "meshproof_version": __version__,
@@ -214,5 +209,23 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         "cases": cases,
         "panels": panels,
         "scaling": scaling,
-        "steps_1d_vs_2d": steps,
+        "steps_1d_vs_2d": _steps(options, step),
     }
+
+
+def _steps(options: SweepOptions, step: Progress) -> list[dict[str, Any]]:
+    by_mesh: dict[tuple[int, int], dict[str, Any]] = {}
+    for rc in step_cases(options.step_meshes):
+        step(f"steps {rc.name}")
+        rows, cols = (int(x) for x in rc.name.rsplit("_", 1)[1].split("x"))
+        rec = by_mesh.setdefault((rows, cols), {
+            "mesh": f"{rows}x{cols}", "rows": rows, "cols": cols, "n": rows * cols,
+            "diameter": (rows - 1) + (cols - 1)})
+        sim = _sim_only(rc, options)
+        kind = "1d" if rc.name.startswith("steps_1d") else "2d"
+        timing = sim.get("timing", {})
+        rec[f"steps_{kind}"] = timing.get("comm_steps")
+        rec[f"latency_{kind}_s"] = timing.get("latency_s")
+        if "timing" not in sim:
+            rec[f"error_{kind}"] = sim.get("refused") or sim.get("error")
+    return [by_mesh[k] for k in sorted(by_mesh, key=lambda rc: (rc[0] * rc[1], rc))]

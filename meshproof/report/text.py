@@ -48,20 +48,5 @@ def launch_line(spec: LaunchSpec) -> str:
             f"queue depth {spec.queue_depth}")
 
 
-def launch_short(spec: LaunchSpec) -> str:
-    """A table-cell description of a launch, e.g. `cube_mesh 1x4x4 c0-7 x8 mesh 2x4`."""
-    last = spec.cube_start + spec.n_cubes - 1
-    cubes = f"c{spec.cube_start}" if spec.n_cubes == 1 else f"c{spec.cube_start}-{last}"
-    extra = []
-    rows, cols = spec.arg("mesh_rows"), spec.arg("mesh_cols")
-    if rows is not None and cols is not None:
-        extra.append(f"mesh {rows}x{cols}")
-    elif spec.arg("n_ranks") is not None:
-        extra.append(f"n={spec.arg('n_ranks')}")
-    if spec.arg("rank_axis") == 1:
-        extra.append("rank_axis=1")
-    return " ".join([spec.wiring, spec.system.shape_text, f"{cubes} x{spec.pes}", *extra])
-
-
 def shape_text(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"

@@ -7,15 +7,14 @@ is refused (SimulationRefused naming the blocked ranks): its numbers would mean 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from meshproof.errors import HarnessError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
-from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
-from meshproof.model.progress import Progress, run
+from meshproof.model.hardware import HardwareProfile
+from meshproof.model.progress import Progress, comm_steps, hop_steps, run
 from meshproof.model.schedule import Schedule
 from meshproof.sim.checking import plan_numerics, run_numerics
-from meshproof.sim.inputs import InputKind
+from meshproof.sim.config import SimConfig
 from meshproof.sim.oplog import op_log
 from meshproof.sim.result import (
     CriticalStep,
@@ -26,23 +25,10 @@ from meshproof.sim.result import (
 )
 from meshproof.sim.timing import TimingRun, check_profile, run_timing
 
+__all__ = ["SimConfig", "simulate"]
+
 # Blocked ranks named in a deadlock message before it says "and N more".
 _NAMED_BLOCKED = 6
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    seed: int = 0
-    inputs: InputKind = InputKind.NORMAL
-    hardware: HardwareProfile = DEFAULT_PROFILE
-    queue_depth: int | None = None      # None: the launch's queue depth
-    numerics: bool = True
-    timing: bool = True
-    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
-    chunk_bytes: int = 1 << 30
-    # bytes the numeric run may use at once (None: what the machine has available); a
-    # run that needs more is refused before anything is allocated
-    memory_limit_bytes: int | None = None
 
 
 def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
@@ -71,7 +57,8 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
     if config.timing:
         t1 = time.perf_counter()
         timing_run = run_timing(schedule, table, config.hardware, depth)
-        timing = summarise_timing(schedule, table, timing_run, config.hardware, depth)
+        steps = comm_steps(hop_steps(schedule, table, progress))
+        timing = summarise_timing(schedule, table, timing_run, config.hardware, depth, steps)
         phases["timing"] = time.perf_counter() - t1
     numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases) \
         if plan is not None else None
@@ -99,7 +86,7 @@ def deadlock_message(schedule: Schedule, table: ChannelTable, progress: Progress
 
 
 def summarise_timing(schedule: Schedule, table: ChannelTable, tr: TimingRun,
-                     hw: HardwareProfile, depth: int) -> TimingResult:
+                     hw: HardwareProfile, depth: int, steps: int) -> TimingResult:
     per_rank = []
     for r, evs in enumerate(tr.events):
         if not evs:
@@ -120,5 +107,5 @@ def summarise_timing(schedule: Schedule, table: ChannelTable, tr: TimingRun,
         c[1] += m.nbytes
     links = tuple(LinkTraffic(table.channels[i].name, tr.link_class[i], c[0], c[1])
                   for i, c in sorted(counts.items()))
-    return TimingResult(hw.name, depth, tr.latency_s, tr.comm_steps, path, tuple(per_rank),
+    return TimingResult(hw.name, depth, tr.latency_s, steps, path, tuple(per_rank),
                         links, hw.to_json())

@@ -167,7 +167,7 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
     per_rank.sort(key=lambda r: r.endpoint)
     shape = plan.shape
     return NumericResult(
-        harness=shape.harness, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
+        harness=shape.harness.value, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
         dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
         groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank))
 

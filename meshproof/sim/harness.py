@@ -18,13 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.errors import HarnessError
-from meshproof.model.schedule import DType, OpKind, Schedule
+from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
 from meshproof.sim.inputs import InputKind, fill_inputs
 from meshproof.sim.rounding import F32
 
 F64 = npt.NDArray[np.float64]
-HARNESSES = ("decode", "prefill")
 Q_PTR, K_PTR, V_PTR, O_PTR = "q_ptr", "k_ptr", "v_ptr", "o_ptr"
 # float64 bytes per reference chunk of K (or V): large enough that the per-chunk numpy
 # calls cost little next to the float32 -> float64 conversion.
@@ -33,7 +32,7 @@ REF_CHUNK_BYTES = 4 << 20
 
 @dataclass(frozen=True, slots=True)
 class AttentionShape:
-    harness: str
+    harness: Harness
     S_q: int
     S_kv_per_rank: int
     h_q: int
@@ -48,16 +47,12 @@ class AttentionShape:
     @staticmethod
     def from_schedule(schedule: Schedule) -> AttentionShape:
         spec = schedule.launch
-        if spec.harness not in HARNESSES:
-            raise HarnessError(f"unknown harness {spec.harness!r} for {spec.kernel}; the "
-                               f"simulator has {', '.join(HARNESSES)}: declare one of them on "
-                               "the kernel (meshproof_harness)")
 
         def dim(name: str, default: int | None = None) -> int:
             value = spec.arg(name, default)
             if value is None:
                 raise HarnessError(
-                    f"the {spec.harness} harness needs kernel argument {name} (the kernel "
+                    f"the {spec.harness.value} harness needs kernel argument {name} (the kernel "
                     f"{spec.kernel} has none); pass --arg {name}=N")
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise HarnessError(f"kernel argument {name}={value!r} must be a positive int "
@@ -107,10 +102,10 @@ class GroupLayout:
     @property
     def q_rows(self) -> int:
         s = self.shape
-        return s.S_q * self.n_q_blocks if s.harness == "prefill" else s.S_q
+        return s.S_q * self.n_q_blocks if s.harness is Harness.PREFILL else s.S_q
 
     def out_rows(self, role: RankRole) -> slice:
-        if self.shape.harness == "prefill" and role.q_block is not None:
+        if self.shape.harness is Harness.PREFILL and role.q_block is not None:
             s = self.shape.S_q
             return slice(role.q_block * s, (role.q_block + 1) * s)
         return slice(0, self.q_rows)
@@ -135,7 +130,7 @@ def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> Gro
     roles = []
     for r, ld, st in zip(group.ranks, loads, stores, strict=True):
         shard = shard_ranks.index(r) if r in shard_ranks else None
-        q_block = q_ranks.index(r) if shape.harness == "prefill" and r in q_ranks else None
+        q_block = q_ranks.index(r) if shape.harness is Harness.PREFILL and r in q_ranks else None
         roles.append(RankRole(r, shard, q_block, st or bool(ld & sharded)))
     return GroupLayout(tuple(roles), max(1, len(shard_ranks)), max(1, len(q_ranks)), shape)
 
@@ -185,7 +180,7 @@ def rank_memory(layout: GroupLayout, role: RankRole, inputs: GroupInputs,
     s = layout.shape
     b = inputs.q.shape[0]
     q = inputs.q
-    if s.harness == "prefill" and role.q_block is not None:
+    if s.harness is Harness.PREFILL and role.q_block is not None:
         q = q[:, layout.out_rows(role)]
     mem = {Q_PTR: Buffer(q.reshape(b, -1), DType.F16)}
     for name, full in ((K_PTR, inputs.k), (V_PTR, inputs.v)):

@@ -9,15 +9,15 @@ Timestamps are numbers in microseconds, as the format wants.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from meshproof.atomic import write_atomic
-from meshproof.errors import OutputError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
+from meshproof.outputs import check_writable, write_text
 from meshproof.sim.timing import TimingRun
+
+PERFETTO_FLAG = "--perfetto"
 
 _US = 1e6
 _CATEGORY = {OpKind.LOAD: "dma", OpKind.STORE: "dma", OpKind.SEND: "ipcq",
@@ -62,30 +62,12 @@ def perfetto_trace(schedule: Schedule, table: ChannelTable, run: TimingRun) -> d
             "otherData": {"kernel": schedule.launch.kernel, "schema": "meshproof/perfetto-v1"}}
 
 
-def check_json_target(path: Path) -> None:
-    """Fail fast, before simulating, on a trace path that cannot be written: its
-    directory must exist (it is not created: a typo should not grow a tree) and be
-    writable, and the path must not be a directory."""
-    directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a directory; name a .json file")
-    if directory.exists() and not directory.is_dir():
-        raise OutputError(f"cannot write {path}: {directory} is a file, not a directory; "
-                          "choose another path")
-    if not directory.is_dir():
-        raise OutputError(f"cannot write {path}: directory {directory} does not exist; "
-                          "create it or choose another path")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write {path}: directory {directory} is not writable; "
-                          "choose another path")
+def check_trace_target(path: Path) -> None:
+    """Fail fast, before simulating, on a trace path that cannot be written."""
+    check_writable(path, PERFETTO_FLAG)
 
 
-def write_json_atomic(path: Path, obj: object) -> None:
-    """Write JSON to a temp file next to `path`, then rename: never a partial file."""
-    check_json_target(path)
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    try:
-        write_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; choose a writable "
-                          "path") from None
+def write_trace(path: Path, trace: dict[str, Any]) -> None:
+    """Write the trace JSON atomically: never a partial file."""
+    check_trace_target(path)
+    write_text(path, json.dumps(trace, sort_keys=True, separators=(",", ":"), allow_nan=False))

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshproof.exitcodes import ExitCode
 from meshproof.model.schedule import LaunchSpec
 from meshproof.model.topology import Endpoint
 from meshproof.sim.timing import TimingRun
@@ -186,8 +187,8 @@ class SimResult:
         return self.numeric.ok if self.numeric is not None else True
 
     @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.ok else ExitCode.VIOLATED
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SIM_SCHEMA, "ok": self.ok, "kernel": self.kernel,

@@ -73,9 +73,3 @@ def _round_bf16(flat: F32) -> None:
     bits &= np.uint32(0xFFFF0000)
     if nan.any():
         flat[nan] = np.float32(np.nan)
-
-
-def is_representable(x: F32, dtype: DType) -> bool:
-    """True when rounding `x` to `dtype` changes nothing (nan compares as equal)."""
-    r = round_to(x, dtype)
-    return bool(np.array_equal(r, x, equal_nan=True))

@@ -6,8 +6,8 @@ when its link has room, i.e. the (k-D)-th recv on that link has completed; with 
 send and its recv execute together (rendezvous). Ranks are deterministic Kahn processes,
 so the times do not depend on the order in which this run visits them.
 
-`comm_steps` is the longest chain of dependent hops: message edges weigh 1, program order
-0. It depends only on the schedule, not on the profile.
+Communication steps are not a timing quantity: they depend only on the schedule
+(`model.progress.comm_steps`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ class OpEvent:
     end: float
     cause: OpRef | None     # the op that made it start late (None: program order)
     via: str                # "program", "message", "queue" or "rendezvous"
-    hops: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +68,6 @@ class TimingRun:
     @property
     def latency_s(self) -> float:
         return max((evs[-1].end for evs in self.events if evs), default=0.0)
-
-    @property
-    def comm_steps(self) -> int:
-        return max((e.hops for evs in self.events for e in evs), default=0)
 
     def critical_path(self) -> tuple[OpEvent, ...]:
         """From the op that finishes last back through the dependencies that delayed it."""
@@ -172,111 +167,142 @@ def _arg_shapes(ops: tuple[Op, ...]) -> list[tuple[tuple[int, ...], ...]]:
 
 def run_timing(schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
                depth: int) -> TimingRun:
-    programs = schedule.programs
-    system = schedule.launch.system
-    n = len(programs)
-    classes = tuple(link_class(system, ch.src, ch.dst) if not ch.orphan else None
-                    for ch in table.channels)
-    costs = [[op_cost(op, shapes, hw) for op, shapes in zip(p.ops, _arg_shapes(p.ops),
-                                                          strict=True)]
-             for p in programs]
-    events: list[list[OpEvent]] = [[] for _ in range(n)]
-    clock = [0.0] * n
-    hops = [0] * n
-    arrivals: dict[tuple[int, int], tuple[float, OpRef, int]] = {}   # (ch, k) -> message
-    recv_done: dict[tuple[int, int], tuple[float, OpRef]] = {}
-    messages: list[MessageEvent] = []
-    readers = {i: ch.recvs[0].rank for i, ch in enumerate(table.channels) if ch.recvs}
-    writers = {i: ch.sends[0].rank for i, ch in enumerate(table.channels) if ch.sends}
+    return _Timing(schedule, table, hw, depth).run()
 
-    def emit(r: int, op: Op, start: float, end: float, cause: OpRef | None, via: str,
-             hop: int) -> None:
-        events[r].append(OpEvent(r, op.index, clock[r], start, end, cause, via, hop))
-        clock[r] = end
-        hops[r] = hop
 
-    def transfer(ch_i: int, op: Op) -> tuple[float, float]:
-        cost = _link_cost(hw, classes[ch_i])
+Step = tuple[bool, int | None]   # (the op ran, a rank to wake)
+
+
+class _Timing:
+    """One discrete-event run: per rank its events so far and its clock."""
+
+    def __init__(self, schedule: Schedule, table: ChannelTable, hw: HardwareProfile,
+                 depth: int) -> None:
+        self.programs = schedule.programs
+        self.table = table
+        self.hw = hw
+        self.depth = depth
+        system = schedule.launch.system
+        n = len(self.programs)
+        self.classes = tuple(link_class(system, ch.src, ch.dst) if not ch.orphan else None
+                             for ch in table.channels)
+        self.costs = [[op_cost(op, shapes, hw)
+                       for op, shapes in zip(p.ops, _arg_shapes(p.ops), strict=True)]
+                      for p in self.programs]
+        self.events: list[list[OpEvent]] = [[] for _ in range(n)]
+        self.clock = [0.0] * n
+        self.arrivals: dict[tuple[int, int], tuple[float, OpRef]] = {}  # (ch, k) -> message
+        self.recv_done: dict[tuple[int, int], tuple[float, OpRef]] = {}
+        self.messages: list[MessageEvent] = []
+        self.readers = {i: ch.recvs[0].rank for i, ch in enumerate(table.channels) if ch.recvs}
+        self.writers = {i: ch.sends[0].rank for i, ch in enumerate(table.channels) if ch.sends}
+
+    def run(self) -> TimingRun:
+        programs, events = self.programs, self.events
+        n = len(programs)
+        work = deque(range(n))
+        queued = [True] * n
+        while work:
+            r = work.popleft()
+            queued[r] = False
+            while len(events[r]) < len(programs[r].ops):
+                ran, wake = self._step(r)
+                if wake is not None and wake != r and not queued[wake]:
+                    work.append(wake)
+                    queued[wake] = True
+                if not ran:
+                    break
+        stuck = [programs[r].endpoint.describe() for r in range(n)
+                 if len(events[r]) < len(programs[r].ops)]
+        if stuck:
+            raise SimulationRefused(f"the timing run blocked at queue depth {self.depth} "
+                                    f"(ranks {', '.join(stuck[:8])}); the schedule deadlocks")
+        return TimingRun(tuple(tuple(e) for e in events), tuple(self.messages), self.classes)
+
+    def _emit(self, r: int, op: Op, start: float, end: float, cause: OpRef | None,
+              via: str) -> None:
+        self.events[r].append(OpEvent(r, op.index, self.clock[r], start, end, cause, via))
+        self.clock[r] = end
+
+    def _transfer(self, ch_i: int, op: Op) -> tuple[float, float]:
+        cost = _link_cost(self.hw, self.classes[ch_i])
         return op.nbytes / cost.bandwidth_Bps, cost.latency_s
 
-    def step(r: int) -> tuple[bool, int | None]:
-        """Run rank r's next op if it can; return (ran, a rank to wake)."""
-        op = programs[r].ops[len(events[r])]
+    def _step(self, r: int) -> Step:
+        """Run rank r's next op if it can."""
+        op = self.programs[r].ops[len(self.events[r])]
         ref = OpRef(r, op.index)
-        ready = clock[r]
         if not op.kind.is_comm:
-            emit(r, op, ready, ready + costs[r][op.index], None, "program", hops[r])
+            ready = self.clock[r]
+            self._emit(r, op, ready, ready + self.costs[r][op.index], None, "program")
             return True, None
-        if table.port_use[ref].status is PortStatus.NO_LINK:
+        if self.table.port_use[ref].status is PortStatus.NO_LINK:
             return False, None
-        ch_i, k = table.position[ref]
-        ch = table.channels[ch_i]
+        ch_i, k = self.table.position[ref]
         if op.kind is OpKind.SEND:
-            inject, latency = transfer(ch_i, op)
-            if depth == 0:
-                if k >= len(ch.recvs):
-                    return False, None
-                peer = ch.recvs[k]
-                peer_ops = programs[peer.rank].ops
-                if len(events[peer.rank]) >= len(peer_ops) or \
-                        peer_ops[len(events[peer.rank])].index != peer.op:
-                    return False, None
-                start = max(ready, clock[peer.rank])
-                end = start + costs[r][op.index] + inject + latency
-                cause = peer if clock[peer.rank] > ready else None
-                emit(r, op, start, end, cause, "rendezvous" if cause else "program", hops[r])
-                peer_cause = ref if ready > clock[peer.rank] else None
-                # the sender is held until the data is across; the receiver then pays its
-                # own op overhead, as it does when the message was queued
-                emit(peer.rank, peer_ops[peer.op], start, end + costs[peer.rank][peer.op],
-                     peer_cause,
-                     "rendezvous" if peer_cause else "program",
-                     max(hops[peer.rank], hops[r] + 1))
-                messages.append(MessageEvent(ch_i, k, ref, peer, start, end, op.nbytes))
-                return True, peer.rank
-            start, cause, via = ready, None, "program"
-            if k >= depth:
-                room = recv_done.get((ch_i, k - depth))
-                if room is None:
-                    return False, None
-                if room[0] > ready:
-                    start, cause, via = room[0], room[1], "queue"
-            end = start + costs[r][op.index] + inject
-            emit(r, op, start, end, cause, via, hops[r])
-            arrivals[(ch_i, k)] = (end + latency, ref, hops[r])
-            reader = ch.recvs[k] if k < len(ch.recvs) else None
-            messages.append(MessageEvent(ch_i, k, ref, reader, end - inject, end + latency,
-                                         op.nbytes))
-            return True, readers.get(ch_i)
-        if depth == 0:  # the writer executes the pair: make sure it gets a turn
-            return False, ch.sends[k].rank if k < len(ch.sends) else None
-        msg = arrivals.get((ch_i, k))
+            if self.depth == 0:
+                return self._rendezvous(r, op, ref, ch_i, k)
+            return self._send(r, op, ref, ch_i, k)
+        return self._recv(r, op, ref, ch_i, k)
+
+    def _rendezvous(self, r: int, op: Op, ref: OpRef, ch_i: int, k: int) -> Step:
+        """D = 0: the send and its recv execute together, when both ranks are at them."""
+        ch = self.table.channels[ch_i]
+        if k >= len(ch.recvs):
+            return False, None
+        peer = ch.recvs[k]
+        peer_ops = self.programs[peer.rank].ops
+        if len(self.events[peer.rank]) >= len(peer_ops) or \
+                peer_ops[len(self.events[peer.rank])].index != peer.op:
+            return False, None
+        inject, latency = self._transfer(ch_i, op)
+        ready, peer_ready = self.clock[r], self.clock[peer.rank]
+        start = max(ready, peer_ready)
+        end = start + self.costs[r][op.index] + inject + latency
+        cause = peer if peer_ready > ready else None
+        self._emit(r, op, start, end, cause, "rendezvous" if cause else "program")
+        peer_cause = ref if ready > peer_ready else None
+        # the sender is held until the data is across; the receiver then pays its own op
+        # overhead, as it does when the message was queued
+        self._emit(peer.rank, peer_ops[peer.op], start,
+                   end + self.costs[peer.rank][peer.op], peer_cause,
+                   "rendezvous" if peer_cause else "program")
+        self.messages.append(MessageEvent(ch_i, k, ref, peer, start, end, op.nbytes))
+        return True, peer.rank
+
+    def _send(self, r: int, op: Op, ref: OpRef, ch_i: int, k: int) -> Step:
+        """D >= 1: the k-th send waits for room, i.e. the (k-D)-th recv on its link."""
+        ready = self.clock[r]
+        start, cause, via = ready, None, "program"
+        if k >= self.depth:
+            room = self.recv_done.get((ch_i, k - self.depth))
+            if room is None:
+                return False, None
+            if room[0] > ready:
+                start, cause, via = room[0], room[1], "queue"
+        inject, latency = self._transfer(ch_i, op)
+        end = start + self.costs[r][op.index] + inject
+        self._emit(r, op, start, end, cause, via)
+        self.arrivals[(ch_i, k)] = (end + latency, ref)
+        ch = self.table.channels[ch_i]
+        reader = ch.recvs[k] if k < len(ch.recvs) else None
+        self.messages.append(MessageEvent(ch_i, k, ref, reader, end - inject, end + latency,
+                                          op.nbytes))
+        return True, self.readers.get(ch_i)
+
+    def _recv(self, r: int, op: Op, ref: OpRef, ch_i: int, k: int) -> Step:
+        if self.depth == 0:  # the writer executes the pair: make sure it gets a turn
+            sends = self.table.channels[ch_i].sends
+            return False, sends[k].rank if k < len(sends) else None
+        msg = self.arrivals.get((ch_i, k))
         if msg is None:
             return False, None
-        arrived, sender, send_hops = msg
+        arrived, sender = msg
+        ready = self.clock[r]
         start, cause, via = ready, None, "program"
         if arrived > ready:
             start, cause, via = arrived, sender, "message"
-        end = start + costs[r][op.index]
-        emit(r, op, start, end, cause, via, max(hops[r], send_hops + 1))
-        recv_done[(ch_i, k)] = (end, ref)
-        return True, writers.get(ch_i)
-
-    work = deque(range(n))
-    queued = [True] * n
-    while work:
-        r = work.popleft()
-        queued[r] = False
-        while len(events[r]) < len(programs[r].ops):
-            ran, wake = step(r)
-            if wake is not None and wake != r and not queued[wake]:
-                work.append(wake)
-                queued[wake] = True
-            if not ran:
-                break
-    if any(len(events[r]) < len(programs[r].ops) for r in range(n)):
-        stuck = [programs[r].endpoint.describe() for r in range(n)
-                 if len(events[r]) < len(programs[r].ops)]
-        raise SimulationRefused(f"the timing run blocked at queue depth {depth} (ranks "
-                                f"{', '.join(stuck[:8])}); the schedule deadlocks")
-    return TimingRun(tuple(tuple(e) for e in events), tuple(messages), classes)
+        end = start + self.costs[r][op.index]
+        self._emit(r, op, start, end, cause, via)
+        self.recv_done[(ch_i, k)] = (end, ref)
+        return True, self.writers.get(ch_i)

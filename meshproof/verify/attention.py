@@ -10,13 +10,22 @@ from __future__ import annotations
 import time
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.schedule import Schedule
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
-from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.model.schedule import OpKind, Schedule
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    AttentionDetails,
+    Counterexample,
+    Diagnostic,
+    PropertyResult,
+    Role,
+    Status,
+)
+from meshproof.verify.result import Witness as WitnessFacts
+from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.witness import Witness, find_witness
 
-NAME = "attention_equivalence"
+NAME = Property.ATTENTION_EQUIVALENCE
 CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"
 MAX_WITNESS_STORES = 16
 
@@ -26,9 +35,13 @@ def _unknown(message: str, start: float) -> PropertyResult:
                           certificate=CERTIFICATE)
 
 
-def attention_equivalence(schedule: Schedule, table: ChannelTable,
-                          sem: SemanticAnalysis) -> PropertyResult:
+def attention_equivalence(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
+    return _judge(ctx.schedule, ctx.channels, ctx.shared(shared_semantics), start)
+
+
+def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
+           start: float) -> PropertyResult:
     if sem.analysis is None:
         return _unknown(f"no attention problem to compare with: {sem.unavailable}", start)
     a = sem.analysis
@@ -59,7 +72,7 @@ def attention_equivalence(schedule: Schedule, table: ChannelTable,
             NAME, Status.VIOLATED,
             f"{len(silent)} group(s) store no output: group {g} "
             f"({_ranks(schedule, a, g)}) never writes {', '.join(a.problem.outputs)}",
-            Counterexample(f"group {g} stores no output", ()),
+            Counterexample(f"group {g} stores no output", (), AttentionDetails(None, 0)),
             time.perf_counter() - start, CERTIFICATE)
     witness = find_witness(schedule, table, a.problem,
                            [(o.rank, o.store) for o in bad[:MAX_WITNESS_STORES]])
@@ -75,10 +88,9 @@ def attention_equivalence(schedule: Schedule, table: ChannelTable,
             "no input tried shows a difference from attention", None, seconds, CERTIFICATE)
     summary = (f"{len(bad)} of {len(a.outputs)} stored output(s) are not attention: "
                f"{reason}")
+    details = AttentionDetails(_witness_facts(schedule, witness), len(bad))
     return PropertyResult(NAME, Status.VIOLATED, summary,
-                          Counterexample(summary, tuple(diags),
-                                         (("witness", _witness_json(schedule, witness)),)),
-                          seconds, CERTIFICATE)
+                          Counterexample(summary, tuple(diags), details), seconds, CERTIFICATE)
 
 
 def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
@@ -94,7 +106,8 @@ def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
             f"{first % row // d}) are never stored: every input leaves them unwritten",
             Role.DEPARTURE, None, ep))
     summary = f"{len(a.unwritten)} rank(s) leave part of their output unwritten"
-    return PropertyResult(NAME, Status.VIOLATED, summary, Counterexample(summary, tuple(diags)),
+    return PropertyResult(NAME, Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags), AttentionDetails(None, 0)),
                           time.perf_counter() - start, CERTIFICATE)
 
 
@@ -110,20 +123,18 @@ def _diagnostics(schedule: Schedule, a: Analysis, out: OutputResult,
     store = out.store
     for reason in out.verdict.reasons:
         diags.append(Diagnostic(f"the output stored here is not attention: {reason}",
-                                Role.DEPARTURE, store.source, ep, store.index, "store"))
+                                Role.DEPARTURE, store.source, ep, store.index, OpKind.STORE))
     for event in a.explain(out):
-        ev_ep = schedule.programs[event.rank].endpoint if hasattr(event, "rank") else ep
-        diags.append(Diagnostic(event.message, Role.DEPARTURE, event.op.source, ev_ep,
-                                event.op.index, event.op.kind.value))
+        diags.append(Diagnostic(event.message, Role.DEPARTURE, event.op.source,
+                                schedule.programs[event.rank].endpoint, event.op.index,
+                                event.op.kind))
     if witness is not None:
         diags.append(Diagnostic("witness: " + witness.describe(ep.describe()), Role.NOTE,
-                                store.source, ep, store.index, "store"))
+                                store.source, ep, store.index, OpKind.STORE))
     return diags
 
 
-def _witness_json(schedule: Schedule, w: Witness) -> dict[str, object]:
-    ep = schedule.programs[w.rank].endpoint
-    return {"inputs": f"seeded N(0,1), seed {w.seed}", "precision": w.precision,
-            "rel_err": float(f"{w.rel_err:.6g}"), "cube": ep.cube, "pe": ep.pe,
-            "source": str(w.store.source), "element": list(w.element),
-            "got": float(f"{w.got:.6g}"), "want": float(f"{w.want:.6g}")}
+def _witness_facts(schedule: Schedule, w: Witness) -> WitnessFacts:
+    return WitnessFacts(f"seeded N(0,1), seed {w.seed}", w.precision, w.rel_err,
+                        schedule.programs[w.rank].endpoint, w.store.source, w.element, w.got,
+                        w.want)

@@ -9,7 +9,6 @@ own, and the two verdicts must agree or meshproof raises an InternalError.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
@@ -22,18 +21,24 @@ from meshproof.model.progress import (
 )
 from meshproof.model.schedule import Schedule
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
-from meshproof.verify.z3util import Budget, SatResult, check
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    BlockedOp,
+    Counterexample,
+    DeadlockDetails,
+    DeadlockResult,
+    Diagnostic,
+    Role,
+    Status,
+)
+from meshproof.verify.z3util import SatResult, check
 
 MAX_LISTED_BLOCKED = 48
 
 
-@dataclass(frozen=True, slots=True)
-class DeadlockReport:
-    result: PropertyResult
-    min_queue_depth: int | None
-    rendezvous: Status
-    smt2: str | None
+def progress_at_depth(ctx: CheckContext) -> Progress:
+    """The Kahn-network run at the judged queue depth (shared: `ctx.shared(...)`)."""
+    return run(ctx.schedule, ctx.channels, ctx.depth)
 
 
 def minimal_depth(schedule: Schedule, table: ChannelTable,
@@ -94,19 +99,15 @@ def _blocked_reason(schedule: Schedule, table: ChannelTable, ref: OpRef) -> str:
 
 def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress) -> Counterexample:
     diags: list[Diagnostic] = []
-    blocked_json = []
+    blocked: list[BlockedOp] = []
     for r in sorted(progress.stuck):
         ref = OpRef(r, progress.stuck[r])
         prog = schedule.programs[r]
         op = prog.ops[ref.op]
-        blocked_json.append({"cube": prog.endpoint.cube, "pe": prog.endpoint.pe,
-                             "op_index": op.index, "op": op.kind.value,
-                             "dir": op.dir.value if op.dir else None,
-                             "source": str(op.source)})
+        blocked.append(BlockedOp(prog.endpoint, op.index, op.kind, op.dir, op.source))
         if len(diags) < MAX_LISTED_BLOCKED:
             diags.append(Diagnostic(_blocked_reason(schedule, table, ref), Role.BLOCKED,
-                                    op.source, prog.endpoint, op.index, op.kind.value,
-                                    op.dir.value if op.dir else None,
+                                    op.source, prog.endpoint, op.index, op.kind, op.dir,
                                     table.port_use[ref].peer))
     eps = find_cycle(wait_for(schedule, table, progress))
     n = len(progress.stuck)
@@ -118,17 +119,14 @@ def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress)
                    "missing links, or finished)"
     if n > MAX_LISTED_BLOCKED:
         summary += f" (first {MAX_LISTED_BLOCKED} listed)"
-    return Counterexample(summary, tuple(diags), (
-        ("blocked", blocked_json),
-        ("queue_depth", progress.depth),
-        ("wait_for_cycle", [[e.cube, e.pe] for e in eps]),
-    ))
+    return Counterexample(summary, tuple(diags),
+                          DeadlockDetails(tuple(blocked), tuple(eps), progress.depth))
 
 
-def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget: Budget,
-                     stuck_state_max_ops: int, keep_smt2: bool = False) -> DeadlockReport:
+def deadlock_freedom(ctx: CheckContext) -> DeadlockResult:
     start = time.perf_counter()
-    progress = run(schedule, table, depth)
+    schedule, table, depth, budget = ctx.schedule, ctx.channels, ctx.depth, ctx.budget
+    progress = ctx.shared(progress_at_depth)
     model = DeadlockModel(schedule, table, progress.comm)
     n_ops = len(model.ops)
     certificates: list[str] = []
@@ -148,7 +146,7 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
         label = "z3 stuck-state witness check"
         rejected = "the simulation is stuck but Z3 rejects the stuck state as unreachable " \
                    "or not stuck"
-    smt2 = text if keep_smt2 else None
+    smt2 = text if ctx.config.keep_smt2 else None
     outcome = check(solver)
     if outcome.result is SatResult.UNSAT:
         raise InternalError(f"deadlock_freedom at D={depth}: {rejected}")
@@ -156,7 +154,7 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
         unknown_reason = f"{what}: solver returned unknown ({outcome.reason})"
     else:
         certificates.append(label)
-    if n_ops <= stuck_state_max_ops and not unknown_reason:
+    if n_ops <= ctx.config.stuck_state_max_ops and not unknown_reason:
         solver, _ = stuck_state(model, depth, budget)
         outcome = check(solver)
         if outcome.result is SatResult.UNKNOWN:
@@ -177,19 +175,19 @@ def deadlock_freedom(schedule: Schedule, table: ChannelTable, depth: int, budget
     cert = "; ".join(certificates)
     depth_note = ("min_queue_depth " + (str(min_depth) if min_depth is not None else
                                         "none (deadlocks at every depth)"))
+
+    def result(status: Status, message: str, cx: Counterexample | None = None) -> DeadlockResult:
+        return DeadlockResult(Property.DEADLOCK_FREEDOM, status, message, cx, seconds, cert,
+                              min_depth, rendezvous, smt2)
+
     if unknown_reason:
-        return DeadlockReport(PropertyResult(
-            "deadlock_freedom", Status.UNKNOWN,
-            f"simulation says {'deadlock' if progress.deadlock else 'deadlock-free'} at "
-            f"D={depth}, but the Z3 certificate was not obtained: {unknown_reason}; not "
-            "certified", None, seconds, cert), min_depth, rendezvous, smt2)
+        return result(Status.UNKNOWN,
+                      f"simulation says {'deadlock' if progress.deadlock else 'deadlock-free'} "
+                      f"at D={depth}, but the Z3 certificate was not obtained: "
+                      f"{unknown_reason}; not certified")
     if progress.deadlock:
         cx = _counterexample(schedule, table, progress)
-        return DeadlockReport(PropertyResult(
-            "deadlock_freedom", Status.VIOLATED, f"{cx.summary}; {depth_note}", cx, seconds,
-            cert), min_depth, rendezvous, smt2)
-    return DeadlockReport(PropertyResult(
-        "deadlock_freedom", Status.PROVED,
-        f"no reachable stuck state at D={depth} ({n_ops} comm ops); {depth_note}; "
-        f"rendezvous (D=0) {'deadlock-free' if rendezvous_free else 'deadlocks'}",
-        None, seconds, cert), min_depth, rendezvous, smt2)
+        return result(Status.VIOLATED, f"{cx.summary}; {depth_note}", cx)
+    return result(Status.PROVED,
+                  f"no reachable stuck state at D={depth} ({n_ops} comm ops); {depth_note}; "
+                  f"rendezvous (D=0) {'deadlock-free' if rendezvous_free else 'deadlocks'}")

@@ -19,11 +19,13 @@ from typing import Any
 
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.verify.z3util import Budget, new_solver, op_var_name, rank_var_name
+from meshproof.verify.z3util import Budget, SmtLib, op_var_name, rank_var_name
 
 
 @dataclass(frozen=True, slots=True)
 class CommOp:
+    """A comm op as both deadlock encodings see it: its place in its rank and channel."""
+
     ref: OpRef
     pos: int           # position among its rank's comm ops
     is_send: bool
@@ -70,40 +72,6 @@ class DeadlockModel:
         return op_var_name(self.schedule, ref)
 
 
-class _Smt:
-    """SMT-LIB 2 text with commented constraint groups.
-
-    Building the query as text and letting Z3 parse it is an order of magnitude faster
-    than the Python API at 16x16 meshes, and the text is what `--smt2` writes.
-    """
-
-    def __init__(self, title: str) -> None:
-        self.lines: list[str] = [f"; meshproof: {title}", "(set-logic QF_LIA)"]
-        self.counts: dict[str, int] = {}
-        self._group = ""
-
-    def declare(self, names: list[str]) -> None:
-        self.lines += [f"(declare-const {n} Int)" for n in names]
-
-    def group(self, label: str) -> None:
-        self._group = label
-        self.counts.setdefault(label, 0)
-        self.lines.append(f"; group: {label}")
-
-    def add(self, term: str) -> None:
-        self.counts[self._group] += 1
-        self.lines.append(f"(assert {term})")
-
-    def text(self) -> str:
-        return "\n".join([*self.lines, "(check-sat)", ""])
-
-
-def _solver(smt: _Smt, budget: Budget) -> Any:
-    solver = new_solver(budget)
-    solver.from_string(smt.text())
-    return solver
-
-
 def order_certificate(model: DeadlockModel, depth: int, stamp: dict[OpRef, int],
                       budget: Budget) -> tuple[Any, dict[str, int], str]:
     """Solver asserting the dependency constraints and the simulation's timestamps.
@@ -112,7 +80,7 @@ def order_certificate(model: DeadlockModel, depth: int, stamp: dict[OpRef, int],
     and the query text.
     """
     t = {ref: model.name(ref) for ref in model.ops}
-    smt = _Smt(f"order certificate, {model.schedule.launch.kernel}, queue depth {depth}")
+    smt = SmtLib(f"order certificate, {model.schedule.launch.kernel}, queue depth {depth}")
     smt.declare(list(t.values()))
     smt.group("program_order")
     for r, indices in enumerate(model.comm):
@@ -149,12 +117,12 @@ def order_certificate(model: DeadlockModel, depth: int, stamp: dict[OpRef, int],
         smt.add(term)
     smt.group("ops_that_can_never_complete")
     for ref in never:
-        smt.lines.append(f"; {t[ref]} can never complete")
+        smt.comment(f"{t[ref]} can never complete")
         smt.add("false")
     smt.group("simulation_timestamps")
     for ref in model.ops:
         smt.add(f"(= {t[ref]} {stamp.get(ref, -1)})")
-    return _solver(smt, budget), smt.counts, smt.text()
+    return smt.solver(budget), smt.counts, smt.text()
 
 
 def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
@@ -170,7 +138,7 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
     t = {ref: model.name(ref) for ref in model.ops}
     done = {ref: f"(> {p[ref.rank]} {op.pos})" for ref, op in model.ops.items()}
     kind = "witness check" if fixed_progress is not None else "search"
-    smt = _Smt(f"stuck-state {kind}, {sched.launch.kernel}, queue depth {depth}")
+    smt = SmtLib(f"stuck-state {kind}, {sched.launch.kernel}, queue depth {depth}")
     smt.declare(list(p.values()) + list(t.values()))
     smt.group("progress_bounds")
     for r, indices in enumerate(model.comm):
@@ -183,36 +151,9 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
     smt.group(f"fifo_matching_and_capacity_D{depth}")
     stuck: list[str] = []
     for ref, op in model.ops.items():
-        partner = model.partner(op)
-        if op.status is PortStatus.NO_LINK:
-            smt.add(f"(not {done[ref]})")
-            blocked = "true"
-        elif depth == 0:
-            if partner is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            else:
-                smt.add(f"(= {done[ref]} {done[partner]})")
-                smt.add(f"(=> {done[ref]} (= {t[ref]} {t[partner]}))")
-                blocked = f"(not (= {p[partner.rank]} {model.ops[partner].pos}))"
-        elif not op.is_send:
-            if partner is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            else:
-                smt.add(f"(=> {done[ref]} (and {done[partner]} (> {t[ref]} {t[partner]})))")
-                blocked = f"(not {done[partner]})"
-        else:
-            need = model.credit(op, depth)
-            if need is None:
-                smt.add(f"(not {done[ref]})")
-                blocked = "true"
-            elif need is True:
-                blocked = "false"
-            else:
-                assert isinstance(need, OpRef)
-                smt.add(f"(=> {done[ref]} (and {done[need]} (> {t[ref]} {t[need]})))")
-                blocked = f"(not {done[need]})"
+        asserts, blocked = _fifo(model, ref, op, depth, p, t, done)
+        for term in asserts:
+            smt.add(term)
         stuck.append(f"(=> (= {p[ref.rank]} {op.pos}) {blocked})")
     smt.group("every_unfinished_rank_blocked")
     for term in stuck:
@@ -230,4 +171,32 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
         for ref in model.ops:
             if ref in stamp:
                 smt.add(f"(= {t[ref]} {stamp[ref]})")
-    return _solver(smt, budget), smt.text()
+    return smt.solver(budget), smt.text()
+
+
+def _fifo(model: DeadlockModel, ref: OpRef, op: CommOp, depth: int, p: dict[int, str],
+          t: dict[OpRef, str], done: dict[OpRef, str]) -> tuple[list[str], str]:
+    """The FIFO constraints of one op when executed, and when it is blocked at it."""
+    partner = model.partner(op)
+    never = ([f"(not {done[ref]})"], "true")
+    if op.status is PortStatus.NO_LINK:
+        return never
+    if depth == 0:
+        if partner is None:
+            return never
+        return ([f"(= {done[ref]} {done[partner]})",
+                 f"(=> {done[ref]} (= {t[ref]} {t[partner]}))"],
+                f"(not (= {p[partner.rank]} {model.ops[partner].pos}))")
+    if not op.is_send:
+        if partner is None:
+            return never
+        return ([f"(=> {done[ref]} (and {done[partner]} (> {t[ref]} {t[partner]})))"],
+                f"(not {done[partner]})")
+    need = model.credit(op, depth)
+    if need is None:
+        return never
+    if need is True:
+        return [], "false"
+    assert isinstance(need, OpRef)
+    return ([f"(=> {done[ref]} (and {done[need]} (> {t[ref]} {t[need]})))"],
+            f"(not {done[need]})")

@@ -12,32 +12,28 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable
-from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
-from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    Counterexample,
+    Diagnostic,
+    MergeCount,
+    MergeDetails,
+    PropertyResult,
+    Role,
+    Status,
+)
+from meshproof.verify.semantics import shared_semantics
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.judge import Counts, count_rows
+from meshproof.verify.semantics.layouts import Value
 
-NAME = "exactly_once_merge"
+NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
 MAX_LISTED = 40
-
-
-@dataclass(frozen=True, slots=True)
-class RowCount:
-    """How often an output on `endpoint` counts key rows [lo, hi) (shard `shard`)."""
-
-    endpoint: Endpoint
-    shard: Endpoint | None
-    lo: int
-    hi: int
-    numerator: float
-    denominator: float | None
 
 
 def _vacuous(schedule: Schedule, outputs: tuple[str, ...]) -> bool:
@@ -53,14 +49,21 @@ def _vacuous(schedule: Schedule, outputs: tuple[str, ...]) -> bool:
     return True
 
 
-def exactly_once_merge(schedule: Schedule, table: ChannelTable,
-                       sem: SemanticAnalysis) -> PropertyResult:
-    start = time.perf_counter()
+class _Result:
+    """Builds this property's results with the time since the check started."""
 
-    def result(status: Status, message: str, cex: Counterexample | None = None
-               ) -> PropertyResult:
-        return PropertyResult(NAME, status, message, cex, time.perf_counter() - start,
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self, status: Status, message: str,
+                 cex: Counterexample | None = None) -> PropertyResult:
+        return PropertyResult(NAME, status, message, cex, time.perf_counter() - self.start,
                               CERTIFICATE)
+
+
+def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
+    result = _Result()
+    schedule = ctx.schedule
 
     if not schedule.active:
         return result(Status.UNKNOWN, "no rank ran any op (every rank returned at once): "
@@ -70,6 +73,7 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable,
         named = ", ".join(schedule.launch.sharded) or "none"
         return result(Status.PROVED, f"vacuous: no rank loads a sharded buffer ({named}), "
                       "computes a softmax partial or stores an output")
+    sem = ctx.shared(shared_semantics)
     if sem.analysis is None:
         return result(Status.UNKNOWN, f"cannot count merges: {sem.unavailable}")
     a = sem.analysis
@@ -85,10 +89,10 @@ def exactly_once_merge(schedule: Schedule, table: ChannelTable,
     return _judge(schedule, a, result)
 
 
-def _judge(schedule: Schedule, a: Analysis, result: object) -> PropertyResult:
+def _judge(schedule: Schedule, a: Analysis, result: _Result) -> PropertyResult:
     shown_lines: set[str] = set()
     diags: list[Diagnostic] = []
-    counts: list[RowCount] = []
+    counts: list[MergeCount] = []
     unknown: list[str] = []
     for out in a.outputs:
         ep = schedule.programs[out.rank].endpoint
@@ -97,31 +101,32 @@ def _judge(schedule: Schedule, a: Analysis, result: object) -> PropertyResult:
                 diags.append(Diagnostic(f"the stored output depends on a message that never "
                                         f"arrives ({out.opaque.op.source}: "
                                         f"{out.opaque.reason})", Role.MERGE, out.store.source,
-                                        ep, out.store.index, "store"))
+                                        ep, out.store.index, OpKind.STORE))
             else:
                 unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
                                f"outside the rules ({out.opaque.op.source}: "
                                f"{out.opaque.reason})")
             continue
         arg = out.store.args[0]
-        form = a.interp.values[(out.rank, arg.id)]  # type: ignore[union-attr]
-        assert not isinstance(form, type(out.opaque)) or form is not None
-        c = count_rows(form.form, a.problem, a.problem.group_of[out.rank])  # type: ignore[union-attr]
+        assert isinstance(arg, ValueRef)
+        value = a.interp.values[(out.rank, arg.id)]
+        assert isinstance(value, Value)
+        c = count_rows(value.form, a.problem, a.problem.group_of[out.rank])
         bad = _bad_runs(c)
         if c.foreign:
             diags.append(Diagnostic("the stored output counts keys of another attention "
                                     "problem (another group's KV)", Role.MERGE,
-                                    out.store.source, ep, out.store.index, "store"))
+                                    out.store.source, ep, out.store.index, OpKind.STORE))
         if c.mixed:
             diags.append(Diagnostic("the stored output applies the weights of one key row to "
                                     "V of another row: weights and values of different shards",
-                                    Role.MERGE, out.store.source, ep, out.store.index, "store"))
+                                    Role.MERGE, out.store.source, ep, out.store.index, OpKind.STORE))
         if not bad:
             continue
         events = _merge_events(a, out)
         for lo, hi, n, d in bad:
             shard = _shard(schedule, a, out.rank, lo)
-            counts.append(RowCount(ep, shard, lo, hi, n, d))
+            counts.append(MergeCount(ep, shard, (lo, hi), n, d))
             if len(diags) < MAX_LISTED:
                 diags.append(_count_diag(out, ep, shard, lo, hi, n, d))
         for e in events:
@@ -131,12 +136,12 @@ def _judge(schedule: Schedule, a: Analysis, result: object) -> PropertyResult:
             if len(diags) < MAX_LISTED:
                 diags.append(Diagnostic(e.message, Role.MERGE, e.op.source,
                                         schedule.programs[e.rank].endpoint, e.op.index,
-                                        e.op.kind.value))
+                                        e.op.kind))
     for g in a.silent_groups:
         diags.append(Diagnostic(f"no rank of group {g} stores an output: its "
                                 f"{a.problem.groups[g].n_shards} shard(s) are never merged",
                                 Role.MERGE))
-    make = result  # type: ignore[assignment]
+    make = result
     if diags:
         worst = max((r.numerator for r in counts), default=None)
         zeros = sum(1 for r in counts if r.numerator == 0)
@@ -145,14 +150,12 @@ def _judge(schedule: Schedule, a: Analysis, result: object) -> PropertyResult:
         if counts:
             summary += f" (max count {_num(worst or 0)}, {zeros} run(s) of key rows never " \
                        "merged)"
-        return make(Status.VIOLATED, summary,  # type: ignore[operator]
-                    Counterexample(summary, tuple(diags), (("counts", [_json(r) for r in
-                                                                        counts]),)))
+        return make(Status.VIOLATED, summary,
+                    Counterexample(summary, tuple(diags), MergeDetails(tuple(counts))))
     if unknown:
-        return make(Status.UNKNOWN, "cannot count merges: " +  # type: ignore[operator]
-                    "; ".join(unknown[:3]))
+        return make(Status.UNKNOWN, "cannot count merges: " + "; ".join(unknown[:3]))
     n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
-    return make(Status.PROVED,  # type: ignore[operator]
+    return make(Status.PROVED,
                 f"{len(a.outputs)} stored output(s) each count every key row of their group "
                 f"exactly once, numerator and denominator alike (up to {n} key rows in "
                 f"{max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
@@ -208,7 +211,8 @@ def _merge_events(a: Analysis, out: OutputResult) -> list[Event]:
     """The lines where the double or missing merge happens: double merges, weights and
     machine zeros in the output's cone, else the last merge on the storing rank."""
     arg = out.store.args[0]
-    events = a.cone_events(out.rank, arg.id)  # type: ignore[union-attr]
+    assert isinstance(arg, ValueRef)
+    events = a.cone_events(out.rank, arg.id)
     seen: set[str] = set()
     picked = []
     for e in events:
@@ -225,7 +229,3 @@ def _merge_events(a: Analysis, out: OutputResult) -> list[Event]:
     return []
 
 
-def _json(r: RowCount) -> dict[str, object]:
-    return {"cube": r.endpoint.cube, "pe": r.endpoint.pe,
-            "shard": [r.shard.cube, r.shard.pe] if r.shard else None,
-            "rows": [r.lo, r.hi], "numerator": r.numerator, "denominator": r.denominator}

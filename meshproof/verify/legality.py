@@ -9,19 +9,28 @@ from __future__ import annotations
 import time
 
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
-from meshproof.model.schedule import Schedule
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.model.topology import Endpoint
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    ConfinementDetails,
+    Counterexample,
+    Diagnostic,
+    PropertyResult,
+    Role,
+    Status,
+)
 
 
-def _comm_refs(schedule: Schedule, table: ChannelTable) -> list[OpRef]:
+def _comm_refs(table: ChannelTable) -> list[OpRef]:
     return sorted(table.port_use, key=lambda r: (r.rank, r.op))
 
 
-def direction_legality(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+def direction_legality(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
+    schedule, table = ctx.schedule, ctx.channels
     wiring = schedule.wiring
     diags: list[Diagnostic] = []
-    refs = _comm_refs(schedule, table)
+    refs = _comm_refs(table)
     for ref in refs:
         if table.port_use[ref].status is not PortStatus.NO_LINK:
             continue
@@ -32,27 +41,31 @@ def direction_legality(schedule: Schedule, table: ChannelTable) -> PropertyResul
         diags.append(Diagnostic(
             f"{op.kind.value} {op.dir.value} uses a link the wiring does not have "
             f"(IpcqInvalidDirection): {reason}", Role.ILLEGAL, op.source, prog.endpoint,
-            op.index, op.kind.value, op.dir.value))
+            op.index, op.kind, op.dir))
     seconds = time.perf_counter() - start
     if not diags:
-        return PropertyResult("direction_legality", Status.PROVED,
+        return PropertyResult(Property.DIRECTION_LEGALITY, Status.PROVED,
                               f"all {len(refs)} send/recv ops use links of {wiring.name}",
                               seconds=seconds, certificate="enumeration of comm ops")
-    ranks = sorted({d.endpoint for d in diags if d.endpoint})
+    dirs: dict[Endpoint, set[str]] = {}
+    for d in diags:
+        if d.endpoint is not None and d.dir is not None:
+            dirs.setdefault(d.endpoint, set()).add(d.dir.value)
+    ranks = sorted(dirs)
     summary = (f"{len(diags)} op(s) on {len(ranks)} rank(s) use links {wiring.name} lacks: "
-               + ", ".join(f"cube {e.cube} pe {e.pe} "
-                           f"{'/'.join(sorted({d.dir or '' for d in diags if d.endpoint == e}))}"
+               + ", ".join(f"cube {e.cube} pe {e.pe} {'/'.join(sorted(dirs[e]))}"
                            for e in ranks))
-    return PropertyResult("direction_legality", Status.VIOLATED, summary,
+    return PropertyResult(Property.DIRECTION_LEGALITY, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags)), seconds,
                           "enumeration of comm ops")
 
 
-def launch_confinement(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+def launch_confinement(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
+    schedule, table = ctx.schedule, ctx.channels
     launch = schedule.launch
     diags: list[Diagnostic] = []
-    refs = _comm_refs(schedule, table)
+    refs = _comm_refs(table)
     for ref in refs:
         use = table.port_use[ref]
         if use.status is not PortStatus.OUTSIDE:
@@ -65,18 +78,17 @@ def launch_confinement(schedule: Schedule, table: ChannelTable) -> PropertyResul
             f"{op.kind.value} {op.dir.value} {verb} {use.peer.describe()}, which is outside "
             f"the launch (cubes {launch.cube_start}..{launch.cube_start + launch.n_cubes - 1}"
             f", pes 0..{launch.pes - 1}) and runs nothing", Role.OUTSIDE, op.source,
-            prog.endpoint, op.index, op.kind.value, op.dir.value, use.peer))
+            prog.endpoint, op.index, op.kind, op.dir, use.peer))
     seconds = time.perf_counter() - start
     if not diags:
-        return PropertyResult("launch_confinement", Status.PROVED,
+        return PropertyResult(Property.LAUNCH_CONFINEMENT, Status.PROVED,
                               f"all {len(refs)} send/recv ops stay inside the launch",
                               seconds=seconds, certificate="enumeration of comm ops")
-    pairs = sorted({(d.endpoint, d.dir, d.peer) for d in diags if d.endpoint and d.peer})
+    pairs = sorted({(d.endpoint, d.dir.value, d.peer) for d in diags
+                    if d.endpoint and d.dir and d.peer})
     summary = f"{len(diags)} op(s) leave the launch: " + ", ".join(
         f"cube {e.cube} pe {e.pe} {d} -> cube {p.cube} pe {p.pe}" for e, d, p in pairs)
-    return PropertyResult("launch_confinement", Status.VIOLATED, summary,
-                          Counterexample(summary, tuple(diags),
-                                         (("outside_endpoints",
-                                           [list(c) for c in sorted(
-                                               {(p.cube, p.pe) for _, _, p in pairs})]),)),
+    outside = ConfinementDetails(tuple(sorted({p for _, _, p in pairs})))
+    return PropertyResult(Property.LAUNCH_CONFINEMENT, Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags), outside),
                           seconds, "enumeration of comm ops")

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import time
 
-from meshproof.model.channels import Channel, ChannelTable, OpRef, PortStatus
-from meshproof.model.schedule import Op, Schedule
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+from meshproof.model.channels import Channel, OpRef, PortStatus
+from meshproof.model.schedule import Op, OpKind, Schedule
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    Counterexample,
+    Diagnostic,
+    Leftover,
+    MatchingDetails,
+    PropertyResult,
+    Role,
+    Status,
+)
 
 
 def _op(schedule: Schedule, ref: OpRef) -> Op:
@@ -23,10 +32,11 @@ def _describe(ch: Channel) -> str:
     return f"link {ch.src.describe()} -{ch.dir.value}-> {dst}"
 
 
-def channel_matching(schedule: Schedule, table: ChannelTable) -> PropertyResult:
+def channel_matching(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
+    schedule, table = ctx.schedule, ctx.channels
     diags: list[Diagnostic] = []
-    leftovers: list[dict[str, object]] = []
+    leftovers: list[Leftover] = []
     judged = [ch for ch in table.channels if ch.status is PortStatus.OK]
     n_pairs = 0
     for ch in judged:
@@ -47,33 +57,31 @@ def channel_matching(schedule: Schedule, table: ChannelTable) -> PropertyResult:
                 diags.append(Diagnostic(
                     f"recv {r_op.dir.value if r_op.dir else ''} (message {k} on {_describe(ch)}) "
                     f"disagrees with its send at {s_op.source}: {'; '.join(what)}",
-                    Role.MISMATCHED, r_op.source, r_ep, r_op.index, "recv",
-                    r_op.dir.value if r_op.dir else None, s_ep))
+                    Role.MISMATCHED, r_op.source, r_ep, r_op.index, OpKind.RECV, r_op.dir,
+                    s_ep))
                 diags.append(Diagnostic(
                     f"the matching send {s_op.dir.value if s_op.dir else ''} (message {k})",
-                    Role.NOTE, s_op.source, s_ep, s_op.index, "send",
-                    s_op.dir.value if s_op.dir else None, r_ep))
+                    Role.NOTE, s_op.source, s_ep, s_op.index, OpKind.SEND, s_op.dir, r_ep))
         extra_sends = ch.sends[len(ch.recvs):]
         extra_recvs = ch.recvs[len(ch.sends):]
         if extra_sends or extra_recvs:
-            leftovers.append({"link": ch.name, "sends": len(ch.sends), "recvs": len(ch.recvs)})
+            leftovers.append(Leftover(ch.name, len(ch.sends), len(ch.recvs)))
         for k, ref in enumerate(extra_sends, start=len(ch.recvs)):
             op = _op(schedule, ref)
             diags.append(Diagnostic(
                 f"send {ch.dir.value} (message {k} on {_describe(ch)}) is never received: "
                 f"{len(ch.sends)} sends vs {len(ch.recvs)} recvs on this link",
-                Role.UNMATCHED, op.source, ch.src, op.index, "send", ch.dir.value, ch.dst))
+                Role.UNMATCHED, op.source, ch.src, op.index, OpKind.SEND, ch.dir, ch.dst))
         for k, ref in enumerate(extra_recvs, start=len(ch.sends)):
             op = _op(schedule, ref)
             ep = schedule.programs[ref.rank].endpoint
             diags.append(Diagnostic(
                 f"recv {op.dir.value if op.dir else ''} (message {k} on {_describe(ch)}) has no "
                 f"matching send: {len(ch.sends)} sends vs {len(ch.recvs)} recvs on this link",
-                Role.UNMATCHED, op.source, ep, op.index, "recv",
-                op.dir.value if op.dir else None, ch.src))
+                Role.UNMATCHED, op.source, ep, op.index, OpKind.RECV, op.dir, ch.src))
     seconds = time.perf_counter() - start
     if not diags:
-        return PropertyResult("channel_matching", Status.PROVED,
+        return PropertyResult(Property.CHANNEL_MATCHING, Status.PROVED,
                               f"{len(judged)} links, {n_pairs} messages: every send has its "
                               "recv with the same shape, dtype and bytes", seconds=seconds,
                               certificate="enumeration of channels")
@@ -82,7 +90,7 @@ def channel_matching(schedule: Schedule, table: ChannelTable) -> PropertyResult:
                f"{len({d.endpoint for d in diags})} rank(s)")
     if leftovers:
         summary += "; leftovers: " + ", ".join(
-            f"{lo['link']} {lo['sends']} sends/{lo['recvs']} recvs" for lo in leftovers[:6])
-    return PropertyResult("channel_matching", Status.VIOLATED, summary,
-                          Counterexample(summary, tuple(diags), (("leftovers", leftovers),)),
+            f"{lo.link} {lo.sends} sends/{lo.recvs} recvs" for lo in leftovers[:6])
+    return PropertyResult(Property.CHANNEL_MATCHING, Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags), MatchingDetails(tuple(leftovers))),
                           seconds, "enumeration of channels")

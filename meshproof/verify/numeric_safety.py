@@ -12,23 +12,36 @@ import time
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import Schedule
-from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
-from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.properties import CheckContext, Property
+from meshproof.verify.result import (
+    Counterexample,
+    Diagnostic,
+    NumericDetails,
+    NumericResult,
+    PropertyResult,
+    Role,
+    Status,
+)
+from meshproof.verify.result import Hazard as HazardFacts
+from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
 from meshproof.verify.semantics.bounds import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.interp import Interpreter, Opaque
+from meshproof.verify.semantics.rounding import output_error_bounds
 
-NAME = "numeric_safety"
+NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"
 
 
-def numeric_safety(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
-                   input_bound: float) -> PropertyResult:
+def numeric_safety(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
+    schedule, table, input_bound = ctx.schedule, ctx.channels, ctx.config.input_bound
+    sem = ctx.shared(shared_semantics)
+    bound: list[float | None] = [None]
 
     def result(status: Status, message: str, cex: Counterexample | None = None
                ) -> PropertyResult:
-        return PropertyResult(NAME, status, message, cex, time.perf_counter() - start,
-                              CERTIFICATE)
+        return NumericResult(NAME, status, message, cex, time.perf_counter() - start,
+                             CERTIFICATE, input_bound, bound[0])
 
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
@@ -43,12 +56,21 @@ def numeric_safety(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysi
         first = findings[0]
         summary = (f"{len(findings)} numeric hazard(s) ({assumption}): {first.op.source}: "
                    f"{first.message}")
-        return result(Status.VIOLATED, summary, Counterexample(summary, diags))
+        facts = tuple(HazardFacts(f.hazard.value, schedule.programs[f.rank].endpoint,
+                                  f.op.source, f.bound, f.limit) for f in findings)
+        return result(Status.VIOLATED, summary,
+                      Counterexample(summary, diags, NumericDetails(facts, input_bound)))
     if safety.unknown:
         return result(Status.UNKNOWN, f"cannot bound every value ({assumption}): " +
                       "; ".join(safety.unknown[:3]))
     extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
         if schedule.launch.empty_shards else ""
+    etas = output_error_bounds(a.interp, [(o.rank, o.store) for o in a.outputs], input_bound)
+    known = [e for e in etas if e is not None]
+    if known and len(known) == len(etas):
+        bound[0] = max(known)
+        extra += (f"; first-order rounding bound of the outputs: |computed - exact| <= "
+                  f"{bound[0]:.3g}·max|V|")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "
@@ -57,7 +79,7 @@ def numeric_safety(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysi
 
 def _diag(schedule: Schedule, f: Finding) -> Diagnostic:
     ep = schedule.programs[f.rank].endpoint
-    return Diagnostic(f.message, Role.NUMERIC, f.op.source, ep, f.op.index, f.op.kind.value)
+    return Diagnostic(f.message, Role.NUMERIC, f.op.source, ep, f.op.index, f.op.kind)
 
 
 def _empty_partials(schedule: Schedule, table: ChannelTable,

@@ -1,6 +1,8 @@
 """Verification results: tri-state statuses, diagnostics with file:line, verdicts.
 
-Unknown is never proved: a verdict is `ok` only when every property is proved.
+Unknown is never proved: a verdict is `ok` only when every property it checked is
+proved, and it names the properties it did not check (`skipped`). Counterexample facts
+are typed records (`details`); JSON is produced only by the `to_json` methods.
 """
 
 from __future__ import annotations
@@ -9,13 +11,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from meshproof.model.schedule import LaunchSpec, SourceLoc
-from meshproof.model.topology import Endpoint
+from meshproof.exitcodes import ExitCode
+from meshproof.model.schedule import LaunchSpec, OpKind, SourceLoc
+from meshproof.model.topology import Direction, Endpoint
+from meshproof.verify.properties import Property
 
 VERDICT_SCHEMA = "meshproof/verdict-v1"
-PROPERTY_NAMES = ("direction_legality", "launch_confinement", "channel_matching",
-                  "deadlock_freedom", "exactly_once_merge", "attention_equivalence",
-                  "numeric_safety")
 
 
 class Status(Enum):
@@ -38,6 +39,10 @@ class Role(Enum):
     NOTE = "note"                  # context (e.g. the partner of a mismatch)
 
 
+def _pair(ep: Endpoint) -> list[int]:
+    return [ep.cube, ep.pe]
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One actionable finding, printed as `file:line: rank (cube C, pe P): error: ...`."""
@@ -47,8 +52,8 @@ class Diagnostic:
     source: SourceLoc | None = None
     endpoint: Endpoint | None = None
     op_index: int | None = None
-    op_kind: str | None = None
-    dir: str | None = None
+    op_kind: OpKind | None = None
+    dir: Direction | None = None
     peer: Endpoint | None = None
 
     def format(self) -> str:
@@ -65,36 +70,190 @@ class Diagnostic:
             "cube": self.endpoint.cube if self.endpoint else None,
             "pe": self.endpoint.pe if self.endpoint else None,
             "op_index": self.op_index,
-            "op": self.op_kind,
-            "dir": self.dir,
-            "peer": [self.peer.cube, self.peer.pe] if self.peer else None,
+            "op": self.op_kind.value if self.op_kind else None,
+            "dir": self.dir.value if self.dir else None,
+            "peer": _pair(self.peer) if self.peer else None,
         }
 
 
 @dataclass(frozen=True, slots=True)
+class BlockedOp:
+    """The op a rank is stuck at in a deadlock."""
+
+    endpoint: Endpoint
+    op_index: int
+    op: OpKind
+    dir: Direction | None
+    source: SourceLoc
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cube": self.endpoint.cube, "pe": self.endpoint.pe,
+                "op_index": self.op_index, "op": self.op.value,
+                "dir": self.dir.value if self.dir else None, "source": str(self.source)}
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlockDetails:
+    """deadlock_freedom's counterexample facts: the blocked ops and the wait-for cycle."""
+
+    blocked: tuple[BlockedOp, ...]          # every blocked rank, in rank order
+    wait_for_cycle: tuple[Endpoint, ...]    # in cycle order; () when there is none
+    queue_depth: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"blocked": [b.to_json() for b in self.blocked],
+                "queue_depth": self.queue_depth,
+                "wait_for_cycle": [_pair(e) for e in self.wait_for_cycle]}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfinementDetails:
+    """launch_confinement's counterexample facts: the endpoints outside the launch."""
+
+    outside_endpoints: tuple[Endpoint, ...]   # sorted
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outside_endpoints": [_pair(e) for e in self.outside_endpoints]}
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A link whose sends and recvs do not pair up."""
+
+    link: str
+    sends: int
+    recvs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"link": self.link, "sends": self.sends, "recvs": self.recvs}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchingDetails:
+    """channel_matching's counterexample facts: the links whose messages do not pair up."""
+
+    leftovers: tuple[Leftover, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leftovers": [lo.to_json() for lo in self.leftovers]}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCount:
+    """How often an output on `endpoint` counts key rows [lo, hi) (held by `shard`),
+    relative to its lightest row: 1 is exactly once."""
+
+    endpoint: Endpoint
+    shard: Endpoint | None
+    rows: tuple[int, int]
+    numerator: float
+    denominator: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cube": self.endpoint.cube, "pe": self.endpoint.pe,
+                "shard": _pair(self.shard) if self.shard else None, "rows": list(self.rows),
+                "numerator": _num(self.numerator),
+                "denominator": _num(self.denominator) if self.denominator is not None else None}
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(f"{x:.6g}")
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDetails:
+    """exactly_once_merge's counterexample facts: every wrong count."""
+
+    counts: tuple[MergeCount, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": [c.to_json() for c in self.counts]}
+
+
+@dataclass(frozen=True, slots=True)
+class Witness:
+    """Inputs on which a stored output differs from attention, evaluated exactly enough."""
+
+    inputs: str                          # how to rebuild them (family and seed)
+    precision: str                       # "float64" or "40-digit"
+    rel_err: float                       # max |kernel - reference| / max |reference|
+    endpoint: Endpoint
+    source: SourceLoc                    # the store
+    element: tuple[int, int, int]        # (query row, q head, feature) of the worst element
+    got: float
+    want: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "precision": self.precision,
+                "rel_err": float(f"{self.rel_err:.6g}"), "cube": self.endpoint.cube,
+                "pe": self.endpoint.pe, "source": str(self.source),
+                "element": list(self.element), "got": float(f"{self.got:.6g}"),
+                "want": float(f"{self.want:.6g}")}
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionDetails:
+    """attention_equivalence's counterexample facts: the witness, when one was found."""
+
+    witness: Witness | None
+    failing_outputs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"witness": self.witness.to_json() if self.witness else None,
+                "failing_outputs": self.failing_outputs}
+
+
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    """A value that can overflow or become undefined, at its op, with its bound."""
+
+    kind: str                             # exp_positive | overflow | empty_partial
+    endpoint: Endpoint
+    source: SourceLoc
+    bound: float | None
+    limit: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "cube": self.endpoint.cube, "pe": self.endpoint.pe,
+                "source": str(self.source),
+                "bound": float(f"{self.bound:.6g}") if self.bound is not None else None,
+                "limit": self.limit}
+
+
+@dataclass(frozen=True, slots=True)
+class NumericDetails:
+    hazards: tuple[Hazard, ...]
+    input_bound: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hazards": [h.to_json() for h in self.hazards], "input_bound": self.input_bound}
+
+
+Details = (DeadlockDetails | ConfinementDetails | MatchingDetails | MergeDetails |
+           AttentionDetails | NumericDetails)
+
+
+@dataclass(frozen=True, slots=True)
 class Counterexample:
+    """Why a property is violated: a summary, diagnostics at kernel lines, typed details."""
+
     summary: str
     diagnostics: tuple[Diagnostic, ...]
-    # extra structured facts, e.g. ("wait_for_cycle", [[4, 0], [5, 0]]); JSON-able values
-    details: tuple[tuple[str, Any], ...] = ()
+    details: Details | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"summary": self.summary,
                                "diagnostics": [d.to_json() for d in self.diagnostics]}
-        for key, value in self.details:
-            out[key] = value
+        if self.details is not None:
+            out.update(self.details.to_json())
         return out
-
-    def detail(self, key: str, default: Any = None) -> Any:
-        for k, v in self.details:
-            if k == key:
-                return v
-        return default
 
 
 @dataclass(frozen=True, slots=True)
 class PropertyResult:
-    name: str
+    """One property's status, in words, with its counterexample and certificate."""
+
+    name: Property
     status: Status
     message: str
     counterexample: Counterexample | None = None
@@ -103,7 +262,7 @@ class PropertyResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            "name": self.name.value,
             "status": self.status.value,
             "message": self.message,
             "counterexample": self.counterexample.to_json() if self.counterexample else None,
@@ -113,38 +272,81 @@ class PropertyResult:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadlockResult(PropertyResult):
+    """deadlock_freedom's result, with the facts the verdict reports beside it."""
+
+    min_queue_depth: int | None = None     # None: deadlocks at every depth
+    rendezvous: Status = Status.UNKNOWN    # deadlock freedom at D = 0
+    smt2: str | None = field(default=None, repr=False)  # the certificate query, if kept
+
+
+@dataclass(frozen=True, slots=True)
+class NumericResult(PropertyResult):
+    """numeric_safety's result, with the assumption it rests on and the outputs' first-order
+    rounding-error bound (|computed - exact| <= error_bound * max|V|), when known."""
+
+    input_bound: float = 16.0
+    error_bound: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = PropertyResult.to_json(self)
+        out["input_bound"] = self.input_bound
+        out["error_bound"] = float(f"{self.error_bound:.4g}") \
+            if self.error_bound is not None else None
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
+    """The properties checked for one launch at one queue depth, and those not checked."""
+
     kernel: str
     launch: LaunchSpec
     properties: tuple[PropertyResult, ...]
-    min_queue_depth: int | None
-    rendezvous: Status                     # deadlock freedom at D = 0
-    smt2: str | None = field(default=None, repr=False)  # the certificate query, if kept
-    queue_depth: int = -1                  # the D deadlock_freedom was judged at
+    queue_depth: int | None = None         # the D the properties were judged at
+    skipped: tuple[Property, ...] = ()     # not checked (--only / --skip)
 
     @property
     def ok(self) -> bool:
+        """Every property checked is proved (see `skipped` for those not checked)."""
         return all(p.status is Status.PROVED for p in self.properties)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if any(p.status is Status.VIOLATED for p in self.properties):
-            return 1
+            return ExitCode.VIOLATED
         if any(p.status is Status.UNKNOWN for p in self.properties):
-            return 3
-        return 0
+            return ExitCode.UNKNOWN
+        return ExitCode.OK
 
     @property
     def depth(self) -> int:
-        return self.queue_depth if self.queue_depth >= 0 else self.launch.queue_depth
+        return self.queue_depth if self.queue_depth is not None else self.launch.queue_depth
 
-    def property(self, name: str) -> PropertyResult:
+    @property
+    def deadlock(self) -> DeadlockResult | None:
+        return next((p for p in self.properties if isinstance(p, DeadlockResult)), None)
+
+    @property
+    def min_queue_depth(self) -> int | None:
+        return self.deadlock.min_queue_depth if self.deadlock else None
+
+    @property
+    def rendezvous(self) -> Status | None:
+        return self.deadlock.rendezvous if self.deadlock else None
+
+    @property
+    def smt2(self) -> str | None:
+        return self.deadlock.smt2 if self.deadlock else None
+
+    def property(self, name: Property | str) -> PropertyResult:
+        wanted = Property(name)
         for p in self.properties:
-            if p.name == name:
+            if p.name is wanted:
                 return p
-        raise KeyError(name)
+        raise KeyError(wanted.value)
 
-    def violated(self) -> tuple[str, ...]:
+    def violated(self) -> tuple[Property, ...]:
         return tuple(p.name for p in self.properties if p.status is Status.VIOLATED)
 
     def to_json(self, *, timings: bool = True) -> dict[str, Any]:
@@ -152,13 +354,15 @@ class Verdict:
         if not timings:
             for p in props:
                 p.pop("seconds")
+        rendezvous = self.rendezvous
         return {
             "schema": VERDICT_SCHEMA,
             "ok": self.ok,
             "kernel": self.kernel,
             "launch": self.launch.to_json(),
             "properties": props,
+            "skipped": [p.value for p in self.skipped],
             "min_queue_depth": self.min_queue_depth,
             "queue_depth": self.depth,
-            "rendezvous": self.rendezvous.value,
+            "rendezvous": rendezvous.value if rendezvous else None,
         }

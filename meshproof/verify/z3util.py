@@ -1,8 +1,10 @@
-"""The one place meshproof talks to Z3: bounded solvers, readable names, labelled groups.
+"""The one place meshproof talks to Z3: SMT-LIB queries, bounded solvers, readable names.
 
-Every solver call is bounded by a deterministic resource limit (`rlimit`, same answer on
-every machine) and a wall-clock timeout (a safety net). `unknown` is returned as such,
-with Z3's reason — it is never turned into "proved".
+Queries are built as SMT-LIB 2 text (`SmtLib`) with commented constraint groups and
+parsed by Z3: an order of magnitude faster than Z3's Python API at 16x16 meshes, and the
+text is what `--smt2` writes. Every solver call is bounded by a deterministic resource
+limit (`rlimit`, same answer on every machine) and a wall-clock timeout (a safety net).
+`unknown` is returned as such, with Z3's reason — it is never turned into "proved".
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ class SatResult(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """A solver call's limits: wall-clock seconds and Z3's deterministic resource limit."""
+
     timeout_s: float
     rlimit: int
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What a solver call returned (unknown keeps Z3's reason)."""
+
     result: SatResult
     reason: str
     model: Any = None
@@ -47,15 +53,38 @@ def new_solver(budget: Budget, logic: str | None = None) -> Any:
     return ctx_solver
 
 
-def add_group(solver: Any, label: str, constraints: list[Any]) -> None:
-    """Add constraints under a label; `assert_and_track` would slow large checks, so the
-    label lives in the SMT2 text as a comment-like named Boolean instead."""
-    if not constraints:
-        return
-    guard = z3.Bool(f"group_{label}")
-    solver.add(guard)
-    solver.add(z3.Implies(guard, z3.And(constraints)) if len(constraints) > 1 else
-               z3.Implies(guard, constraints[0]))
+class SmtLib:
+    """An SMT-LIB 2 query over integers: declarations, then asserts in labelled groups
+    (`; group: LABEL` comments), counted per group for the certificate's wording."""
+
+    def __init__(self, title: str) -> None:
+        self.lines: list[str] = [f"; meshproof: {title}", "(set-logic QF_LIA)"]
+        self.counts: dict[str, int] = {}
+        self._group = ""
+
+    def declare(self, names: list[str]) -> None:
+        self.lines += [f"(declare-const {n} Int)" for n in names]
+
+    def group(self, label: str) -> None:
+        self._group = label
+        self.counts.setdefault(label, 0)
+        self.lines.append(f"; group: {label}")
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"; {text}")
+
+    def add(self, term: str) -> None:
+        self.counts[self._group] += 1
+        self.lines.append(f"(assert {term})")
+
+    def text(self, *, check_sat: bool = True) -> str:
+        return "\n".join([*self.lines, *(["(check-sat)", ""] if check_sat else [])])
+
+    def solver(self, budget: Budget) -> Any:
+        """A bounded solver holding this query (check it with `check`)."""
+        solver = new_solver(budget)
+        solver.from_string(self.text())
+        return solver
 
 
 def check(solver: Any) -> Outcome:

@@ -13,6 +13,7 @@ from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem, ProblemUnavailable, attention_problem
 from meshproof.model.schedule import Schedule
 from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
+from meshproof.verify.properties import CheckContext
 from meshproof.verify.semantics.bounds import DEFAULT_INPUT_BOUND
 
 
@@ -21,6 +22,11 @@ class SemanticAnalysis:
     problem: Problem | None
     analysis: Analysis | None
     unavailable: str = ""       # why there is no attention problem to judge
+
+
+def shared_semantics(ctx: CheckContext) -> SemanticAnalysis:
+    """The analysis the three semantic properties share (ctx.shared caches it)."""
+    return semantic_analysis(ctx.schedule, ctx.channels)
 
 
 def semantic_analysis(schedule: Schedule, table: ChannelTable) -> SemanticAnalysis:
@@ -33,4 +39,4 @@ def semantic_analysis(schedule: Schedule, table: ChannelTable) -> SemanticAnalys
 
 
 __all__ = ["DEFAULT_INPUT_BOUND", "Analysis", "OutputResult", "SemanticAnalysis",
-           "semantic_analysis"]
+           "semantic_analysis", "shared_semantics"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.problem import HarnessKind, Problem
+from meshproof.model.problem import Problem
+from meshproof.model.schedule import Harness
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import unify_axis
@@ -155,7 +156,7 @@ def _unwritten(schedule: Schedule, problem: Problem
         for ptr in problem.outputs:
             spans = sorted((op.offset, op.offset + op.nbytes // op.dtype.itemsize)
                            for op in prog.ops if op.kind is OpKind.STORE and op.ptr == ptr)
-            must = bool(spans) or (problem.harness is HarnessKind.PREFILL and
+            must = bool(spans) or (problem.harness is Harness.PREFILL and
                                    r in problem.groups[problem.group_of[r]].q_blocks)
             if not must:
                 continue

@@ -9,7 +9,7 @@ to fractions exactly, so cancellation such as `-m + m` is exact.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -35,11 +35,20 @@ def machine_value(value: float, dtype: DType) -> float:
     return float(np.array(bits, dtype=np.uint32).view(np.float32))
 
 
+def fkey(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
 @dataclass(frozen=True, slots=True)
 class Weight:
     """sum(w * exp(c) for c, w in parts); parts sorted by c, no zero w."""
 
     parts: tuple[tuple[Fraction, Fraction], ...]
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", ";".join(
+            f"{fkey(w)}e{fkey(c)}" if c else fkey(w) for c, w in self.parts))
 
     @staticmethod
     def of(w: Fraction | int, c: Fraction | int = 0) -> Weight:
@@ -66,12 +75,19 @@ class Weight:
         return float(sum(float(w) * math.exp(float(c)) for c, w in self.parts))
 
     def __add__(self, other: Weight) -> Weight:
+        if len(self.parts) == 1 and len(other.parts) == 1 and \
+                self.parts[0][0] == other.parts[0][0]:
+            w = self.parts[0][1] + other.parts[0][1]
+            return Weight(((self.parts[0][0], w),)) if w else Weight(())
         merged = dict(self.parts)
         for c, w in other.parts:
             merged[c] = merged.get(c, ZERO) + w
         return Weight(tuple(sorted((c, w) for c, w in merged.items() if w)))
 
     def __mul__(self, other: Weight) -> Weight:
+        if len(self.parts) == 1 and len(other.parts) == 1:
+            (c1, w1), (c2, w2) = self.parts[0], other.parts[0]
+            return Weight(((c1 + c2, w1 * w2),))
         out: dict[Fraction, Fraction] = {}
         for c1, w1 in self.parts:
             for c2, w2 in other.parts:
@@ -93,7 +109,7 @@ class Weight:
         return Weight(((-c, 1 / w),))
 
     def key(self) -> str:
-        return ";".join(f"{w}e{c}" for c, w in self.parts)
+        return self._key
 
     def __str__(self) -> str:
         r = self.rational
@@ -116,6 +132,11 @@ class Pieces:
     """A weight per key row: sorted, disjoint half-open intervals [lo, hi), no zeros."""
 
     parts: tuple[tuple[int, int, Weight], ...]
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", ",".join(f"[{lo},{hi}):{w.key()}"
+                                                 for lo, hi, w in self.parts))
 
     @staticmethod
     def interval(lo: int, hi: int, w: Weight) -> Pieces:
@@ -147,7 +168,7 @@ class Pieces:
         return sum(hi - lo for lo, hi, _ in self.parts)
 
     def key(self) -> str:
-        return ",".join(f"[{lo},{hi}):{w.key()}" for lo, hi, w in self.parts)
+        return self._key
 
 
 def _at(p: Pieces, x: int) -> Weight:

@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from meshproof.verify.semantics.index import BOUND, Aff, Subst
-from meshproof.verify.semantics.scalars import ONE, Pieces, Ranges, Weight
+from meshproof.verify.semantics.scalars import ONE, Pieces, Ranges, Weight, fkey
 
 
 def _aff_key(a: Aff) -> str:
@@ -250,8 +250,9 @@ class Lin:
     digits: frozenset[int] = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", str(self.const) + "".join(
-            f"{'+' if c > 0 else ''}{c}*{a.key}" for a, c in self.coeffs))
+        const = self.const if isinstance(self.const, float) else fkey(self.const)
+        object.__setattr__(self, "key", f"{const}" + "".join(
+            f"{'+' if c > 0 else ''}{fkey(c)}*{a.key}" for a, c in self.coeffs))
         out: set[int] = set()
         for a, _ in self.coeffs:
             out.update(a.digits)
@@ -321,7 +322,7 @@ class Body:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", "e(" + "".join(
-            f"{'+' if c > 0 else ''}{c}*{a.key}" for a, c in self.expo) + ")" +
+            f"{'+' if c > 0 else ''}{fkey(c)}*{a.key}" for a, c in self.expo) + ")" +
             "".join(f"*{a.key}^{k}" for a, k in self.factors))
         out: set[int] = set()
         for a, _ in self.expo:

@@ -16,16 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from meshproof.errors import ConfigError, MeshproofError
+from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Scalar
 from meshproof.model.topology import parse_system
 from meshproof.panels import SCALES, get_panel
-from meshproof.verify.result import PROPERTY_NAMES
+from meshproof.verify.properties import PROPERTY_NAMES, Property
 
-# A pseudo-property: "the numpy simulation is within tolerance". Only with simulate = true.
-NUMERICS = "numerics"
-EXPECT_PROVED = "proved"
 DEFAULT_TIMEOUT_S = 60.0
 
 CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
@@ -40,7 +38,8 @@ class GateCase:
 
     name: str
     kernel: str                          # as written: built-in name or "path.py::fn"
-    expect_violated: tuple[str, ...]     # () means every property proved
+    violated: tuple[Property, ...] = ()  # expected violated, in verdict order; () = proved
+    numerics_violated: bool = False      # expected out of tolerance (with simulate)
     kernel_path: str | None = None       # "path::fn" resolved against the matrix file
     panel: str | None = None
     scale: str = "validation"
@@ -59,16 +58,23 @@ class GateCase:
     simulate: bool = False
 
     @property
-    def expected_text(self) -> str:
-        return EXPECT_PROVED if not self.expect_violated else ", ".join(self.expect_violated)
+    def expectation(self) -> Expectation:
+        """Exactly `violated` violated, every other property proved; numerics judged only
+        when the case simulates."""
+        numerics = Numerics.UNCHECKED
+        if self.simulate:
+            numerics = Numerics.OUT_OF_TOLERANCE if self.numerics_violated else \
+                Numerics.IN_TOLERANCE
+        return Expectation(frozenset(self.violated), numerics)
 
-    def expects_violated(self, prop: str) -> bool:
-        return prop in self.expect_violated
+    @property
+    def expected_text(self) -> str:
+        return self.expectation.text
 
     def to_json(self) -> dict[str, Any]:
         """The case as written (paths as in the file): part of the gate's JSON output."""
         out: dict[str, Any] = {"name": self.name, "kernel": self.kernel,
-                               "expect": list(self.expect_violated) or EXPECT_PROVED}
+                               "expect": list(self.expectation.names) or EXPECT_PROVED}
         for key in ("panel", "wiring", "system", "pes", "cubes", "cube_start", "mesh",
                     "queue_depth"):
             value = getattr(self, key)
@@ -89,6 +95,8 @@ class GateCase:
 
 @dataclass(frozen=True, slots=True)
 class GateMatrix:
+    """A validated proof matrix file: its path and its cases, in file order."""
+
     path: Path
     cases: tuple[GateCase, ...]
 
@@ -168,9 +176,11 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
     wiring = _opt(raw, "wiring", str, where)
     wiring_path = str((base / wiring).resolve()) if wiring and is_wiring_file(wiring) else None
     simulate = _opt(raw, "simulate", bool, where) or False
+    expected = _expect(raw["expect"], simulate, where)
     return GateCase(
         name=name, kernel=kernel_text,
-        expect_violated=_expect(raw["expect"], simulate, where),
+        violated=tuple(Property(p) for p in expected if p != NUMERICS),
+        numerics_violated=NUMERICS in expected,
         kernel_path=kernel_path, panel=panel, scale=scale, wiring=wiring,
         wiring_path=wiring_path,
         system=_opt(raw, "system", str, where), pes=_int(raw, "pes", 1, where),

@@ -16,6 +16,7 @@ always re-run. Entries are one JSON file each, written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from meshproof import __version__
-from meshproof.atomic import write_atomic as write_bytes_atomic
+from meshproof.errors import OutputError
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import schedule_to_json
+from meshproof.outputs import write_text
 
 CACHE_SCHEMA = "meshproof/gate-cache-v1"
 CACHE_DIR_NAME = ".meshproof-cache"
@@ -64,6 +66,10 @@ class GateCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
+    @staticmethod
+    def key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool) -> str:
+        return case_key(kernel, launch, schedule, simulate=simulate)
+
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.directory / f"{key}.json"
         try:
@@ -79,13 +85,6 @@ class GateCache:
     def put(self, key: str, outcome: dict[str, Any]) -> None:
         text = json.dumps({"schema": CACHE_SCHEMA, "key": key, "outcome": outcome},
                           sort_keys=True, indent=1, allow_nan=False)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.directory / f"{key}.json", text)
-        except OSError:
-            pass  # a read-only checkout still runs the gate, just without caching
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename over `path`."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+        # a read-only checkout still runs the gate, just without caching
+        with contextlib.suppress(OutputError):
+            write_text(self.directory / f"{key}.json", text)

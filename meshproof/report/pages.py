@@ -1,4 +1,4 @@
-"""From a sweep to files: the figures and README.md (what `--fast` redoes).
+"""From a sweep to pages: the figures and README.md (what `--fast` redoes).
 
 `verify_time.png` comes from the verify benchmark's JSON when the report directory holds
 one (`verify_scale.json`); otherwise the README says the figure was skipped and why.
@@ -10,21 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from meshproof.outputs import write_text
 from meshproof.report import figures
 from meshproof.report.facts import study_facts
 from meshproof.report.markdown import render_readme
-from meshproof.report.render import write_text
 
 VERIFY_BENCH_FILE = "verify_scale.json"
 _X_KEYS = ("ranks", "n_ranks", "endpoints")
 _SERIES_KEYS = ("series", "method", "check", "property", "kernel", "name")
 _Y_KEYS = ("seconds", "verify_s", "time_s", "wall_s")
 _FAMILIES = {"1d": "mesh_mlo_1d", "2d": "mesh_mlo_2d"}
-
-
-def dumps_sweep(sweep: dict[str, Any]) -> str:
-    return json.dumps(sweep, sort_keys=True, indent=2, ensure_ascii=False,
-                      allow_nan=False) + "\n"
 
 
 def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
@@ -78,7 +73,7 @@ def search_baselines(data: Any) -> list[tuple[str, float, float]]:
     return out
 
 
-def write_outputs(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
+def write_pages(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
     """Figures and README.md into `out`; returns the notes the README carries."""
     fig_dir = out / "figures"
     made: list[tuple[str, str]] = []

@@ -1,0 +1,166 @@
+"""What a case run produced, in the form the gate judges, caches and reports.
+
+`PropertyOutcome.of` is the one conversion of a verdict's results into this form: the
+gate's JSON, its cache and JUnit, the report's sweep and the pytest helpers all read it.
+The full `Verdict`, `SimResult` and `Schedule` ride along (not serialised) for callers
+that draw or print them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from meshproof.model.schedule import Schedule
+from meshproof.verify.properties import Property
+from meshproof.verify.result import PropertyResult, Status, Verdict
+
+if TYPE_CHECKING:
+    from meshproof.sim.result import SimResult
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyOutcome:
+    """What the gate keeps of a PropertyResult: enough for tables, JUnit and the cache."""
+
+    name: Property
+    status: Status
+    message: str
+    summary: str = ""                   # the counterexample's summary ("" if none)
+    diagnostics: tuple[str, ...] = ()   # formatted `file:line: rank (...): error: ...`
+    seconds: float = 0.0
+
+    @staticmethod
+    def of(result: PropertyResult) -> PropertyOutcome:
+        cex = result.counterexample
+        return PropertyOutcome(result.name, result.status, result.message,
+                               cex.summary if cex else "",
+                               tuple(d.format() for d in cex.diagnostics) if cex else (),
+                               result.seconds)
+
+    @property
+    def has_counterexample(self) -> bool:
+        return bool(self.summary or self.diagnostics)
+
+    def text(self) -> str:
+        """The counterexample as a developer reads it: summary, then file:line lines."""
+        lines = [self.summary or self.message] if (self.summary or self.message) else []
+        return "\n".join([*lines, *self.diagnostics])
+
+    def to_json(self, timings: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name.value, "status": self.status.value,
+                               "message": self.message, "summary": self.summary,
+                               "diagnostics": list(self.diagnostics)}
+        if timings:
+            out["seconds"] = self.seconds
+        return out
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> PropertyOutcome:
+        return PropertyOutcome(Property(data["name"]), Status(data["status"]),
+                               str(data["message"]), str(data["summary"]),
+                               tuple(str(d) for d in data["diagnostics"]),
+                               float(data.get("seconds", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class NumericOutcome:
+    """What the gate keeps of the simulator's numerics (the message says why when undecided)."""
+
+    ok: bool
+    rel_err: float | None
+    max_abs_err: float | None
+    tolerance: float | None
+    message: str = ""
+
+    @staticmethod
+    def of(simulation: SimResult | None, refused: str) -> NumericOutcome | None:
+        """The numerics of a run; a refused run (it deadlocks) is out of tolerance."""
+        if refused:
+            return NumericOutcome(False, None, None, None, f"simulation refused: {refused}")
+        numeric = simulation.numeric if simulation is not None else None
+        if numeric is None:
+            return None
+        return NumericOutcome(numeric.ok, numeric.rel_err, numeric.max_abs_err,
+                              numeric.tolerance,
+                              "" if numeric.rel_err is not None else numeric.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "rel_err": self.rel_err, "max_abs_err": self.max_abs_err,
+                "tolerance": self.tolerance, "message": self.message}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> NumericOutcome:
+        return NumericOutcome(bool(data["ok"]), data["rel_err"], data["max_abs_err"],
+                              data["tolerance"], str(data["message"]))
+
+    def text(self) -> str:
+        if self.message:
+            return self.message
+        return (f"numerics {'in' if self.ok else 'out of'} tolerance: rel_err "
+                f"{_g(self.rel_err)} (tolerance {_g(self.tolerance)}), max_abs_err "
+                f"{_g(self.max_abs_err)}")
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseOutcome:
+    """What verify (and simulate) said about one traced launch.
+
+    The first five fields are the cacheable part (`to_json`/`from_json`); the rest are
+    the full results for drawing and printing, None when they were not computed here
+    (a cache hit, a result that came back from a worker process).
+    """
+
+    properties: tuple[PropertyOutcome, ...]
+    numeric: NumericOutcome | None             # None: numerics not simulated
+    min_queue_depth: int | None
+    rendezvous: Status | None = None
+    skipped: tuple[Property, ...] = ()
+    cached: bool = field(default=False, compare=False)
+    refused: str = ""                          # why the simulator refused to run
+    schedule: Schedule | None = field(default=None, compare=False, repr=False)
+    verdict: Verdict | None = field(default=None, compare=False, repr=False)
+    simulation: SimResult | None = field(default=None, compare=False, repr=False)
+
+    @staticmethod
+    def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
+           refused: str, *, numerics: bool) -> CaseOutcome:
+        props = tuple(PropertyOutcome.of(p) for p in verdict.properties) if verdict else ()
+        return CaseOutcome(props, NumericOutcome.of(simulation, refused) if numerics else None,
+                           verdict.min_queue_depth if verdict else None,
+                           verdict.rendezvous if verdict else None,
+                           verdict.skipped if verdict else (), False, refused, schedule,
+                           verdict, simulation)
+
+    @property
+    def ok(self) -> bool:
+        """Every property checked is proved."""
+        return all(p.status is Status.PROVED for p in self.properties)
+
+    @property
+    def decided(self) -> bool:
+        return all(p.status is not Status.UNKNOWN for p in self.properties)
+
+    def property(self, name: Property) -> PropertyOutcome | None:
+        return next((p for p in self.properties if p.name is name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"properties": [p.to_json(timings=True) for p in self.properties],
+                "numeric": self.numeric.to_json() if self.numeric else None,
+                "min_queue_depth": self.min_queue_depth,
+                "rendezvous": self.rendezvous.value if self.rendezvous else None,
+                "skipped": [p.value for p in self.skipped]}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> CaseOutcome:
+        numeric = data.get("numeric")
+        rendezvous = data.get("rendezvous")
+        return CaseOutcome(tuple(PropertyOutcome.from_json(p) for p in data["properties"]),
+                           NumericOutcome.from_json(numeric) if numeric else None,
+                           data.get("min_queue_depth"),
+                           Status(rendezvous) if rendezvous else None,
+                           tuple(Property(p) for p in data.get("skipped", ())))

@@ -1,0 +1,216 @@
+"""The CI proof gate: run every case of a proof matrix and judge it (`judge.judge`).
+
+A case that raises (the kernel raises on some rank, a launch the harness cannot build)
+is an `error`; the gate exits 1 if any case failed or errored, else 3 if any is unknown,
+else 0.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from meshproof.errors import BadInput, ConfigError, InternalError, MeshproofError
+from meshproof.exitcodes import ExitCode
+from meshproof.gate.cache import CACHE_DIR_NAME, GateCache
+from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
+from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case
+from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
+from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.model.loader import KernelRef
+from meshproof.model.schedule import LaunchSpec
+from meshproof.sim.config import SimConfig
+from meshproof.verify.api import VerifyConfig
+from meshproof.verify.properties import Property
+from meshproof.verify.result import Status, Verdict
+
+GATE_SCHEMA = "meshproof/gate-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One case of a gate run: its status, the outcome and judgement (None when it raised)."""
+
+    case: GateCase
+    status: CaseStatus
+    outcome: CaseOutcome | None         # None when the case raised
+    judgement: Judgement | None         # None when the case raised
+    error: str = ""
+    seconds: float = 0.0
+    launch: LaunchSpec | None = None
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the case failed / is unknown / raised, one line each."""
+        return self.judgement.reasons if self.judgement else (self.error,)
+
+    @property
+    def cached(self) -> bool:
+        return self.outcome is not None and self.outcome.cached
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.outcome.verdict if self.outcome else None
+
+    @property
+    def got(self) -> str:
+        """The outcome in the same words as `expect`: proved, or what was violated."""
+        if self.outcome is None:
+            return "error"
+        props = self.outcome.properties
+        violated = [p.name.value for p in props if p.status is Status.VIOLATED]
+        if self.outcome.numeric is not None and not self.outcome.numeric.ok:
+            violated.append(NUMERICS)
+        unknown = [p.name.value for p in props if p.status is Status.UNKNOWN]
+        parts = [", ".join(violated)] if violated else []
+        if unknown:
+            parts.append("unknown: " + ", ".join(unknown))
+        return "; ".join(parts) or EXPECT_PROVED
+
+    def property(self, name: Property) -> PropertyOutcome | None:
+        return self.outcome.property(name) if self.outcome else None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.outcome
+        violated = self.case.expectation.violated
+        return {
+            "name": self.case.name,
+            "case": self.case.to_json(),
+            "launch": self.launch.to_json() if self.launch else None,
+            "status": self.status.value,
+            "expected": self.case.expected_text,
+            "got": self.got,
+            "reasons": list(self.reasons),
+            "error": self.error or None,
+            "properties": [
+                {**p.to_json(), "expected": ("violated" if p.name in violated else "proved")}
+                for p in (out.properties if out else ())],
+            "numeric": out.numeric.to_json() if out and out.numeric else None,
+            "min_queue_depth": out.min_queue_depth if out else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    """Every case of a gate run, in matrix order."""
+
+    matrix: Path
+    results: tuple[CaseResult, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        statuses = {r.status for r in self.results}
+        if statuses & {CaseStatus.FAILED, CaseStatus.ERROR}:
+            return ExitCode.VIOLATED
+        if CaseStatus.UNKNOWN in statuses:
+            return ExitCode.UNKNOWN
+        return ExitCode.OK
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code is ExitCode.OK
+
+    def count(self, status: CaseStatus) -> int:
+        return sum(1 for r in self.results if r.status is status)
+
+    def to_json(self) -> dict[str, Any]:
+        """Deterministic: no timings, no cache hits (they differ run to run)."""
+        return {"schema": GATE_SCHEMA, "matrix": self.matrix.as_posix(), "ok": self.ok,
+                "exit_code": int(self.exit_code),
+                "counts": {s.value: self.count(s) for s in CaseStatus},
+                "cases": [r.to_json() for r in self.results]}
+
+
+def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimConfig]:
+    """How a case is verified (its queue depth, timeout, rlimit) and simulated (the
+    simulator's defaults, seed 0; timing is not part of the gate)."""
+    defaults = VerifyConfig()
+    verify_config = VerifyConfig(
+        queue_depth=launch.queue_depth, timeout_s=case.timeout,
+        rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit)
+    return verify_config, SimConfig(timing=False)
+
+
+def evaluate(case: GateCase, *, kernel: KernelRef | None = None,
+             cache: GateCache | None = None, pipeline: Pipeline = Pipeline()) -> CaseResult:
+    """Run one case through the pipeline and judge it; errors of the kernel become an
+    ERROR result."""
+    start = time.perf_counter()
+    spec: LaunchSpec | None = None
+    try:
+        ref, launch = resolve_case(case, kernel)
+        spec = launch.spec
+        verify_config, sim_config = case_configs(case, spec)
+        outcome = run_case(ref, launch, simulate=case.simulate, verify_config=verify_config,
+                           sim_config=sim_config, cache=cache, tracer=pipeline.tracer,
+                           verifier=pipeline.verifier, simulator=pipeline.simulator)
+    except InternalError as exc:
+        return _error(case, f"internal error (please report): {exc}", start, spec)
+    except MeshproofError as exc:
+        return _error(case, str(exc), start, spec)
+    judgement = judge(case.expectation, outcome)
+    return CaseResult(case, judgement.status, outcome, judgement,
+                      seconds=time.perf_counter() - start, launch=spec)
+
+
+def _error(case: GateCase, message: str, start: float, spec: LaunchSpec | None) -> CaseResult:
+    return CaseResult(case, CaseStatus.ERROR, None, None, error=message,
+                      seconds=time.perf_counter() - start, launch=spec)
+
+
+def check_matrix(matrix: GateMatrix) -> None:
+    """Resolve every kernel and build every launch now, so a bad case is a bad file (exit 2)
+    before anything is proved, not a failure discovered minutes later."""
+    for index, case in enumerate(matrix.cases, start=1):
+        try:
+            resolve_case(case)
+        except BadInput as exc:
+            # the same `FILE: case #N (NAME):` prefix as the file's own errors
+            raise ConfigError(f"{matrix.path}: case #{index} ({case.name}): {exc}") from None
+
+
+def default_cache(matrix_path: Path) -> GateCache:
+    return GateCache(matrix_path.resolve().parent / CACHE_DIR_NAME / "gate")
+
+
+def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = None,
+             on_result: Callable[[CaseResult], None] | None = None,
+             pipeline: Pipeline = Pipeline()) -> GateResult:
+    """Run every case, in matrix order in the result whatever the completion order."""
+    results: dict[int, CaseResult] = {}
+    if jobs <= 1 or len(matrix.cases) <= 1:
+        for i, case in enumerate(matrix.cases):
+            results[i] = evaluate(case, cache=cache, pipeline=pipeline)
+            if on_result:
+                on_result(results[i])
+    else:
+        # spawn, not fork: the parent may run a progress-display thread
+        context = multiprocessing.get_context("spawn")
+        workers = min(jobs, len(matrix.cases))
+        cache_dir = cache.directory if cache else None
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(_evaluate_in_worker, case, cache_dir, pipeline): i
+                       for i, case in enumerate(matrix.cases)}
+            for future in as_completed(futures):
+                i = futures[future]
+                results[i] = future.result()
+                if on_result:
+                    on_result(results[i])
+    return GateResult(matrix.path, tuple(results[i] for i in range(len(matrix.cases))))
+
+
+def _evaluate_in_worker(case: GateCase, cache_dir: Path | None,
+                        pipeline: Pipeline) -> CaseResult:
+    result = evaluate(case, cache=GateCache(cache_dir) if cache_dir else None,
+                      pipeline=pipeline)
+    if result.outcome is None:
+        return result
+    # the schedule and full results stay in the worker; the outcome carries what the
+    # gate reports
+    light = replace(result.outcome, schedule=None, verdict=None, simulation=None)
+    return replace(result, outcome=light)

@@ -1,0 +1,29 @@
+"""What a simulation is asked to do besides reading the IR: `SimConfig`.
+
+Kept apart from `sim/api.py` so that code which only passes a configuration along (the
+pipeline, a `verify` run) does not import the simulator itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
+from meshproof.sim.inputs import InputKind
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """How `simulate` runs: inputs and seed, hardware profile, which parts, memory bounds."""
+
+    seed: int = 0
+    inputs: InputKind = InputKind.NORMAL
+    hardware: HardwareProfile = DEFAULT_PROFILE
+    queue_depth: int | None = None      # None: the launch's queue depth
+    numerics: bool = True
+    timing: bool = True
+    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
+    chunk_bytes: int = 1 << 30
+    # bytes the numeric run may use at once (None: what the machine has available); a
+    # run that needs more is refused before anything is allocated
+    memory_limit_bytes: int | None = None

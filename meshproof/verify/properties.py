@@ -1,0 +1,105 @@
+"""The property interface: names, what every check is given, and how a verify call is set up.
+
+Every property is a function `check(ctx: CheckContext) -> PropertyResult` registered in
+`verify/registry.py` under its `Property`. Adding a property is appending an enum member
+here and one registry entry there.
+
+`CheckContext.shared(analysis)` runs an expensive analysis once per verify call and
+hands every property that asks the same result (e.g. the Kahn-network run at the judged
+queue depth): the cache is keyed by the analysis function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from meshproof.errors import OptionError
+from meshproof.model.channels import ChannelTable
+from meshproof.model.schedule import Schedule
+from meshproof.verify.z3util import Budget
+
+if TYPE_CHECKING:
+    from meshproof.verify.result import PropertyResult
+
+
+class Property(Enum):
+    """The properties meshproof proves, in the order a verdict lists them."""
+
+    DIRECTION_LEGALITY = "direction_legality"
+    LAUNCH_CONFINEMENT = "launch_confinement"
+    CHANNEL_MATCHING = "channel_matching"
+    DEADLOCK_FREEDOM = "deadlock_freedom"
+    EXACTLY_ONCE_MERGE = "exactly_once_merge"
+    ATTENTION_EQUIVALENCE = "attention_equivalence"
+    NUMERIC_SAFETY = "numeric_safety"
+
+
+PROPERTY_NAMES = tuple(p.value for p in Property)
+
+
+def parse_property(name: str) -> Property:
+    """A property by its name; unknown names raise OptionError listing the names."""
+    try:
+        return Property(name.strip())
+    except ValueError:
+        raise OptionError(f"unknown property {name.strip()!r}; properties: "
+                          f"{', '.join(PROPERTY_NAMES)}") from None
+
+
+def parse_properties(items: Iterable[str]) -> frozenset[Property]:
+    """Names given repeatedly and/or comma-separated (`--only a,b --only c`)."""
+    return frozenset(parse_property(part) for item in items for part in item.split(",")
+                     if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyConfig:
+    """How `verify` runs: queue depth, solver budgets, which properties."""
+
+    queue_depth: int | None = None      # None: the launch's queue depth
+    timeout_s: float = 60.0             # per solver call (wall clock, a safety net)
+    rlimit: int = 200_000_000           # deterministic Z3 resource limit per call
+    stuck_state_max_ops: int = 600      # full stuck-state search only up to this many comm ops
+    keep_smt2: bool = False             # keep the certificate query text in the verdict
+    input_bound: float = 16.0           # numeric_safety's assumption: |every input| <= this
+    only: frozenset[Property] = frozenset()   # empty: every property
+    skip: frozenset[Property] = frozenset()
+
+    def selected(self) -> tuple[Property, ...]:
+        """The properties this call checks, in verdict order."""
+        return tuple(p for p in Property
+                     if (not self.only or p in self.only) and p not in self.skip)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckContext:
+    """What every property's check reads: the IR, its channels, the settings, the solver
+    budget, and a memo of analyses shared between properties."""
+
+    schedule: Schedule
+    channels: ChannelTable
+    config: VerifyConfig
+    budget: Budget
+    memo: dict[Callable[[CheckContext], object], object] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    @property
+    def depth(self) -> int:
+        """The queue depth D the properties are judged at."""
+        depth = self.config.queue_depth
+        return self.schedule.launch.queue_depth if depth is None else depth
+
+    def shared(self, analysis: Callable[[CheckContext], T]) -> T:
+        """`analysis(self)`, computed once per verify call whoever asks first."""
+        if analysis not in self.memo:
+            self.memo[analysis] = analysis(self)
+        return cast(T, self.memo[analysis])
+
+
+Check = Callable[[CheckContext], "PropertyResult"]

@@ -1,0 +1,75 @@
+"""Helpers shared by the tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.schedule import Schedule
+from meshproof.model.trace import trace
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.result import Verdict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TESTS_DIR = REPO_ROOT / "tests"
+GOLDEN_DIR = TESTS_DIR / "golden"
+TEST_KERNELS = TESTS_DIR / "kernels"
+TEST_DATA = TESTS_DIR / "data"
+SEEDS_DIR = REPO_ROOT / ".." / "shared" / "seeds"
+
+Golden = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+RunCli = Callable[[Sequence[str]], CliResult]
+
+
+def trace_kernel(kernel: str, **options: object) -> Schedule:
+    """Trace a built-in or `path::function` kernel with LaunchOptions(**options)."""
+    ref = resolve_kernel(kernel)
+    return trace(ref, build_launch(ref, LaunchOptions(**options)))  # type: ignore[arg-type]
+
+
+def verify_kernel(kernel: str, config: VerifyConfig | None = None,
+                  **options: object) -> Verdict:
+    """Trace and verify, as `meshproof verify` does."""
+    return verify(trace_kernel(kernel, **options), config or VerifyConfig())
+
+
+def kernel_spec(name: str) -> str:
+    """`<file>::<function>` of tests/kernels as an absolute kernel spec."""
+    file, _, func = name.partition("::")
+    return f"{TEST_KERNELS / file}::{func}"
+
+
+def line_of(path: Path, marker: str) -> int:
+    """The 1-based line of the unique line in `path` containing `marker`."""
+    hits = [i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if marker in text]
+    assert len(hits) == 1, f"marker {marker!r} occurs {len(hits)} times in {path}"
+    return hits[0]
+
+
+def one_line_error(res: CliResult, code: int = 2) -> str:
+    """The CLI's promise for bad input: exit `code`, one line on stderr, no traceback."""
+    assert res.code == code, (res.code, res.out, res.err)
+    assert res.err.count("\n") == 1 and res.err.startswith("meshproof: error: "), res.err
+    assert "Traceback" not in res.err + res.out
+    return res.err
+
+
+def assert_bad_input(res: CliResult, *fragments: str) -> None:
+    """Exit 2, nothing on stdout, one `meshproof: error:` line holding every fragment."""
+    line = one_line_error(res)
+    assert res.out == ""
+    for fragment in fragments:
+        assert fragment in line, line

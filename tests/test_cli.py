@@ -1,0 +1,73 @@
+"""The command group (cli/__init__.py): registration, exit codes, what a command imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from helpers import RunCli, assert_bad_input
+
+from meshproof import cli
+from meshproof.exitcodes import ExitCode
+
+
+def test_no_command_is_one_line(run_cli: RunCli) -> None:
+    # Was click's whole help text folded onto the error line.
+    assert_bad_input(run_cli([]), "name a command (gate, list, report, simulate, trace, verify)")
+
+
+def test_help_lists_every_command_and_a_typo_gets_a_suggestion(run_cli: RunCli) -> None:
+    res = run_cli(["--help"])
+    assert res.code == 0
+    for name in cli.COMMANDS:
+        assert f"  {name} " in res.out
+    assert_bad_input(run_cli(["verfy"]), "No such command 'verfy'. Did you mean 'verify'?")
+
+
+def test_a_broken_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
+                                              run_cli: RunCli) -> None:
+    # It used to vanish from --help: a ModuleNotFoundError was swallowed.
+    monkeypatch.setitem(cli.COMMANDS, "broken", ("meshproof.cli.no_such_module", "broken_cmd"))
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        run_cli(["broken"])
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        run_cli(["--help"])
+
+
+def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.cli, "invoke", interrupted)
+    res = run_cli(["list"])
+    assert res.code == ExitCode.INTERRUPTED == 130
+    assert res.err.strip().endswith("meshproof: interrupted")
+
+
+def test_verify_does_not_import_the_report_stack() -> None:
+    """A cold `meshproof verify` pays for z3, numpy and the verifier, not for matplotlib."""
+    code = ("import sys; from meshproof.cli import main; "
+            "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
+            "'--json']); "
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or "
+            "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress'))); "
+            "print(code, heavy)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_exit_codes_are_the_documented_ones() -> None:
+    assert {c.name: int(c) for c in ExitCode} == {
+        "OK": 0, "VIOLATED": 1, "BAD_INPUT": 2, "UNKNOWN": 3, "INTERNAL": 70,
+        "INTERRUPTED": 130, "TERMINATED": 143}
+
+
+def test_sigterm_unwinds_and_exits_143(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
+    def terminated(*_: object, **__: object) -> None:
+        cli._terminate(15, None)  # what the SIGTERM handler of `entry` does
+
+    monkeypatch.setattr(cli.cli, "invoke", terminated)
+    res = run_cli(["list"])
+    assert res.code == ExitCode.TERMINATED and res.err.strip() == "meshproof: terminated"

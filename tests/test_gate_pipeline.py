@@ -1,0 +1,98 @@
+"""The one pipeline (gate/pipeline.py): stages passed in, refusals recorded, the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from meshproof.errors import SimulationRefused
+from meshproof.gate.cache import GateCache
+from meshproof.gate.outcome import CaseOutcome
+from meshproof.gate.pipeline import run_case
+from meshproof.model.launch import Launch, LaunchOptions, build_launch
+from meshproof.model.loader import KernelRef, resolve_kernel
+from meshproof.model.schedule import Schedule
+from meshproof.model.trace import trace
+from meshproof.sim.config import SimConfig
+from meshproof.sim.result import SimResult
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.properties import Property
+from meshproof.verify.result import PropertyResult, Status, Verdict
+
+
+class Stages:
+    """A tracer, verifier and simulator that count their calls (real tracer and verifier)."""
+
+    def __init__(self, *, refuse: bool = False, unknown: bool = False) -> None:
+        self.calls: list[str] = []
+        self.refuse = refuse
+        self.unknown = unknown
+
+    def tracer(self, kernel: KernelRef, launch: Launch) -> Schedule:
+        self.calls.append("trace")
+        return trace(kernel, launch)
+
+    def verifier(self, schedule: Schedule, config: VerifyConfig) -> Verdict:
+        self.calls.append("verify")
+        verdict = verify(schedule, config)
+        if not self.unknown:
+            return verdict
+        props = (PropertyResult(Property.DIRECTION_LEGALITY, Status.UNKNOWN, "timeout"),
+                 *verdict.properties[1:])
+        return Verdict(verdict.kernel, verdict.launch, props, verdict.queue_depth)
+
+    def simulator(self, schedule: Schedule, config: SimConfig) -> SimResult:
+        self.calls.append("simulate")
+        if self.refuse:
+            raise SimulationRefused("it deadlocks")
+        from meshproof.sim.api import simulate
+
+        return simulate(schedule, config)
+
+    def run(self, *, simulate: bool, cache: GateCache | None = None, verify: bool = True,
+            depth: int = 3) -> CaseOutcome:
+        kernel = resolve_kernel("mesh_mlo_1d")
+        launch = build_launch(kernel, LaunchOptions(pes=2, queue_depth=depth))
+        return run_case(kernel, launch, simulate=simulate, verify=verify, cache=cache,
+                        sim_config=SimConfig(timing=False), tracer=self.tracer,
+                        verifier=self.verifier, simulator=self.simulator)
+
+
+def test_the_stages_passed_in_are_the_ones_run() -> None:
+    stages = Stages()
+    outcome = stages.run(simulate=False)
+    assert stages.calls == ["trace", "verify"]
+    assert outcome.verdict is not None and outcome.ok
+    assert [p.name for p in outcome.properties] == list(Property)
+    stages = Stages()
+    sim_only = stages.run(simulate=True, verify=False)
+    assert stages.calls == ["trace", "simulate"]
+    assert sim_only.properties == () and sim_only.numeric is not None
+    assert sim_only.numeric.ok
+
+
+def test_a_refused_simulation_is_recorded_as_out_of_tolerance() -> None:
+    outcome = Stages(refuse=True).run(simulate=True)
+    assert outcome.refused == "it deadlocks"
+    numeric = outcome.numeric
+    assert numeric is not None and not numeric.ok
+    assert numeric.message == "simulation refused: it deadlocks"
+
+
+def test_a_cached_outcome_is_not_proved_again(tmp_path: Path) -> None:
+    cache = GateCache(tmp_path / "cache")
+    stages = Stages()
+    first = stages.run(simulate=False, cache=cache)
+    second = stages.run(simulate=False, cache=cache)
+    assert stages.calls == ["trace", "verify", "trace"]  # tracing always runs (the key)
+    assert second.cached and not first.cached
+    assert second == first  # the cacheable part, compared field by field
+    assert second.verdict is None and second.schedule is not None
+
+
+def test_an_unknown_outcome_is_never_cached(tmp_path: Path) -> None:
+    cache = GateCache(tmp_path / "cache")
+    stages = Stages(unknown=True)
+    stages.run(simulate=False, cache=cache)
+    stages.run(simulate=False, cache=cache)
+    assert stages.calls.count("verify") == 2
+    assert not (tmp_path / "cache").exists()

@@ -1,0 +1,41 @@
+"""The pipeline runs one way: model/ below verify/ and sim/, which sit side by side below
+gate/, report/ and cli/ (spec/README.md, DESIGN §1). Checked on the import statements."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "meshproof"
+# what each layer must not import (its peers and everything above it)
+FORBIDDEN = {
+    "model": ("meshproof.verify", "meshproof.sim", "meshproof.gate", "meshproof.report",
+              "meshproof.cli", "meshproof.panels", "meshproof.testing"),
+    "verify": ("meshproof.sim", "meshproof.gate", "meshproof.report", "meshproof.cli",
+               "meshproof.panels", "meshproof.testing"),
+    "sim": ("meshproof.verify", "meshproof.gate", "meshproof.report", "meshproof.cli",
+            "meshproof.panels", "meshproof.testing"),
+    "gate": ("meshproof.report", "meshproof.cli", "meshproof.testing"),
+    "report": ("meshproof.cli", "meshproof.testing"),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_a_layer_imports_nothing_above_it(layer: str) -> None:
+    bad = [f"{path.relative_to(REPO_ROOT)} imports {name}"
+           for path in sorted((PACKAGE / layer).rglob("*.py")) for name in _imports(path)
+           if name.startswith(FORBIDDEN[layer])]
+    assert bad == []
