@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
 from meshproof.model.launch import LaunchOptions
-from meshproof.model.schedule import Scalar
+from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, System
 
 SCALES = ("validation", "headline")
@@ -35,13 +35,14 @@ class Panel:
     cubes: int
     cube_start: int
     args: tuple[tuple[str, Scalar], ...]
+    groups: GroupMode = GroupMode.LAUNCH   # which ranks form one attention problem
 
     def launch_options(self, queue_depth: int | None = None) -> LaunchOptions:
         return LaunchOptions(
             system=self.system, wiring=self.wiring, cubes=self.cubes,
             cube_start=self.cube_start,
             mesh=f"{self.mesh[0]}x{self.mesh[1]}" if self.mesh else None,
-            args=self.args, queue_depth=queue_depth)
+            args=self.args, queue_depth=queue_depth, groups=self.groups)
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "kernel": self.kernel, "wiring": self.wiring,
@@ -49,19 +50,21 @@ class Panel:
                 "mesh": f"{self.mesh[0]}x{self.mesh[1]}" if self.mesh else None,
                 "system": self.system.shape_text, "cubes": self.cubes,
                 "cube_start": self.cube_start, "args": dict(self.args),
-                "description": self.description}
+                "groups": self.groups.value, "description": self.description}
 
 
 def _panel(name: str, description: str, kernel: str, wiring: str, S_q: int, n_ranks: int,
            rank_axis: int, shapes: dict[str, int], *, mesh: tuple[int, int] | None = None,
            system: System = DEFAULT_SYSTEM, cubes: int = 1, cube_start: int = 0) -> Panel:
     args: dict[str, Scalar] = {"S_q": S_q, "rank_axis": rank_axis, **shapes}
+    # single-user panels: every cube runs its own 8-PE ring, one attention problem each
+    groups = GroupMode.CUBE if rank_axis == 0 else GroupMode.LAUNCH
     if mesh is None:
         args["n_ranks"] = n_ranks
     else:
         args["mesh_rows"], args["mesh_cols"] = mesh
     return Panel(name, description, kernel, wiring, S_q, n_ranks, rank_axis, mesh, system,
-                 cubes, cube_start, tuple(sorted(args.items())))
+                 cubes, cube_start, tuple(sorted(args.items())), groups)
 
 
 _VAL = {"h_q": 8, "h_kv": 1, "d_head": 16, "S_kv_per_rank": 32}

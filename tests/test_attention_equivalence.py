@@ -6,12 +6,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from semantic_helpers import CASES, KERNELS, SEED, TREES, run, text_of
 
 from meshproof.model.schedule import Scalar
 from meshproof.verify.result import PropertyResult, Status
-
 
 
 def prop(kernel: str, **opts: object) -> PropertyResult:

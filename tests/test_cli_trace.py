@@ -56,7 +56,8 @@ def test_list_json_schema(run_cli: Run, golden: Golden) -> None:
 
 def test_trace_text_golden(run_cli: Run, golden: Golden) -> None:
     out = ok(run_cli(["trace", "mesh_mlo_1d", "--arg", "n_ranks=3"]))
-    assert out.startswith("mesh_mlo_1d on pe_line (1x4x4), cubes 0..0 x 8 PEs; 3 of 8 ranks "
+    assert out.startswith("mesh_mlo_1d on pe_line (1x4x4), cubes 0..0 x 8 PEs; groups: launch; "
+                          "3 of 8 ranks "
                           "run ops\n")
     assert out.count("(cube 0, pe ") == 3
     golden("trace_mesh_mlo_1d_n3.txt", out)
@@ -67,7 +68,8 @@ def check_schedule_json(doc: dict[str, Any]) -> None:
     assert doc["schema"] == "meshproof/schedule-v1"
     assert set(doc) == {"schema", "launch", "ranks"}
     assert set(doc["launch"]) == {"kernel", "kernel_file", "wiring", "system", "pes", "cubes",
-                                  "cube_start", "args", "queue_depth", "sharded", "harness"}
+                                  "cube_start", "args", "queue_depth", "sharded", "harness",
+                                  "groups", "outputs", "softmax_scale", "empty_shards"}
     eps = [(r["cube"], r["pe"]) for r in doc["ranks"]]
     assert eps == sorted(eps) and len(set(eps)) == len(eps)
     for rank in doc["ranks"]:

@@ -117,7 +117,8 @@ def test_resource_limit_is_unknown_through_the_api() -> None:
     v = verify(schedule, VerifyConfig(rlimit=1))
     dl = v.property("deadlock_freedom")
     assert dl.status is Status.UNKNOWN and "not certified" in dl.message
-    assert v.property("exactly_once_merge").status is Status.UNKNOWN
+    # the semantic properties are exact computations, not solver calls: the budget is moot
+    assert v.property("exactly_once_merge").status is Status.PROVED
     assert not v.ok and v.exit_code == 3
     stuck = verify(trace_kernel("mesh_mlo_1d", queue_depth=2), VerifyConfig(rlimit=1))
     assert stuck.property("deadlock_freedom").status is Status.UNKNOWN
@@ -232,13 +233,14 @@ def test_only_and_skip_select_properties_and_say_what_was_not_checked(run_cli: R
     doc = verify_json(run_cli, "mesh_mlo_1d", "--queue-depth", "3", "--only",
                       "deadlock_freedom,channel_matching", code=0)
     assert [p["name"] for p in doc["properties"]] == ["channel_matching", "deadlock_freedom"]
-    assert doc["skipped"] == ["direction_legality", "launch_confinement", "exactly_once_merge"]
+    assert doc["skipped"] == ["direction_legality", "launch_confinement", "exactly_once_merge",
+                              "attention_equivalence", "numeric_safety"]
     assert doc["ok"] is True and doc["min_queue_depth"] == 3
     r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--skip", "exactly_once_merge",
                  "--skip", "deadlock_freedom"])
     assert r.code == 0, r.err
     assert r.out.splitlines()[0].endswith(
-        "queue depth 3; not checked: deadlock_freedom, exactly_once_merge")
+        "queue depth 3; groups: launch; not checked: deadlock_freedom, exactly_once_merge")
     assert "min_queue_depth" not in r.out  # deadlock_freedom was not checked
     # a skipped property cannot hide a violation of another one
     assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "2", "--skip",

@@ -31,7 +31,7 @@ def test_judge_semantics() -> None:
     missing = CaseOutcome(_outcome(deadlock_freedom=V).properties[:-1], None, None)
     judged = judge(expect, missing)
     assert judged.status is CaseStatus.FAILED
-    assert judged.reasons == ("exactly_once_merge: the verifier reported no result",)
+    assert judged.reasons == ("numeric_safety: the verifier reported no result",)
 
 
 def test_a_failure_is_listed_before_an_unknown() -> None:

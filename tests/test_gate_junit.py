@@ -44,4 +44,4 @@ def test_junit_is_written_with_normal_permissions(run_cli: RunCli, tmp_path: Pat
     assert res.code == 0, res.err
     report = tmp_path / "ci" / "proofs.xml"
     assert stat.S_IMODE(report.stat().st_mode) == 0o644
-    assert report.read_text(encoding="utf-8").count("<testcase ") == 5
+    assert report.read_text(encoding="utf-8").count("<testcase ") == 7

@@ -14,7 +14,7 @@ from meshproof.cli import main
 from meshproof.gate.matrix import load_matrix
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.panels import PANEL_NAMES
-from meshproof.verify.properties import PROPERTY_NAMES
+from meshproof.verify.properties import PROPERTY_NAMES, Property
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "gate"
@@ -61,7 +61,8 @@ def test_small_real_matrix_passes_then_fails_when_flipped(
         real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gate", str(real)]) == 0
     text = real.read_text()
-    flipped = text.replace('expect = ["exactly_once_merge"]', 'expect = "proved"', 1)
+    flipped = text.replace('expect = ["exactly_once_merge", "attention_equivalence"]',
+                           'expect = ["attention_equivalence"]', 1)
     assert flipped != text
     real.write_text(flipped)
     junit = tmp_path / "gate.xml"
@@ -91,8 +92,9 @@ def test_undecided_solver_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_numerics_is_a_checked_property() -> None:
-    """bad-normalised-merge proves every protocol property; only the simulation catches it."""
+    """bad-normalised-merge: caught statically, and the simulation is judged too."""
     case = next(c for c in load_matrix(ROOT / "proofs.toml").cases
                 if c.name == "bad-normalised-merge")
-    assert case.simulate and case.violated == () and case.numerics_violated
-    assert case.expected_text == "numerics"
+    assert case.simulate and case.violated == (Property.ATTENTION_EQUIVALENCE,)
+    assert case.numerics_violated
+    assert case.expected_text == "attention_equivalence, numerics"

@@ -10,7 +10,7 @@ from pathlib import Path
 from meshproof.model.channels import communication_groups, derive_channels
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
-from meshproof.model.schedule import Schedule
+from meshproof.model.schedule import GroupMode, Schedule
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
@@ -30,7 +30,8 @@ def test_a_kernel_without_its_all_reduce_violates_exactly_once() -> None:
     schedule = _trace(KERNEL, LaunchOptions(args=SHAPES))
     result = verify(schedule).property("exactly_once_merge")
     assert result.status is Status.VIOLATED
-    assert "56 wrong merge count(s) on 8 rank(s)" in result.message
+    assert "wrong merge count(s) on 8 rank(s)" in result.message
+    assert "never merged" in result.message
 
 
 def test_a_kernel_without_its_all_reduce_is_out_of_tolerance() -> None:
@@ -39,8 +40,18 @@ def test_a_kernel_without_its_all_reduce_is_out_of_tolerance() -> None:
 
 
 def test_independent_lines_in_one_launch_are_separate_groups() -> None:
-    schedule = _trace("mesh_mlo_1d", LaunchOptions(system=System(1, 2, 2, 8), cubes=4))
+    schedule = _trace("mesh_mlo_1d", LaunchOptions(system=System(1, 2, 2, 8), cubes=4,
+                                                   groups=GroupMode.CUBE))
     groups = communication_groups(schedule, derive_channels(schedule))
     assert len(groups) == 4 and all(len(g) == 8 for g in groups)
     assert verify(schedule).ok
+
+
+def test_by_default_the_whole_launch_is_one_attention_problem() -> None:
+    """Groups come from the launch, not the wiring: four unjoined lines are not attention
+    over the launch's KV."""
+    schedule = _trace("mesh_mlo_1d", LaunchOptions(system=System(1, 2, 2, 8), cubes=4))
+    v = verify(schedule)
+    assert v.property("attention_equivalence").status is Status.VIOLATED
+    assert v.property("exactly_once_merge").status is Status.VIOLATED
 

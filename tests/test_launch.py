@@ -137,7 +137,8 @@ def test_launch_spec_queries_and_json() -> None:
         "args": {"S_q": 1, "S_kv_per_rank": 16, "cube_start": 3, "d_head": 8, "h_kv": 1,
                  "h_q": 1, "n_ranks": 2, "rank_axis": 1, "sm_scale": None,
                  "msg_dtype": "f32"},
-        "queue_depth": 4, "sharded": ["k_ptr", "v_ptr"], "harness": "decode"}
+        "queue_depth": 4, "sharded": ["k_ptr", "v_ptr"], "harness": "decode",
+        "groups": "launch", "outputs": ["o_ptr"], "softmax_scale": None, "empty_shards": []}
 
 
 def test_cube_ring_wiring_closes_over_the_launched_cubes() -> None:

@@ -4,10 +4,10 @@ all static and at the launch's real sizes."""
 from __future__ import annotations
 
 import pytest
+from semantic_helpers import CASES, TREES, run, text_of
 
 from meshproof.model.topology import Endpoint
 from meshproof.verify.result import PropertyResult, Status
-from semantic_helpers import CASES, TREES, run, text_of
 
 NAME = "numeric_safety"
 

@@ -35,8 +35,8 @@ def test_each_kind_of_details_writes_the_verdict_v1_keys() -> None:
         {"outside_endpoints": [[4, 0], [5, 0]]}
     assert MatchingDetails((Leftover("c0p0_E", 3, 2),)).to_json() == \
         {"leftovers": [{"link": "c0p0_E", "sends": 3, "recvs": 2}]}
-    assert MergeDetails((MergeCount(E(0, 0), E(0, 3), 2, None),)).to_json() == \
-        {"counts": [{"cube": 0, "pe": 0, "shard": [0, 3], "numerator": 2,
+    assert MergeDetails((MergeCount(E(0, 0), E(0, 3), (16, 32), 2.0, None),)).to_json() == \
+        {"counts": [{"cube": 0, "pe": 0, "shard": [0, 3], "rows": [16, 32], "numerator": 2,
                      "denominator": None}]}
 
 

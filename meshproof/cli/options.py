@@ -14,8 +14,8 @@ from meshproof.errors import LaunchError
 from meshproof.gate.pipeline import Pipeline
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
-from meshproof.model.schedule import Scalar
-from meshproof.model.topology import parse_mesh, parse_system
+from meshproof.model.schedule import GroupMode, Scalar
+from meshproof.model.topology import Endpoint, parse_mesh, parse_system
 from meshproof.panels import SCALES, get_panel
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +47,16 @@ def launch_options(func: F) -> F:
                      help="Comma-separated buffers holding per-rank KV shards."),
         click.option("--queue-depth", type=int, default=None,
                      help="IPCQ depth D (default: hardware profile, 4)."),
+        click.option("--groups", "groups", type=click.Choice([g.value for g in GroupMode]),
+                     default=None, help="Which ranks form one attention problem: the whole "
+                     "launch (default), each cube, or PE p of every cube."),
+        click.option("--outputs", default=None, metavar="PTR[,PTR]",
+                     help="Buffers the harness calls outputs (default o_ptr)."),
+        click.option("--softmax-scale", type=float, default=None,
+                     help="The reference's softmax scale (default: the kernel's sm_scale, "
+                     "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
+        click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
+                     help="A rank whose KV slice is empty (numeric_safety). Repeatable."),
     ]
     for deco in reversed(decorators):
         func = deco(func)
@@ -78,11 +88,41 @@ def parse_arg(item: str) -> tuple[str, Scalar]:
     return name, value
 
 
+def _endpoint(text: str) -> Endpoint:
+    parts = text.replace("c", " ").replace("p", ",").replace(" ", "").split(",")
+    try:
+        cube, pe = (int(x) for x in parts if x != "")
+    except ValueError:
+        raise LaunchError(f"--empty-shard {text!r} is not CUBE,PE (e.g. --empty-shard 0,3)"
+                          ) from None
+    return Endpoint(cube, pe)
+
+
+def problem_options(groups: str | None, outputs: str | None, softmax_scale: float | None,
+                    empty_shards: tuple[str, ...]) -> dict[str, Any]:
+    """The attention-problem flags as LaunchOptions fields (only those given)."""
+    out: dict[str, Any] = {}
+    if groups is not None:
+        out["groups"] = GroupMode(groups)
+    if outputs is not None:
+        out["outputs"] = _split(outputs) or ("",)
+    if softmax_scale is not None:
+        if not math.isfinite(softmax_scale):
+            raise LaunchError(f"--softmax-scale must be a finite number, got {softmax_scale}")
+        out["softmax_scale"] = softmax_scale
+    if empty_shards:
+        out["empty_shards"] = tuple(_endpoint(e) for e in empty_shards)
+    return out
+
+
 def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_text: str | None,
                    pes: int | None, wiring: str | None, cubes: int | None,
                    cube_start: int | None, mesh: str | None, arg_items: tuple[str, ...],
-                   sharded: str, queue_depth: int | None) -> tuple[KernelRef, Launch]:
+                   sharded: str, queue_depth: int | None, groups: str | None = None,
+                   outputs: str | None = None, softmax_scale: float | None = None,
+                   empty_shards: tuple[str, ...] = ()) -> tuple[KernelRef, Launch]:
     user_args = tuple(parse_arg(a) for a in arg_items)
+    problem = problem_options(groups, outputs, softmax_scale, empty_shards)
     if panel is not None:
         p = get_panel(panel, scale)
         base = p.launch_options(queue_depth)
@@ -105,7 +145,8 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
             cubes=cubes if cubes is not None or mesh is not None else base.cubes,
             cube_start=cube_start if cube_start is not None else base.cube_start,
             mesh=mesh if mesh is not None else base.mesh, args=tuple(sorted(merged.items())),
-            sharded=_split(sharded), queue_depth=queue_depth)
+            sharded=_split(sharded), queue_depth=queue_depth,
+            **{"groups": base.groups, **problem})
     else:
         if kernel is None:
             raise LaunchError("name a KERNEL (built-in name or path/file.py::function) or "
@@ -114,7 +155,7 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
         system = parse_system(system_text or "1x4x4", _cube_pes(pes))
         opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
                              cube_start=cube_start or 0, mesh=mesh, args=user_args,
-                             sharded=_split(sharded), queue_depth=queue_depth)
+                             sharded=_split(sharded), queue_depth=queue_depth, **problem)
     ref = resolve_kernel(kernel_name)
     return ref, build_launch(ref, opts)
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 
 from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
-from meshproof.errors import LaunchError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.pipeline import run_case
 from meshproof.model.channels import derive_channels
@@ -36,8 +34,6 @@ _RANK_ROWS = 16
 @click.option("--no-numerics", is_flag=True,
               help="Skip the numeric check (no data is allocated): timing model and op log "
                    "only, e.g. at headline scale.")
-@click.option("--softmax-scale", type=float, default=None,
-              help="Softmax scale (sets the kernel argument sm_scale; default 1/sqrt(d_head)).")
 @click.option("--hw", "hw_file", type=click.Path(path_type=Path), default=None,
               help="Hardware profile TOML (default: the built-in, assumed profile).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -45,9 +41,9 @@ _RANK_ROWS = 16
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
 @click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
-def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float | None,
-                 hw_file: Path | None, as_json: bool, perfetto_path: Path | None,
-                 diagram: Path | None, **opts: Any) -> int:
+def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None,
+                 as_json: bool, perfetto_path: Path | None, diagram: Path | None,
+                 **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if diagram is not None:
         # imported for --diagram only: the report stack is most of a cold start's imports
@@ -59,10 +55,6 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, softmax_scale: float
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
-    if softmax_scale is not None:
-        if not math.isfinite(softmax_scale):
-            raise LaunchError(f"--softmax-scale must be a finite number, got {softmax_scale}")
-        opts["arg_items"] = (*opts["arg_items"], f"sm_scale={softmax_scale!r}")
     kernel, launch = resolve_launch(**opts)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)

@@ -27,7 +27,7 @@ Q_PTR = "q_ptr"
 O_PTR = "o_ptr"
 
 
-class ProblemUnavailable(Exception):  # noqa: N818 - a reason, not an error
+class ProblemUnavailable(Exception):
     """The launch does not describe an attention problem; the message says why."""
 
 

@@ -187,11 +187,13 @@ class LaunchSpec:
 
     def header(self, queue_depth: int | None = None) -> str:
         """The launch as every command's first line states it: `KERNEL on WIRING
-        (SYSTEM), cubes A..B x P PEs`, then `, queue depth D` when given."""
+        (SYSTEM), cubes A..B x P PEs`, then `, queue depth D` when given, then the
+        attention problems (`; groups: launch|cube|pe`)."""
         last = self.cube_start + self.n_cubes - 1
         depth = f", queue depth {queue_depth}" if queue_depth is not None else ""
         return (f"{self.kernel} on {self.wiring} ({self.system.shape_text}), cubes "
-                f"{self.cube_start}..{last} x {self.pes} PEs{depth}")
+                f"{self.cube_start}..{last} x {self.pes} PEs{depth}; groups: "
+                f"{self.groups.value}")
 
     def arg(self, name: str, default: Scalar = None) -> Scalar:
         for key, value in self.args:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from meshproof.model.tracer import RankTracer
 
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
-                 "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast", "zeros",
-                 "full", "send", "recv")
+                 "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast",
+                 "zeros", "full", "send", "recv")
 
 
 class UnsupportedTlOp(UnsupportedOp, AttributeError):

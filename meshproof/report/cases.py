@@ -19,6 +19,7 @@ from meshproof.verify.properties import Property
 
 DL, LC, CM = Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT, Property.CHANNEL_MATCHING
 DF, EOM = Property.DEADLOCK_FREEDOM, Property.EXACTLY_ONCE_MERGE
+AE, NS = Property.ATTENTION_EQUIVALENCE, Property.NUMERIC_SAFETY
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,27 +64,29 @@ VALIDATION_CASES: tuple[ReportCase, ...] = (
     _case("mesh_kv", "mesh_kv", "prefill: KV slices circulate both ways along the 8-PE line"),
     _case("mesh_mlo_1d_8cubes", "mesh_mlo_1d",
           "the 1D kernel over 8 cubes of a 4x4 SIP: cube 3 has no E link, cube 4 no W "
-          "(IpcqInvalidDirection)", DL, DF, EOM,
+          "(IpcqInvalidDirection)", DL, DF, EOM, AE,
           wiring="cube_mesh", cubes=8, args=(("rank_axis", 1),)),
     _case("mesh_mlo_1d_depth2", "mesh_mlo_1d",
           "the fan-out sends 3 messages per direction before receiving: deadlocks at queue "
           "depth 2", DF, queue_depth=2),
     _case("mesh_mlo_2d_physical_rank", "mesh_mlo_2d_physical_rank",
           "ignores cube_start: at cube 8 it computes rows 2..3 of a 2-row mesh and sends N "
-          "out of its launch", LC, CM, DF, EOM, mesh="2x4", wiring="cube_mesh", cube_start=8),
+          "out of its launch", LC, CM, DF, EOM, AE, mesh="2x4", wiring="cube_mesh",
+          cube_start=8),
     _case("mesh_mlo_1d_recv_first", "mesh_mlo_1d_recv_first",
           "receives before sending: neighbours wait on each other (deadlock at any depth)", DF),
     _case("mesh_mlo_1d_forward_running_state", "mesh_mlo_1d_forward_running_state",
-          "forwards the merged running state: shards merged twice", EOM, numerics_bad=True),
+          "forwards the merged running state: shards merged twice", EOM, AE,
+          numerics_bad=True),
     _case("mesh_mlo_1d_normalised_merge", "mesh_mlo_1d_normalised_merge",
-          "merges softmax-normalised o, then divides by l again: wrong numbers",
+          "merges softmax-normalised o, then divides by l again: wrong numbers", AE,
           numerics_bad=True),
     _case("mesh_kv_skip_last", "mesh_kv_skip_last",
-          "prefill that stops one step early: the farthest slice is never merged", EOM,
+          "prefill that stops one step early: the farthest slice is never merged", EOM, AE,
           numerics_bad=True),
     _case("mesh_mlo_1d_f16_messages", "mesh_mlo_1d",
           "triplets sent in f16, near-uniform attention, 131072 keys per rank (1M context "
-          "over 8 PEs): a partial ℓ of 131072 > 65504 overflows f16", numerics_bad=True,
+          "over 8 PEs): a partial ℓ of 131072 > 65504 overflows f16", NS, numerics_bad=True,
           inputs=InputKind.UNIFORM,
           args=(("S_kv_per_rank", F16_OVERFLOW_KEYS_PER_RANK), ("msg_dtype", "f16"))),
 )

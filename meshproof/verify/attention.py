@@ -74,6 +74,9 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
             f"({_ranks(schedule, a, g)}) never writes {', '.join(a.problem.outputs)}",
             Counterexample(f"group {g} stores no output", (), AttentionDetails(None, 0)),
             time.perf_counter() - start, CERTIFICATE)
+    lost = [o for o in bad if o.opaque is not None and o.opaque.lost]
+    if lost:
+        return _lost(schedule, a, lost, start)
     witness = find_witness(schedule, table, a.problem,
                            [(o.rank, o.store) for o in bad[:MAX_WITNESS_STORES]])
     first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
@@ -91,6 +94,26 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
     details = AttentionDetails(_witness_facts(schedule, witness), len(bad))
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags), details), seconds, CERTIFICATE)
+
+
+def _lost(schedule: Schedule, a: Analysis, lost: list[OutputResult],
+          start: float) -> PropertyResult:
+    """Outputs that wait on a message that never arrives are never written, on any input:
+    the rank blocks at that recv."""
+    diags = []
+    for o in lost[:8]:
+        assert o.opaque is not None
+        ep = schedule.programs[o.rank].endpoint
+        diags.append(Diagnostic(
+            f"the output stored here waits on a message that never arrives "
+            f"({o.opaque.op.source}: {o.opaque.reason}): the rank blocks there, so the "
+            "output is never written, whatever the inputs", Role.DEPARTURE, o.store.source,
+            ep, o.store.index, OpKind.STORE))
+    summary = f"{len(lost)} stored output(s) depend on messages that never arrive"
+    return PropertyResult(NAME, Status.VIOLATED, summary,
+                          Counterexample(summary, tuple(diags),
+                                         AttentionDetails(None, len(lost))),
+                          time.perf_counter() - start, CERTIFICATE)
 
 
 def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:

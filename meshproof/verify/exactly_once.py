@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
@@ -89,82 +91,88 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
     return _judge(schedule, a, result)
 
 
+@dataclass(slots=True)
+class _Findings:
+    diags: list[Diagnostic] = field(default_factory=list)
+    counts: list[MergeCount] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    shown_lines: set[str] = field(default_factory=set)
+
+    def add(self, d: Diagnostic) -> None:
+        if len(self.diags) < MAX_LISTED:
+            self.diags.append(d)
+
+
 def _judge(schedule: Schedule, a: Analysis, result: _Result) -> PropertyResult:
-    shown_lines: set[str] = set()
-    diags: list[Diagnostic] = []
-    counts: list[MergeCount] = []
-    unknown: list[str] = []
+    f = _Findings()
     for out in a.outputs:
-        ep = schedule.programs[out.rank].endpoint
-        if out.opaque is not None:
-            if out.opaque.lost:
-                diags.append(Diagnostic(f"the stored output depends on a message that never "
-                                        f"arrives ({out.opaque.op.source}: "
-                                        f"{out.opaque.reason})", Role.MERGE, out.store.source,
-                                        ep, out.store.index, OpKind.STORE))
-            else:
-                unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
-                               f"outside the rules ({out.opaque.op.source}: "
-                               f"{out.opaque.reason})")
-            continue
-        arg = out.store.args[0]
-        assert isinstance(arg, ValueRef)
-        value = a.interp.values[(out.rank, arg.id)]
-        assert isinstance(value, Value)
-        c = count_rows(value.form, a.problem, a.problem.group_of[out.rank])
-        bad = _bad_runs(c)
-        if c.foreign:
-            diags.append(Diagnostic("the stored output counts keys of another attention "
-                                    "problem (another group's KV)", Role.MERGE,
-                                    out.store.source, ep, out.store.index, OpKind.STORE))
-        if c.mixed:
-            diags.append(Diagnostic("the stored output applies the weights of one key row to "
-                                    "V of another row: weights and values of different shards",
-                                    Role.MERGE, out.store.source, ep, out.store.index, OpKind.STORE))
-        if not bad:
-            continue
-        events = _merge_events(a, out)
-        for lo, hi, n, d in bad:
-            shard = _shard(schedule, a, out.rank, lo)
-            counts.append(MergeCount(ep, shard, (lo, hi), n, d))
-            if len(diags) < MAX_LISTED:
-                diags.append(_count_diag(out, ep, shard, lo, hi, n, d))
-        for e in events:
-            if str(e.op.source) in shown_lines:
-                continue
-            shown_lines.add(str(e.op.source))
-            if len(diags) < MAX_LISTED:
-                diags.append(Diagnostic(e.message, Role.MERGE, e.op.source,
-                                        schedule.programs[e.rank].endpoint, e.op.index,
-                                        e.op.kind))
+        _judge_output(schedule, a, out, f)
     for g in a.silent_groups:
-        diags.append(Diagnostic(f"no rank of group {g} stores an output: its "
-                                f"{a.problem.groups[g].n_shards} shard(s) are never merged",
-                                Role.MERGE))
-    make = result
-    if diags:
-        worst = max((r.numerator for r in counts), default=None)
-        zeros = sum(1 for r in counts if r.numerator == 0)
-        ranks = {d.endpoint for d in diags if d.endpoint}
-        summary = f"{len(counts) or len(diags)} wrong merge count(s) on {len(ranks)} rank(s)"
-        if counts:
+        f.diags.append(Diagnostic(f"no rank of group {g} stores an output: its "
+                                  f"{a.problem.groups[g].n_shards} shard(s) are never merged",
+                                  Role.MERGE))
+    if f.diags:
+        worst = max((r.numerator for r in f.counts), default=None)
+        zeros = sum(1 for r in f.counts if r.numerator == 0)
+        ranks = {d.endpoint for d in f.diags if d.endpoint}
+        summary = f"{len(f.counts) or len(f.diags)} wrong merge count(s) on {len(ranks)} " \
+                  "rank(s)"
+        if f.counts:
             summary += f" (max count {_num(worst or 0)}, {zeros} run(s) of key rows never " \
                        "merged)"
-        return make(Status.VIOLATED, summary,
-                    Counterexample(summary, tuple(diags), MergeDetails(tuple(counts))))
-    if unknown:
-        return make(Status.UNKNOWN, "cannot count merges: " + "; ".join(unknown[:3]))
+        return result(Status.VIOLATED, summary,
+                      Counterexample(summary, tuple(f.diags), MergeDetails(tuple(f.counts))))
+    if f.unknown:
+        return result(Status.UNKNOWN, "cannot count merges: " + "; ".join(f.unknown[:3]))
     n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
-    return make(Status.PROVED,
-                f"{len(a.outputs)} stored output(s) each count every key row of their group "
-                f"exactly once, numerator and denominator alike (up to {n} key rows in "
-                f"{max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+    return result(Status.PROVED,
+                  f"{len(a.outputs)} stored output(s) each count every key row of their group "
+                  f"exactly once, numerator and denominator alike (up to {n} key rows in "
+                  f"{max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+
+
+def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findings) -> None:
+    ep = schedule.programs[out.rank].endpoint
+    where = (out.store.source, ep, out.store.index, OpKind.STORE)
+    if out.opaque is not None:
+        if out.opaque.lost:
+            f.add(Diagnostic(f"the stored output depends on a message that never arrives "
+                             f"({out.opaque.op.source}: {out.opaque.reason})", Role.MERGE,
+                             *where))
+        else:
+            f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
+                             f"outside the rules ({out.opaque.op.source}: {out.opaque.reason})")
+        return
+    arg = out.store.args[0]
+    assert isinstance(arg, ValueRef)
+    value = a.interp.values[(out.rank, arg.id)]
+    assert isinstance(value, Value)
+    c = count_rows(value.form, a.problem, a.problem.group_of[out.rank])
+    if c.foreign:
+        f.add(Diagnostic("the stored output counts keys of another attention problem "
+                         "(another group's KV)", Role.MERGE, *where))
+    if c.mixed:
+        f.add(Diagnostic("the stored output applies the weights of one key row to V of "
+                         "another row: weights and values of different shards", Role.MERGE,
+                         *where))
+    bad = _bad_runs(c)
+    if not bad:
+        return
+    for lo, hi, n, d in bad:
+        shard = _shard(schedule, a, out.rank, lo)
+        f.counts.append(MergeCount(ep, shard, (lo, hi), n, d))
+        f.add(_count_diag(out, ep, shard, lo, hi, n, d))
+    for e in _merge_events(a, out):
+        if str(e.op.source) not in f.shown_lines:
+            f.shown_lines.add(str(e.op.source))
+            f.add(Diagnostic(e.message, Role.MERGE, e.op.source,
+                             schedule.programs[e.rank].endpoint, e.op.index, e.op.kind))
 
 
 def _bad_runs(c: Counts) -> list[tuple[int, int, float, float | None]]:
     out: list[tuple[int, int, float, float | None]] = []
     points = sorted({p for lo, hi, _ in c.num + (c.den or ()) for p in (lo, hi)})
-    for lo, hi in zip(points, points[1:], strict=False):
+    for lo, hi in pairwise(points):
         n = _at(c.num, lo)
         d = _at(c.den, lo) if c.den is not None else None
         if not math.isclose(n, 1.0) or (d is not None and not math.isclose(d, 1.0)):
@@ -201,7 +209,7 @@ def _count_diag(out: OutputResult, ep: Endpoint, shard: Endpoint | None, lo: int
         f"key rows {lo}..{hi - 1}"
     return Diagnostic(f"output counts the partial of {who} {_num(n)} time(s) in the "
                       f"numerator{den} (expected 1): {verb}", Role.MERGE, out.store.source, ep,
-                      out.store.index, "store", peer=shard)
+                      out.store.index, OpKind.STORE, peer=shard)
 
 
 _WHY = (Departure.OVERLAP, Departure.WEIGHTED, Departure.MACHINE_ZERO, Departure.CONTRACTION)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from meshproof.verify.attention import attention_equivalence
 from meshproof.verify.deadlock import deadlock_freedom
+from meshproof.verify.exactly_once import exactly_once_merge
 from meshproof.verify.legality import direction_legality, launch_confinement
 from meshproof.verify.matching import channel_matching
-from meshproof.verify.attention import attention_equivalence
-from meshproof.verify.exactly_once import exactly_once_merge
 from meshproof.verify.numeric_safety import numeric_safety
 from meshproof.verify.properties import Check, Property
 

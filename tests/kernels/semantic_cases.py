@@ -180,7 +180,7 @@ def spill(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, tmp_ptr: Any, S_q: int
 def _store_q(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int, h_q: int,
              h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
     """MISTAKE: stores Q instead of the merged output."""
-    q, st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _, st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
     _line(st, rank, n, tl)
     tl.store(o_ptr, tl.load(q_ptr, shape=(S_q, h_q, d_head), dtype="f16"))
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem, ProblemUnavailable, attention_problem
 from meshproof.model.schedule import Schedule
-from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
 from meshproof.verify.properties import CheckContext
+from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
 from meshproof.verify.semantics.bounds import DEFAULT_INPUT_BOUND
 
 

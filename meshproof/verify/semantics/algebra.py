@@ -34,7 +34,7 @@ from meshproof.verify.semantics.terms import (
 )
 
 
-class NotModelled(Exception):  # noqa: N818 - a verdict reason, not an error
+class NotModelled(Exception):
     """The exact form of a result is outside the algebra; the message says why."""
 
 
@@ -160,6 +160,7 @@ def div(a: Poly, b: Poly) -> Poly:
             all(isinstance(x, Pos) for x, _ in b.terms[0][0].factors):
         # w * exp(L) * prod(pos^k) with w != 0 is never 0: invert it exactly
         body, w = b.terms[0]
+        assert isinstance(w, Weight)
         inv = w.inverse()
         if inv is not None:
             inverse = Body.make(((x, -c) for x, c in body.expo),
@@ -208,6 +209,7 @@ def log(a: Poly) -> Poly:
             len(a.terms[0][1].parts) == 1 and a.terms[0][1].parts[0][1] > 0 and \
             all(isinstance(x, Pos) for x, _ in a.terms[0][0].factors):
         body, w = a.terms[0]
+        assert isinstance(w, Weight)
         ce, wr = w.parts[0]
         items = [*body.expo, *((Log(x.arg), Fraction(k)) for x, k in body.factors
                                if isinstance(x, Pos))]

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
-from meshproof.model.schedule import Harness
-from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
+from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.events import Departure, Event
-from meshproof.verify.semantics.index import unify_axis
+from meshproof.verify.semantics.index import Aff, unify_axis
 from meshproof.verify.semantics.interp import Interpreter, Opaque, output_coords
 from meshproof.verify.semantics.judge import Shape, Verdict, compare, decompose
 from meshproof.verify.semantics.layouts import Value
@@ -100,7 +99,7 @@ class Analysis:
 
 
 def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value
-                ) -> tuple[Value, tuple] | str:
+                ) -> tuple[Value, tuple[Aff, Aff, Aff]] | str:
     placed = output_coords(interp.problem, rank, store.offset, store.shape, interp.src)
     if isinstance(placed, str):
         return placed
@@ -112,7 +111,8 @@ def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value
             return "stores a value whose axes do not line up with the output's"
         _, s_val, s_out = unified
         form = form.subst(s_val)
-        coords = tuple(c.substitute(s_val).substitute(s_out) for c in coords)
+        t, h, e = (c.substitute(s_val).substitute(s_out) for c in coords)
+        coords = (t, h, e)
     return Value(value.layout, form), coords
 
 

@@ -201,6 +201,8 @@ def _check_exp(schedule: Schedule, table: ChannelTable, problem: Problem, interp
     res = interp.result(rank, arg.id)
     out.exp_checked += 1
     sig = ("exp", str(op.source))
+    if isinstance(res, Opaque) and res.lost:
+        return   # it waits on a message that never arrives: it never runs, cannot overflow
     if isinstance(res, Opaque):
         if sig not in seen:
             seen.add(sig)
@@ -223,7 +225,7 @@ def _check_exp(schedule: Schedule, table: ChannelTable, problem: Problem, interp
         try:
             if ratio_at_most_one(alg.exp(form)):
                 return
-        except Exception:  # noqa: BLE001 - outside the algebra: fall through to a witness
+        except Exception:
             pass
     if sig in seen:
         return
@@ -254,6 +256,8 @@ def _check_narrow(schedule: Schedule, table: ChannelTable, problem: Problem,
     res = _value_of(interp, rank, op)
     out.narrow_checked += 1
     sig = ("narrow", str(op.source))
+    if isinstance(res, Opaque) and res.lost:
+        return
     if isinstance(res, Opaque):
         if sig not in seen:
             seen.add(sig)
@@ -299,5 +303,13 @@ def _what(form: Poly) -> str:
     return describe(form)
 
 
-__all__ = ["DEFAULT_INPUT_BOUND", "BOUND", "Finding", "Fraction", "Hazard", "Safety",
-           "check_safety", "magnitude"]
+__all__ = [
+    "BOUND",
+    "DEFAULT_INPUT_BOUND",
+    "Finding",
+    "Fraction",
+    "Hazard",
+    "Safety",
+    "check_safety",
+    "magnitude",
+]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 # A term's bound digit (the key row a sum or a max runs over) has this canonical id, so
 # that two terms that differ only in the name of their summation variable compare equal.
@@ -146,7 +147,7 @@ def _cuts(sizes: Iterable[int]) -> list[int]:
 
 def _nested(points: set[int]) -> list[int] | None:
     ordered = sorted(points)
-    for a, b in zip(ordered, ordered[1:], strict=False):
+    for a, b in pairwise(ordered):
         if b % a:
             return None
     return ordered
@@ -162,7 +163,7 @@ def _split(digit: Digit, stride: int, chain: list[int],
     bounds = [lo, *inner, hi]
     parts: list[tuple[Digit, int]] = []
     aff = Aff(0)
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in pairwise(bounds):
         part = src.fresh(b // a)
         parts.append((part, a))
         aff = aff + Aff.digit(part.id, a // stride)

@@ -24,12 +24,13 @@ from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRe
 from meshproof.verify.semantics import algebra as alg
 from meshproof.verify.semantics.algebra import NotModelled, Scramble
 from meshproof.verify.semantics.dataflow import Dataflow, Key
-from meshproof.verify.semantics.index import Aff, DigitSource, Layout, Subst, compose, permute
 from meshproof.verify.semantics.events import Departure, Recorder, describe
-from meshproof.verify.semantics.order import at_least_one
+from meshproof.verify.semantics.index import Aff, DigitSource, Layout, Subst, compose, permute
 from meshproof.verify.semantics.layouts import Value, broadcast, buffer, read, separate, view
+from meshproof.verify.semantics.order import at_least_one
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.terms import Input, Poly, Scrambled
+
 
 @dataclass(frozen=True, slots=True)
 class Opaque:
@@ -234,8 +235,8 @@ class Interpreter(Dataflow[Result]):
             over = {dg.id: dg.size for dg in common}
         prod = alg.mul(a.form.subst(sa), b.form.subst(sb))
         form = alg.sum_over(prod, over, features)
-        layout = Layout(batch.axes + (la.axes[-2], lb.axes[-1]),
-                        batch.shape + (la.shape[-2], lb.shape[-1]))
+        layout = Layout((*batch.axes, la.axes[-2], lb.axes[-1]),
+                        (*batch.shape, la.shape[-2], lb.shape[-1]))
         return Value(layout, form)
 
     def _scrambled(self, op: Op, a: Value, b: Value, reason: str) -> Value:

@@ -159,8 +159,6 @@ class Verdict:
 
 def compare(form: Poly, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
             sizes: dict[int, int]) -> Verdict:
-    t, h, e = coords
-    g = floordiv(h, problem.gqa, sizes)
     shape = decompose(form)
     reasons: list[str] = []
     if shape.normalised_twice:
@@ -173,40 +171,51 @@ def compare(form: Poly, problem: Problem, group: int, coords: tuple[Aff, Aff, Af
     parts = shape.num + (shape.den or [])
     if not shape.num:
         reasons.append("the output holds no partial of any key (not a merge of partials)")
-    want = problem.scale
+    g = floordiv(coords[1], problem.gqa, sizes)
     for p in parts:
-        if p.score.group != group or (p.value is not None and p.value.group != group):
-            reasons.append("the output uses the inputs of another attention problem")
-        if p.score.t != t or p.score.h != h:
-            reasons.append("the scores belong to another query row or q head than the "
-                           "output element")
-        if g is None or p.score.g != g:
-            reasons.append(f"q head h reads a kv head other than h // {problem.gqa} (the "
-                           "harness's blocked GQA mapping)")
-        if p.value is not None and (p.value.row != B_ROW or p.value.coords[1] != p.score.g or
-                                    p.value.coords[2] != e):
-            reasons.append("the weights of one key row are applied to V of another row, "
-                           "head or feature")
-        if not math.isclose(float(p.scale), want, rel_tol=SCALE_RTOL):
-            reasons.append(f"the scores are scaled by {float(p.scale):.6g}, the reference "
-                           f"by {want:.6g} ({problem.scale_source})")
-    rests = {p.rest for p in parts}
-    if len(rests) > 1:
+        reasons.extend(_part_reasons(p, problem, group, coords, g))
+    if len({p.rest for p in parts}) > 1:
         reasons.append("the partials are scaled by different reference points exp(-m): "
                        "some term is not rescaled by exp(m_old - m_new)")
-    n = problem.kv_rows(group)
-    if shape.num:
-        num_w = _total(shape.num)
-        if not _uniform(num_w, n):
-            reasons.append(f"the numerator weighs the key rows unevenly: {_describe(num_w, n)}")
-        if shape.den is not None:
-            den_w = _total(shape.den)
-            if not _uniform(den_w, n):
-                reasons.append("the denominator weighs the key rows unevenly: "
-                               f"{_describe(den_w, n)}")
-            elif _uniform(num_w, n) and num_w != den_w:
-                reasons.append("numerator and denominator weigh the key rows differently")
+    reasons.extend(_weight_reasons(shape, problem.kv_rows(group)))
     return Verdict(not reasons, tuple(dict.fromkeys(reasons)))
+
+
+def _part_reasons(p: Partial, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
+                  g: Aff | None) -> list[str]:
+    t, h, e = coords
+    out = []
+    if p.score.group != group or (p.value is not None and p.value.group != group):
+        out.append("the output uses the inputs of another attention problem")
+    if p.score.t != t or p.score.h != h:
+        out.append("the scores belong to another query row or q head than the output element")
+    if g is None or p.score.g != g:
+        out.append(f"q head h reads a kv head other than h // {problem.gqa} (the harness's "
+                   "blocked GQA mapping)")
+    if p.value is not None and (p.value.row != B_ROW or p.value.coords[1] != p.score.g or
+                                p.value.coords[2] != e):
+        out.append("the weights of one key row are applied to V of another row, head or "
+                   "feature")
+    if not math.isclose(float(p.scale), problem.scale, rel_tol=SCALE_RTOL):
+        out.append(f"the scores are scaled by {float(p.scale):.6g}, the reference by "
+                   f"{problem.scale:.6g} ({problem.scale_source})")
+    return out
+
+
+def _weight_reasons(shape: Shape, n: int) -> list[str]:
+    if not shape.num:
+        return []
+    out = []
+    num_w = _total(shape.num)
+    if not _uniform(num_w, n):
+        out.append(f"the numerator weighs the key rows unevenly: {_describe(num_w, n)}")
+    if shape.den is not None:
+        den_w = _total(shape.den)
+        if not _uniform(den_w, n):
+            out.append(f"the denominator weighs the key rows unevenly: {_describe(den_w, n)}")
+        elif _uniform(num_w, n) and num_w != den_w:
+            out.append("numerator and denominator weigh the key rows differently")
+    return out
 
 
 def _uniform(w: Pieces, n: int) -> bool:
@@ -281,7 +290,8 @@ def _lenient(body: Body) -> QK | None:
         return None
     if any(BOUND in a.digits for a, _ in body.expo if a != scores[0]):
         return None
-    return scores[0]  # type: ignore[return-value]
+    score = scores[0]
+    return score if isinstance(score, QK) else None
 
 
 def count_rows(form: Poly, problem: Problem, group: int) -> Counts:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import pairwise
 
 import numpy as np
 
@@ -149,7 +150,7 @@ class Pieces:
     def __add__(self, other: Pieces) -> Pieces:
         points = sorted({p for lo, hi, _ in self.parts + other.parts for p in (lo, hi)})
         out: list[tuple[int, int, Weight]] = []
-        for lo, hi in zip(points, points[1:], strict=False):
+        for lo, hi in pairwise(points):
             w = _at(self, lo) + _at(other, lo)
             if w.is_zero:
                 continue

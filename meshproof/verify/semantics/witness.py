@@ -32,7 +32,7 @@ SEEDS = (0, 1, 2)
 Array = np.ndarray[Any, Any]
 
 
-class _Lost(Exception):  # noqa: N818 - control flow: a value that never arrives
+class _Lost(Exception):
     pass
 
 
@@ -195,20 +195,20 @@ class NumericEval(Dataflow[Array | None]):
         if k is OpKind.NEG:
             return -np.asarray(x[0])
         if k is OpKind.EXP:
-            return be.exp(np.asarray(x[0]))
+            return np.asarray(be.exp(np.asarray(x[0])))
         if k is OpKind.EXP2:
-            return be.exp(np.asarray(x[0]) * be.const(math.log(2.0)))
+            return np.asarray(be.exp(np.asarray(x[0]) * be.const(math.log(2.0))))
         if k is OpKind.LOG:
-            return be.log(np.asarray(x[0]))
+            return np.asarray(be.log(np.asarray(x[0])))
         if k is OpKind.MAX:
-            return np.max(x[0], axis=op.axis, keepdims=op.keepdims)
+            return np.asarray(np.max(x[0], axis=op.axis, keepdims=op.keepdims))
         if k is OpKind.SUM:
-            return np.sum(x[0], axis=op.axis, keepdims=op.keepdims)
+            return np.asarray(np.sum(x[0], axis=op.axis, keepdims=op.keepdims))
         if k is OpKind.SOFTMAX:
             e = be.exp(x[0] - np.max(x[0], axis=op.axis, keepdims=True))
-            return e / np.sum(e, axis=op.axis, keepdims=True)
+            return np.asarray(e / np.sum(e, axis=op.axis, keepdims=True))
         if k is OpKind.DOT:
-            return np.matmul(x[0], x[1])
+            return np.asarray(np.matmul(x[0], x[1]))
         ops = {OpKind.ADD: np.add, OpKind.SUB: np.subtract, OpKind.MUL: np.multiply,
                OpKind.DIV: np.divide, OpKind.MAXIMUM: np.maximum, OpKind.MINIMUM: np.minimum}
         return np.asarray(ops[k](x[0], x[1]))
