@@ -92,11 +92,22 @@ def test_softmax_scale_and_seed_flags(run_cli: Run) -> None:
     assert doc["numeric"]["softmax_scale"] == 0.125 and doc["numeric"]["seed"] == 3
 
 
-def test_softmax_scale_needs_a_kernel_with_sm_scale(run_cli: Run, seeds_dir: Path) -> None:
+def test_softmax_scale_sets_the_reference_of_any_kernel(run_cli: Run, seeds_dir: Path) -> None:
+    """The seed kernel has no sm_scale parameter: --softmax-scale sets the reference."""
     res = run_cli(["simulate", f"{seeds_dir / 'attention_mesh_mlo.py'}"
-                   "::attention_mesh_mlo_kernel", *SEED_ARGS, "--softmax-scale", "0.5"])
-    assert res.code == 2
-    assert "sm_scale" in res.err
+                   "::attention_mesh_mlo_kernel", *SEED_ARGS, "--softmax-scale", "1.0"])
+    assert res.code == 1, res.err   # the seed also normalises twice: still out of tolerance
+    assert "softmax scale 1 (--softmax-scale 1)" in res.out
+
+
+def test_the_numerics_header_names_the_reference_scale(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d"])
+    assert res.code == 0, res.err
+    assert "softmax scale 0.353553 (1/sqrt(d_head) = 1/sqrt(8)); change it with " \
+        "--softmax-scale X" in res.out
+    res = run_cli(["simulate", "mesh_mlo_1d", "--softmax-scale", "0.25"])
+    assert res.code == 0, res.err   # the kernel's sm_scale parameter receives it
+    assert "softmax scale 0.25 (the kernel's sm_scale = 0.25)" in res.out
 
 
 def test_perfetto_file_is_written(run_cli: Run, tmp_path: Path) -> None:

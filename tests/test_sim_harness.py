@@ -12,7 +12,7 @@ from helpers import trace_kernel
 
 from meshproof.errors import HarnessError
 from meshproof.model.channels import derive_channels
-from meshproof.model.schedule import DType
+from meshproof.model.schedule import DType, GroupMode
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import tolerance_for
 from meshproof.sim.groups import find_groups
@@ -58,9 +58,9 @@ def kernels(tmp_path: Path) -> Path:
     return path
 
 
-def test_ranks_without_links_are_groups_of_their_own(kernels: Path) -> None:
-    # cube_mesh links only PE 0 of each cube: the three PEs of one cube share no link
-    schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh",
+def test_each_pe_can_be_its_own_attention_problem(kernels: Path) -> None:
+    # three PEs that never communicate, each computing attention over its own KV
+    schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh", groups=GroupMode.PE,
                             args=(*SHAPES, ("h_q", 4), ("h_kv", 2)))
     result = simulate(schedule, NO_TIMING)
     assert result.numeric is not None
@@ -69,8 +69,18 @@ def test_ranks_without_links_are_groups_of_their_own(kernels: Path) -> None:
     assert result.timing is None and result.op_log.ipcq_send == 0
 
 
-def test_a_shard_rank_that_never_stores_fails(kernels: Path) -> None:
+def test_by_default_independent_ranks_are_one_problem_and_fail(kernels: Path) -> None:
+    """Groups come from the launch: three local attentions are not attention over the
+    launch's KV, in the simulator's reference as in the verifier."""
     schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh",
+                            args=(*SHAPES, ("h_q", 4), ("h_kv", 2)))
+    result = simulate(schedule, NO_TIMING)
+    assert result.numeric is not None and not result.numeric.ok
+    assert result.numeric.groups == 1
+
+
+def test_a_shard_rank_that_never_stores_fails(kernels: Path) -> None:
+    schedule = trace_kernel(f"{kernels}::local", pes=3, wiring="cube_mesh", groups=GroupMode.PE,
                             args=(*SHAPES, ("h_q", 1), ("h_kv", 1), ("skip_pe", 1)))
     result = simulate(schedule, NO_TIMING)
     assert result.numeric is not None and not result.ok

@@ -9,6 +9,7 @@ from helpers import RunCli, one_line_error, trace_kernel
 
 from meshproof.errors import HarnessError
 from meshproof.model.channels import derive_channels
+from meshproof.model.schedule import GroupMode
 from meshproof.sim import checking
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
@@ -39,7 +40,7 @@ def test_no_numerics_gives_timing_and_op_log_at_any_size(run_cli: RunCli) -> Non
 
 def test_memory_limit_shrinks_batches_before_refusing() -> None:
     # 4 cubes, each its own 8-PE line: 4 groups of one class, normally one batch
-    schedule = trace_kernel("mesh_mlo_1d", cubes=4)
+    schedule = trace_kernel("mesh_mlo_1d", cubes=4, groups=GroupMode.CUBE)
     table = derive_channels(schedule)
     whole = plan_numerics(schedule, table, 1 << 30, memory_limit=1 << 40)
     assert [c.batch for c in whole.classes] == [4]

@@ -12,7 +12,7 @@ from helpers import trace_kernel
 
 from meshproof.errors import HarnessError, SimulationRefused
 from meshproof.model.channels import derive_channels
-from meshproof.model.schedule import DType
+from meshproof.model.schedule import DType, GroupMode
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.groups import find_groups
 from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
@@ -91,7 +91,7 @@ def test_softmax_scale_reaches_kernel_and_reference() -> None:
 
 
 def test_groups_get_their_own_inputs_and_batching_does_not_change_results() -> None:
-    schedule = trace_kernel("mesh_mlo_1d", cubes=4)
+    schedule = trace_kernel("mesh_mlo_1d", cubes=4, groups=GroupMode.CUBE)
     one = simulate(schedule, SimConfig(timing=False, chunk_bytes=1))        # one group a batch
     all_ = simulate(schedule, SimConfig(timing=False))                      # all in one batch
     assert one.numeric is not None and all_.numeric is not None

@@ -13,7 +13,8 @@ from meshproof.verify.properties import PROPERTY_NAMES
 # column heads of the verdict table; a property without one is headed by its name
 _ABBREV = {"direction_legality": "dir", "launch_confinement": "conf",
            "channel_matching": "match", "deadlock_freedom": "deadlock",
-           "exactly_once_merge": "merge"}
+           "exactly_once_merge": "merge", "attention_equivalence": "attention",
+           "numeric_safety": "numeric"}
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
                  "nine")
 

@@ -135,7 +135,8 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
                 t1 = time.perf_counter()
                 expected = reference(layout, inputs)
                 t2 = time.perf_counter()
-                memories = [rank_memory(layout, role, inputs, schedule.launch.sharded)
+                memories = [rank_memory(layout, role, inputs, schedule.launch.sharded,
+                                        schedule.launch.outputs)
                             for role in layout.roles]
                 GroupEvaluator(cls.plan, memories, len(members)).run()
             except MemoryError:
@@ -151,14 +152,15 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
             for pos, role in enumerate(layout.roles):
                 if not role.checked:
                     continue
-                got = memories[pos][O_PTR].data
                 want = expected[:, layout.out_rows(role)].reshape(len(members), -1)
-                stores = any(op.kind is OpKind.STORE and op.ptr == O_PTR
-                             for op in schedule.programs[role.rank].ops)
-                for b, g in enumerate(members):
-                    rank = groups[g].ranks[pos]
-                    per_rank.append(_compare(schedule.programs[rank].endpoint, g, got[b],
-                                             want[b], plan.tolerance, stores))
+                for out in schedule.launch.outputs:
+                    got = memories[pos][out].data
+                    stores = any(op.kind is OpKind.STORE and op.ptr == out
+                                 for op in schedule.programs[role.rank].ops)
+                    for b, g in enumerate(members):
+                        rank = groups[g].ranks[pos]
+                        per_rank.append(_compare(schedule.programs[rank].endpoint, g, got[b],
+                                                 want[b], plan.tolerance, stores, out))
             del memories
             t4 = time.perf_counter()
             for name, dt in (("inputs", t1 - t0), ("reference", t2 - t1),
@@ -168,16 +170,17 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
     shape = plan.shape
     return NumericResult(
         harness=shape.harness.value, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
+        scale_source=shape.scale_source,
         dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
         groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank))
 
 
 def _compare(endpoint: Endpoint, group: int, got: F32, want: npt.NDArray[np.float64],
-             tol: float, stores: bool) -> RankNumeric:
+             tol: float, stores: bool, output: str = O_PTR) -> RankNumeric:
     n = int(want.size)
     if not stores:
         return RankNumeric(endpoint, group, None, None, n, False,
-                           "never stores o_ptr although it holds a KV shard")
+                           f"never stores {output} although it holds a KV shard")
     g64 = got.astype(np.float64)
     bad = int(np.count_nonzero(~np.isfinite(g64)))
     if bad:

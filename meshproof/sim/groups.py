@@ -1,18 +1,21 @@
-"""Groups of ranks that communicate, and classes of groups with the same program.
+"""Groups of ranks evaluated together, and classes of groups with the same program.
 
-A group is a connected component of the channel graph over the ranks that run ops: its
-ranks exchange messages only among themselves, so the harness gives each group its own
-Q/K/V and the simulator evaluates each group on its own. Groups whose programs and
-message matching are identical (up to which endpoints run them) form a class; a class
-is evaluated once with a leading batch axis over its member groups (the headline decode
-panel is 64 such groups of one class).
+A group is one attention problem of the launch (model/problem.py: the whole launch, each
+cube or each PE index, as `--groups` says) restricted to the ranks that run ops, joined
+with every rank it exchanges messages with: the harness gives each group its own Q/K/V,
+so messages must stay inside a group. Groups whose programs and message matching are
+identical (up to which endpoints run them) form a class; a class is evaluated once with a
+leading batch axis over its member groups (the headline decode panel is 64 such groups of
+one class).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable, OpRef, communication_groups
+from meshproof.errors import HarnessError
+from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.problem import group_ranks
 from meshproof.model.schedule import Op, OpKind, Schedule
 
 
@@ -33,9 +36,47 @@ class GroupClass:
 
 
 def find_groups(schedule: Schedule, table: ChannelTable) -> tuple[Group, ...]:
-    """Connected components over ranks with ops (model.channels.communication_groups)."""
-    return tuple(Group(i, ranks)
-                 for i, ranks in enumerate(communication_groups(schedule, table)))
+    """The launch's attention problems over the ranks that run ops, joined by messages;
+    a message between two problems is refused (each problem has its own inputs)."""
+    active = [r for r, p in enumerate(schedule.programs) if p.ops]
+    problem = {r: i for i, ranks in enumerate(group_ranks(schedule, schedule.launch.groups))
+               for r in ranks}
+    parent = {r: r for r in active}
+
+    def find(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    first: dict[int, int] = {}
+    for r in active:
+        if problem[r] in first:
+            parent[find(r)] = find(first[problem[r]])
+        else:
+            first[problem[r]] = r
+    for ch in table.channels:
+        if ch.status is not PortStatus.OK:
+            continue
+        ends = sorted({ref.rank for ref in (*ch.sends, *ch.recvs)} & parent.keys())
+        for r in ends[1:]:
+            a, b = find(ends[0]), find(r)
+            if a != b:
+                _refuse_crossing(schedule, ends[0], r)
+    members: dict[int, list[int]] = {}
+    for r in active:
+        members.setdefault(find(r), []).append(r)
+    units = sorted((tuple(sorted(rs)) for rs in members.values()), key=min)
+    return tuple(Group(i, ranks) for i, ranks in enumerate(units))
+
+
+def _refuse_crossing(schedule: Schedule, a: int, b: int) -> None:
+    ea, eb = schedule.programs[a].endpoint, schedule.programs[b].endpoint
+    raise HarnessError(
+        f"ranks {ea.describe()} and {eb.describe()} exchange messages but belong to different "
+        f"attention problems (--groups {schedule.launch.groups.value}): each problem gets its "
+        "own Q, K and V, so the simulator cannot give them one input; pass --groups launch "
+        "(or the grouping the kernel implements)")
 
 
 def _op_key(op: Op) -> tuple[object, ...]:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.errors import HarnessError
+from meshproof.model.problem import reference_scale
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
 from meshproof.sim.inputs import InputKind, fill_inputs
@@ -39,6 +40,7 @@ class AttentionShape:
     h_kv: int
     d_head: int
     scale: float
+    scale_source: str = ""      # where the reference's scale comes from, in words
 
     @property
     def group_size(self) -> int:
@@ -66,16 +68,14 @@ class AttentionShape:
             raise HarnessError(f"h_q={h_q} must be a multiple of h_kv={h_kv} (each kv head "
                                "serves h_q/h_kv q heads); pass --arg h_q=... a multiple of h_kv")
         sm_scale = spec.arg("sm_scale")
-        if sm_scale is None:
-            scale = 1.0 / math.sqrt(d_head)
-        elif isinstance(sm_scale, (int, float)) and not isinstance(sm_scale, bool) \
-                and math.isfinite(sm_scale):
-            scale = float(sm_scale)
-        else:
+        if sm_scale is not None and not (
+                isinstance(sm_scale, (int, float)) and not isinstance(sm_scale, bool) and
+                math.isfinite(sm_scale)):
             raise HarnessError(f"sm_scale={sm_scale!r} must be a finite number; pass "
                                "--softmax-scale X (or leave it out for 1/sqrt(d_head))")
+        scale, source = reference_scale(schedule, spec.softmax_scale, d_head)
         return AttentionShape(spec.harness, dim("S_q"), dim("S_kv_per_rank"), h_q, h_kv,
-                              d_head, scale)
+                              d_head, scale, source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,8 @@ def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> Gro
     for r in group.ranks:
         ops = schedule.programs[r].ops
         loads.append({op.ptr for op in ops if op.kind is OpKind.LOAD and op.ptr})
-        stores.append(any(op.kind is OpKind.STORE and op.ptr == O_PTR for op in ops))
+        stores.append(any(op.kind is OpKind.STORE and op.ptr in schedule.launch.outputs
+                          for op in ops))
     shard_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if ld & sharded]
     q_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if Q_PTR in ld]
     roles = []
@@ -175,15 +176,21 @@ def make_inputs(layout: GroupLayout, groups: tuple[int, ...], kind: InputKind, s
     return inputs
 
 
+def kv_names(sharded: tuple[str, ...]) -> tuple[str, str]:
+    """The buffers holding K and V: the first two `--sharded` names (default k_ptr, v_ptr)."""
+    return (sharded[0], sharded[1]) if len(sharded) >= 2 else (K_PTR, V_PTR)
+
+
 def rank_memory(layout: GroupLayout, role: RankRole, inputs: GroupInputs,
-                sharded: tuple[str, ...]) -> dict[str, Buffer]:
+                sharded: tuple[str, ...], outputs: tuple[str, ...] = (O_PTR,)
+                ) -> dict[str, Buffer]:
     s = layout.shape
     b = inputs.q.shape[0]
     q = inputs.q
     if s.harness is Harness.PREFILL and role.q_block is not None:
         q = q[:, layout.out_rows(role)]
     mem = {Q_PTR: Buffer(q.reshape(b, -1), DType.F16)}
-    for name, full in ((K_PTR, inputs.k), (V_PTR, inputs.v)):
+    for name, full in zip(kv_names(sharded), (inputs.k, inputs.v), strict=True):
         part = full
         if name in sharded and role.shard is not None:
             rows = s.S_kv_per_rank
@@ -191,7 +198,8 @@ def rank_memory(layout: GroupLayout, role: RankRole, inputs: GroupInputs,
         mem[name] = Buffer(part.reshape(b, -1), DType.F16)
     rows_out = layout.out_rows(role)
     n_out = (rows_out.stop - rows_out.start) * s.h_q * s.d_head
-    mem[O_PTR] = Buffer(np.full((b, n_out), np.nan, np.float32), DType.F32, shared=False)
+    for name in outputs:
+        mem[name] = Buffer(np.full((b, n_out), np.nan, np.float32), DType.F32, shared=False)
     return mem
 
 

@@ -52,6 +52,7 @@ class NumericResult:
     groups: int
     classes: int                     # distinct group programs (evaluated batched)
     per_rank: tuple[RankNumeric, ...]
+    scale_source: str = ""           # where the reference's softmax scale comes from
 
     @property
     def rel_err(self) -> float | None:
@@ -93,6 +94,7 @@ class NumericResult:
                 "tolerance": self.tolerance, "tolerance_rule": self.tolerance_rule,
                 "ok": self.ok, "message": self.message, "harness": self.harness,
                 "inputs": self.inputs, "seed": self.seed, "softmax_scale": self.softmax_scale,
+                "softmax_scale_source": self.scale_source,
                 "dtypes": list(self.dtypes), "groups": self.groups, "classes": self.classes,
                 "per_rank": [r.to_json() for r in self.per_rank]}
 

@@ -114,7 +114,7 @@ def _judge(schedule: Schedule, a: Analysis, result: _Result) -> PropertyResult:
     if f.diags:
         worst = max((r.numerator for r in f.counts), default=None)
         zeros = sum(1 for r in f.counts if r.numerator == 0)
-        ranks = {d.endpoint for d in f.diags if d.endpoint}
+        ranks = {d.endpoint for d in f.diags if d.endpoint} | {c.endpoint for c in f.counts}
         summary = f"{len(f.counts) or len(f.diags)} wrong merge count(s) on {len(ranks)} " \
                   "rank(s)"
         if f.counts:
@@ -158,10 +158,14 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
     bad = _bad_runs(c)
     if not bad:
         return
+    size = a.problem.S_kv_per_rank
     for lo, hi, n, d in bad:
-        shard = _shard(schedule, a, out.rank, lo)
-        f.counts.append(MergeCount(ep, shard, (lo, hi), n, d))
-        f.add(_count_diag(out, ep, shard, lo, hi, n, d))
+        # one count per shard: split runs at shard boundaries
+        for start in range(lo, hi, size) if size else (lo,):
+            a0, b0 = start, min(hi, (start // size + 1) * size) if size else hi
+            shard = _shard(schedule, a, out.rank, a0)
+            f.counts.append(MergeCount(ep, shard, (a0, b0), n, d))
+            f.add(_count_diag(out, ep, shard, a0, b0, n, d))
     for e in _merge_events(a, out):
         if str(e.op.source) not in f.shown_lines:
             f.shown_lines.add(str(e.op.source))
