@@ -73,7 +73,8 @@ class Analysis:
             first = next((e for e in events if e.kind is Departure.OPAQUE), None)
             op = result.opaque.op
             return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
-                                   f"{op.source}: {op.kind.value} {result.opaque.reason}")]
+                                   f"line {op.source.line}: tl.{op.kind.value} "
+                                   f"{result.opaque.reason}")]
         wanted: list[Departure] = []
         for reason in result.verdict.reasons:
             for word, kinds in _RELEVANT.items():
@@ -92,10 +93,29 @@ class Analysis:
                 continue
             shown.add(sig)
             if e.kind is Departure.SCALE:
-                e = Event(e.kind, e.rank, e.op, f"{e.message}; the reference scale is "
+                e = Event(e.kind, e.rank, e.op, f"{e.message}; the reference uses "
                           f"{self.problem.scale:.6g} ({self.problem.scale_source})", e.value)
             out.append(e)
-        return out[:MAX_EXPLAINED]
+        return _one_sided(out)[:MAX_EXPLAINED]
+
+
+def _one_sided(events: list[Event]) -> list[Event]:
+    """'the received ℓ is scaled by 2 at line 40' gains ', its o is not' when only one of
+    ℓ and o is weighted at that line."""
+    weighted: dict[tuple[int, float], set[str]] = {}
+    for e in events:
+        if e.kind is Departure.WEIGHTED:
+            what = "ℓ" if "ℓ" in e.message.split(" is scaled")[0] else \
+                "o" if " o is" in e.message else ""
+            weighted.setdefault((e.op.source.line, e.value), set()).add(what)
+    out = []
+    for e in events:
+        kinds = weighted.get((e.op.source.line, e.value), set())
+        if e.kind is Departure.WEIGHTED and len(kinds) == 1 and kinds <= {"ℓ", "o"}:
+            other = "o" if kinds == {"ℓ"} else "ℓ"
+            e = Event(e.kind, e.rank, e.op, f"{e.message}, its {other} is not", e.value)
+        out.append(e)
+    return out
 
 
 def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value

@@ -72,7 +72,7 @@ class Interpreter(Dataflow[Result]):
         try:
             out = self._transfer(rank, op)
         except NotModelled as exc:
-            self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+            self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} {exc}")
             return Opaque(str(exc), rank, op)
         if isinstance(out, Value):
             return self._fold(out, op)
@@ -160,9 +160,11 @@ class Interpreter(Dataflow[Result]):
             return self._binary(OpKind.DIV, e, z)
         if k is OpKind.DOT:
             try:
-                return self._dot(vals[0], vals[1], d)
+                out = self._dot(vals[0], vals[1], d)
             except Scramble as exc:
                 return self._scrambled(op, vals[0], vals[1], str(exc))
+            self.rec.produced(op, out.form)
+            return out
         if k in _BINARY:
             return self._binary(k, vals[0], vals[1], op)
         raise NotModelled(f"{k.value} is not modelled by the attention algebra")
@@ -190,7 +192,7 @@ class Interpreter(Dataflow[Result]):
         if kind in (OpKind.ADD, OpKind.SUB):
             self.rec.added(op, fa, fb, out)
         elif kind is OpKind.DIV:
-            self.rec.divided(op, fa, out)
+            self.rec.divided(op, fa, fb, out)
         elif kind is OpKind.MUL:
             for this, other, arg in ((fa, fb, 0), (fb, fa, 1)):
                 c = other.as_const()
@@ -244,9 +246,11 @@ class Interpreter(Dataflow[Result]):
         axes (its last axis plays the key rows), so the rest is still judged."""
         rank = self.rec.key[0]
         src = self._view_source(rank, op.args[1])
-        cause = f" (K comes from the reshape at {src.source}, not a transpose)" if src else ""
+        here = f"line {op.source.line}"
         self.rec.add(Departure.CONTRACTION, op,
-                     f"the scores at {op.source} are not q·kᵀ: the dot {reason}{cause}")
+                     f"the scores at {here} use a reshape of K (line {src.source.line}), not its "
+                     "transpose" if src is not None and "reshaped" in reason else
+                     f"the scores at {here} are not q·kᵀ: the dot {reason}")
         layout = Layout.fresh((*a.layout.shape[:-1], b.layout.shape[-1]), self.src)
         axes = layout.axes
         row = Aff(0)
