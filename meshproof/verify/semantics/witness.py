@@ -150,8 +150,12 @@ class NumericEval(Dataflow[Array | None]):
         op = self.defining[key]
         try:
             out = self._op(rank, op)
-        except (_Lost, FloatingPointError, ZeroDivisionError):
+        except _Lost:
             return None
+        except (FloatingPointError, ZeroDivisionError):
+            # 0/0 on real inputs: the value is undefined, which is a witness by itself
+            out = np.full(op.shape, self.be.const(float("nan")),
+                          dtype=np.float64 if self.be is FLOAT64 else object)
         if out is not None and all((rank, a.id) in self.constant for a in op.args
                                    if isinstance(a, ValueRef)) and \
                 op.kind not in (OpKind.LOAD, OpKind.RECV):
