@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from meshproof.kernels.attention_parts import load_kv, load_q, store_output
+from meshproof.kernels.attention_parts import load_kv, load_q
 
 T = Any
 Triplet = tuple[T, T, T]
@@ -158,7 +158,7 @@ def _log_small(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: i
     """MISTAKE (numerics): log(ℓ·1e-3)·20000 kept in f16: log(ℓ·1e-3) is about -4..-7, so
     the value reaches -1.4e5, beyond 65504."""
     st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
-    m, ell, o = _line(st, rank, n, tl)
+    _, ell, o = _line(st, rank, n, tl)
     tag = tl.cast(tl.log(ell * 1e-3) * 20000.0, "f16")
     _store(o_ptr, o / ell + tag * 0.0, S_q, h_q, h_kv, d_head, tl)
 
@@ -174,21 +174,30 @@ def _underflow_pair(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_
     _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
 
 
+DAMP = 1e-7
+
+
 def _subnormal_f16_send(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
                         h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
-    """MISTAKE (numerics): the partial is scaled by 1e-6 "to avoid overflow" and sent in
-    f16, where values near 1e-6 are subnormal (a few bits of precision)."""
+    """MISTAKE (numerics): the partial is scaled by 1e-7 "to avoid overflow" and sent in
+    f16, where values near 1e-7 are subnormal (a few bits of precision)."""
     m, ell, o = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
-    st = (m, tl.cast(ell * 1e-6, "f16"), tl.cast(o * 1e-6, "f16"))
+    st = (m, tl.cast(ell * DAMP, "f16"), tl.cast(o * DAMP, "f16"))
 
     def merge(a: Triplet, b: Triplet, tl: Any) -> Triplet:
         m_new = tl.maximum(a[0], b[0])
         x, y = tl.exp(a[0] - m_new), tl.exp(b[0] - m_new)
         return m_new, tl.cast(a[1] * x + b[1] * y, "f16"), tl.cast(a[2] * x + b[2] * y, "f16")
 
+    dts = ("f32", "f16", "f16")
+
+    def recv_all(d: str) -> Triplet:
+        m_, ell_, o_ = (tl.recv(dir=d, shape=x.shape, dtype=dt)
+                        for x, dt in zip(st, dts, strict=True))
+        return m_, ell_, o_
+
     to_e: Triplet | None = st
     to_w: Triplet | None = st
-    dts = ("f32", "f16", "f16")
     for step in range(1, n):
         for d, t in (("E", to_e), ("W", to_w)):
             if t is not None and (rank < n - 1 if d == "E" else rank > 0):
@@ -197,11 +206,11 @@ def _subnormal_f16_send(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int
         got_w: Triplet | None = None
         got_e: Triplet | None = None
         if rank - step >= 0:
-            got_w = tuple(tl.recv(dir="W", shape=x.shape, dtype=dt) for x, dt in zip(st, dts))  # type: ignore[assignment]
-            st = merge(st, got_w, tl)  # type: ignore[arg-type]
+            got_w = recv_all("W")
+            st = merge(st, got_w, tl)
         if rank + step < n:
-            got_e = tuple(tl.recv(dir="E", shape=x.shape, dtype=dt) for x, dt in zip(st, dts))  # type: ignore[assignment]
-            st = merge(st, got_e, tl)  # type: ignore[arg-type]
+            got_e = recv_all("E")
+            st = merge(st, got_e, tl)
         to_e, to_w = got_w, got_e
     _store(o_ptr, st[2] / st[1], S_q, h_q, h_kv, d_head, tl)
 
