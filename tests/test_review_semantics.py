@@ -76,23 +76,15 @@ def test_the_simulator_accepts_each_correct_or_tolerable_kernel(name: str) -> No
 # --- false "proved" ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="order.py _dominates: the floor of a member with a "
-                   "constant k is exp(-k), it must be exp(k); a reference point max + 20 makes "
-                   "ℓ >= e^-20 only, yet maximum(ℓ, 1e-6) is taken to be ℓ")
 @pytest.mark.parametrize("name", ["headroom_eps", "twin_max_eps"])
 def test_eps_guard_over_a_shifted_reference_point_is_not_proved(name: str) -> None:
     assert _prop(name, AE).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="order.py _dominates (same sign error): 1/ℓ is bounded "
-                   "by 1 although ℓ >= e^-20 only, so 1/ℓ in f16 (7.6e6) is 'finite'")
 def test_reciprocal_of_a_small_sum_in_f16_is_not_proved_safe() -> None:
     assert _prop("twin_max", NS).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="interp.py _fold: exp/log of a constant has a Weight "
-                   "with an exp part, Poly.as_const() is None, so it is never rounded to what "
-                   "the machine holds (exp(-200) is 0 in f32)")
 @pytest.mark.parametrize("prop", [AE, EO])
 def test_exp_of_a_constant_is_what_the_machine_holds(prop: str) -> None:
     assert _prop("exp_const_zero", prop).status is not Status.PROVED
@@ -106,22 +98,15 @@ def test_a_product_of_factors_that_underflows_is_not_proved(prop: str) -> None:
     assert _prop("underflow_pair", prop).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="bounds.py _atom_bound: |log X| <= log(max(hi, 1)) + 1 "
-                   "ignores how small X can be; log(ℓ·1e-3)·20000 reaches -1.4e5 in f16")
 def test_log_of_a_small_value_is_bounded_from_below_too() -> None:
     assert _prop("log_small", NS).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="numeric_safety.py _empty_partials flags only opaque "
-                   "reasons containing 'inf'; 'divides by zero' (0/0) and 'takes log of a "
-                   "constant <= 0' are skipped, and the f32 output is not a 16-bit value")
 def test_an_empty_slice_divided_by_its_own_l_is_not_proved_finite() -> None:
     p = _prop("local_check_f32", NS, empty_shards=EMPTY_FIRST)
     assert p.status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="same cause: 0/0 and log(0) of an empty partial are "
-                   "not named as empty-partial hazards, so the result is unknown, not violated")
 def test_an_lse_merge_that_normalises_an_empty_slice_is_violated() -> None:
     p = _prop("guarded_local_norm", NS, empty_shards=EMPTY_FIRST)
     assert p.status is Status.VIOLATED
@@ -146,23 +131,15 @@ def test_the_rounding_bound_covers_f16_subnormals() -> None:
         sim.max_abs_err <= p.error_bound * _max_abs_v(s)
 
 
-@pytest.mark.xfail(strict=True, reason="judge.py _part_reasons compares each partial's scale "
-                   "with the reference only; spec/semantics.md §4 asks for one and the same "
-                   "scale c in numerator and denominator")
 def test_numerator_and_denominator_scales_must_be_the_same() -> None:
     assert _prop("split_scale", AE).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="judge.py count_rows: with no common denominator "
-                   "(never divided, or partials divided separately) only the numerator is "
-                   "counted, yet the verdict says 'numerator and denominator alike'")
 @pytest.mark.parametrize("name", ["unnormalised", "sum_of_normalised"])
 def test_exactly_once_needs_a_denominator_to_count(name: str) -> None:
     assert _prop(name, EO).status is not Status.PROVED
 
 
-@pytest.mark.xfail(strict=True, reason="spec/semantics.md judges only ranks that store o_ptr; "
-                   "spec/simulator.md fails every shard rank that does not: the two disagree")
 def test_verifier_and_simulator_agree_on_a_kernel_that_stores_on_one_rank() -> None:
     proved = _prop("root_only", AE).status is Status.PROVED
     assert proved == _sim("root_only").ok
@@ -171,16 +148,10 @@ def test_verifier_and_simulator_agree_on_a_kernel_that_stores_on_one_rank() -> N
 # --- false "violated" --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="problem.py attention_problem gives the main analysis "
-                   "the --empty-shard ranks (Kx/Vx inputs) while kv_rows still counts their "
-                   "rows, so the empty slice's rows are 'never merged'")
 def test_a_guarded_kernel_with_an_empty_slice_is_not_violated() -> None:
     assert _prop("guarded", EO, empty_shards=EMPTY_FIRST).status is not Status.VIOLATED
 
 
-@pytest.mark.xfail(strict=True, reason="analysis.py analyse judges a live store's whole value "
-                   "and witness.py _compare compares all its elements, including those a later "
-                   "store rewrote; the output finally holds attention (the simulator agrees)")
 def test_a_store_partly_rewritten_by_a_fix_up_is_judged_on_what_remains() -> None:
     p = _prop("fixup_store", AE, args=(("h_q", 2), ("h_kv", 1)))
     assert p.status is not Status.VIOLATED
@@ -189,16 +160,10 @@ def test_a_store_partly_rewritten_by_a_fix_up_is_judged_on_what_remains() -> Non
 # --- crashes -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="witness.py _compare slices the "
-                   "reference at the store's offset; a store past the output's end gives an "
-                   "empty slice and a numpy broadcast error (traceback, exit 1)")
 def test_a_store_past_the_end_of_the_output_is_violated_not_a_crash() -> None:
     assert _prop("global_offset", AE).status is Status.VIOLATED
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="witness.py NumericEval (and "
-                   "interp.py) return the sent array for a recv, ignoring the recv's shape; a "
-                   "recv of another shape then fails to broadcast (traceback, exit 1)")
 def test_a_recv_of_another_shape_is_not_a_crash() -> None:
     p = _prop("trans_send", AE, pes=2, args=(("n_ranks", 2),))
     assert p.status is Status.VIOLATED
@@ -207,9 +172,6 @@ def test_a_recv_of_another_shape_is_not_a_crash() -> None:
 # --- correct idioms refused, vacuous bounds ----------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="order.py _below returns False as soon as the compared "
-                   "value has a positive constant, before trying its inner max: "
-                   "(max + 20) - max(max_a + 20, max_b + 20) <= 0 is not found")
 def test_a_reference_point_above_the_max_is_proved_safe() -> None:
     assert _prop("headroom_plain", NS).status is Status.PROVED
 

@@ -97,7 +97,7 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
             if op.out is None:
                 continue
             res = interp.result(r, op.out)
-            if isinstance(res, Opaque) and "inf" in res.reason and res.op is op and \
+            if isinstance(res, Opaque) and res.op is op and _undefined(res.reason) and \
                     str(op.source) not in seen:
                 seen.add(str(op.source))
                 out.append(Finding(Hazard.EMPTY_PARTIAL, r, op,
@@ -105,6 +105,15 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
                                    f"{op.kind.value} {res.reason} (FlashInfer #4051: guard "
                                    "the max of an empty partial)"))
     return out
+
+
+_UNDEFINED = ("inf", "divides by zero", "log of a constant <= 0", "nan", "undefined")
+
+
+def _undefined(reason: str) -> bool:
+    """An opaque value that is undefined on the machine (inf - inf, 0/0, log 0), not merely
+    outside the algebra."""
+    return any(word in reason for word in _UNDEFINED)
 
 
 def _names(schedule: Schedule, ranks: frozenset[int]) -> str:

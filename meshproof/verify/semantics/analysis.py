@@ -7,16 +7,19 @@ numeric_safety (exp arguments, magnitudes, empty partials).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import Aff, unify_axis
 from meshproof.verify.semantics.interp import Interpreter, Opaque, output_coords
 from meshproof.verify.semantics.judge import Shape, Verdict, compare, decompose
-from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.layouts import Value, read
+from meshproof.verify.semantics.terms import Poly
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,10 @@ class OutputResult:
     verdict: Verdict
     shape: Shape | None          # None when the stored value is opaque
     opaque: Opaque | None = None
+    misplaced: bool = False      # it writes outside the output buffer
+    form: Poly | None = None     # the judged form (of the live part of the store)
+    live: tuple[int, int] | None = None   # the elements still held, when a later store
+                                          # rewrote the rest
 
 
 _RELEVANT = {
@@ -118,9 +125,9 @@ def _one_sided(events: list[Event]) -> list[Event]:
     return out
 
 
-def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value
+def _coords_for(interp: Interpreter, rank: int, offset: int, value: Value
                 ) -> tuple[Value, tuple[Aff, Aff, Aff]] | str:
-    placed = output_coords(interp.problem, rank, store.offset, store.shape, interp.src)
+    placed = output_coords(interp.problem, rank, offset, value.layout.shape, interp.src)
     if isinstance(placed, str):
         return placed
     layout, coords = placed
@@ -154,16 +161,39 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analys
             if isinstance(res, Opaque):
                 outputs.append(OutputResult(r, op, Verdict(False, (res.reason,)), None, res))
                 continue
-            placed = _coords_for(interp, r, op, res)
-            if isinstance(placed, str):
-                outputs.append(OutputResult(r, op, Verdict(False, (placed,)), None))
-                continue
-            value, coords = placed
-            sizes = {d.id: d.size for d in value.layout.digits}
-            verdict = compare(value.form, problem, problem.group_of[r], coords, sizes)
-            outputs.append(OutputResult(r, op, verdict, decompose(value.form)))
+            outputs.extend(_judge_store(interp, r, op, res, memory.live_ranges[op.index]))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
     return Analysis(problem, tuple(outputs), interp, silent, _unwritten(schedule, problem))
+
+
+def _judge_store(interp: Interpreter, rank: int, store: Op, value: Value,
+                 live: tuple[tuple[int, int], ...]) -> list[OutputResult]:
+    """A store judged on what it still holds: whole, or each range a later store left."""
+    size = math.prod(store.shape)
+    parts: list[tuple[int, Value | str, tuple[int, int] | None]] = []
+    if live == ((store.offset, store.offset + size),):
+        parts.append((store.offset, value, None))
+    else:
+        for lo, hi in live:
+            try:
+                parts.append((lo, read(value, lo - store.offset, (hi - lo,), interp.src),
+                              (lo, hi)))
+            except NotModelled as exc:
+                parts.append((lo, f"keeps elements {lo}..{hi - 1} that {exc}", (lo, hi)))
+    out = []
+    problem = interp.problem
+    for offset, part, rows in parts:
+        placed = _coords_for(interp, rank, offset, part) if isinstance(part, Value) else part
+        if isinstance(placed, str):
+            out.append(OutputResult(rank, store, Verdict(False, (placed,)), None,
+                                    misplaced="beyond the end" in placed, live=rows))
+            continue
+        judged, coords = placed
+        sizes = {d.id: d.size for d in judged.layout.digits}
+        verdict = compare(judged.form, problem, problem.group_of[rank], coords, sizes)
+        out.append(OutputResult(rank, store, verdict, decompose(judged.form), None, False,
+                                judged.form, rows))
+    return out
 
 
 def _unwritten(schedule: Schedule, problem: Problem

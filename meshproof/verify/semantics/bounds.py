@@ -84,8 +84,11 @@ def _atom_bound(atom: object, b: float, d: int, depth: int) -> float | None:
         bounds = [_lin_bound(e.body, b, d, depth + 1) for e in atom.elems]
         return None if any(x is None for x in bounds) else max(x for x in bounds if x is not None)
     if isinstance(atom, Log):
+        # |log X| needs X bounded away from 0 as well as above: X >= 1 by max-domination
         hi = magnitude(atom.arg, b, d, depth + 1)
-        return None if hi is None else max(abs(math.log(max(hi, 1.0))), 0.0) + 1.0
+        if hi is None or not at_least_one(atom.arg):
+            return None
+        return math.log(max(hi, 1.0))
     if isinstance(atom, Pos):
         return magnitude(atom.arg, b, d, depth + 1)
     return None

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
@@ -28,7 +30,7 @@ from meshproof.verify.semantics.events import Departure, Recorder, describe
 from meshproof.verify.semantics.index import Aff, DigitSource, Layout, Subst, compose, permute
 from meshproof.verify.semantics.layouts import Value, broadcast, buffer, read, separate, view
 from meshproof.verify.semantics.order import at_least_one
-from meshproof.verify.semantics.scalars import machine_value
+from meshproof.verify.semantics.scalars import Weight, machine_value
 from meshproof.verify.semantics.terms import Input, Poly, Scrambled
 
 
@@ -80,12 +82,15 @@ class Interpreter(Dataflow[Result]):
 
     def _fold(self, value: Value, op: Op) -> Value:
         """A value that depends on no input is what the machine holds in its dtype."""
-        c = value.form.as_const()
-        if isinstance(c, Fraction):
-            held = machine_value(float(c), op.dtype)
-            if held != float(c):
+        c = _constant_value(value.form)
+        if c is not None:
+            held = machine_value(c, op.dtype)
+            exact = value.form.as_const()
+            if not isinstance(exact, Fraction) or held != float(exact):
                 if c and not held:
-                    self.rec.machine_zero(op, float(c), op.dtype.value)
+                    self.rec.machine_zero(op, c, op.dtype.value)
+                if held != held:
+                    raise NotModelled("computes nan from constants")
                 form = Poly.const(Fraction(held) if abs(held) != float("inf") else held)
                 return Value(value.layout, form)
         return value
@@ -107,7 +112,14 @@ class Interpreter(Dataflow[Result]):
             src = self.recv_source(rank, op)
             if isinstance(src, str):
                 return Opaque(src, rank, op, lost=True)
-            return self.values[src]
+            sent = self.values[src]
+            if isinstance(sent, Opaque) or sent.layout.shape == op.shape:
+                return sent
+            if sent.layout.size() != math.prod(op.shape):
+                raise NotModelled(f"receives shape {op.shape}, but the message holds "
+                                  f"{sent.layout.shape} ({sent.layout.size()} elements)")
+            # a message is flat bytes: the receiver reads them in its declared shape
+            return view(sent, op.shape, self.src)
         if k is OpKind.LOAD:
             return self._load(rank, op)
         if k is OpKind.FULL:
@@ -328,6 +340,22 @@ def _product_bound(a: Value, b: Value) -> float | None:
             return None
         total *= abs(float(lin.const)) + sum(abs(float(c)) for _, c in lin.coeffs)
     return total
+
+
+def _constant_value(form: Poly) -> float | None:
+    """The value of a form that depends on no input (also exp or log of constants, whose
+    weight has an exponential part), as a float; None if it depends on an input."""
+    if form.inf:
+        return None
+    if not form.terms:
+        return 0.0
+    if len(form.terms) != 1:
+        return None
+    body, w = form.terms[0]
+    if body.expo or body.factors or not isinstance(w, Weight):
+        return None
+    with np.errstate(over="ignore"):
+        return w.value()
 
 
 def _empty_keys(form: Poly) -> bool:

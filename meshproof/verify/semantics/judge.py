@@ -185,6 +185,8 @@ def compare(form: Poly, problem: Problem, group: int, coords: tuple[Aff, Aff, Af
     g = floordiv(coords[1], problem.gqa, sizes)
     for p in parts:
         reasons.extend(_part_reasons(p, problem, group, coords, g))
+    if len({p.scale for p in parts}) > 1:
+        reasons.append("numerator and denominator scale the scores differently")
     if len({p.rest for p in parts}) > 1:
         reasons.append("the partials are scaled by different reference points exp(-m): "
                        "some term is not rescaled by exp(m_old - m_new)")
@@ -293,6 +295,7 @@ class Counts:
     den: tuple[tuple[int, int, float], ...] | None
     foreign: bool            # it counts keys of another attention problem
     mixed: bool              # weights of one key row applied to V of another
+    no_denominator: bool = False   # the output is not divided by one common ℓ
 
 
 def _lenient(body: Body) -> QK | None:
@@ -347,9 +350,11 @@ def count_rows(form: Poly, problem: Problem, group: int) -> Counts:
     weights = [pw.value() for _, _, pw in base.parts if pw.value() > 0]
     ref = min(weights) if weights else 1.0
     del shape
+    # no common denominator (never divided by ℓ, or partials divided separately): no row
+    # is merged into one
     return Counts(tuple(row_counts_of(num_w, n, ref)),
-                  tuple(row_counts_of(den_w, n, ref)) if den_w is not None else None,
-                  foreign, mixed)
+                  tuple(row_counts_of(den_w if den_w is not None else Pieces(()), n, ref)),
+                  foreign, mixed, den_w is None)
 
 
 def row_counts_of(w: Pieces, n: int, ref: float) -> list[tuple[int, int, float]]:

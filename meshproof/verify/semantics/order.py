@@ -71,22 +71,27 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
     assert not isinstance(p.const, float)
     if not p.coeffs:
         return any(_const_member_at_least(e, p.const) for e in m.elems)
-    if p.const > 0:
-        return False
-    bare = Lin(Fraction(0), p.coeffs)
     inner = [a for a, c in p.coeffs if isinstance(a, Max) and c == 1 and not a.is_min]
     for sub in inner:
-        # P = M' + R <= M when every member e of M' has e + R among M's members
+        # P = M' + R <= M when every member e of M' has e + R among M's members (R keeps
+        # P's constant: max(m_a + 20, m_b + 20) dominates m_a + 20)
         assert isinstance(sub, Max)
-        r = Lin(Fraction(0), tuple((a, c) for a, c in p.coeffs if a != sub))
+        r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a != sub))
         if all(_covered(Elem(e.body + r, e.rows), m) for e in sub.elems):
             return True
-    if rows is not None and BOUND in bare.digits:
-        return _covered(Elem(bare, rows), m)
-    if _covered(Elem(bare), m):
-        return True
-    member = _as_member(bare, sizes)
-    return member is not None and _covered(member, m)
+    # P itself a member, or (when P's constant is <= 0) P minus its constant one
+    candidates = [p] + ([Lin(Fraction(0), p.coeffs)] if p.const < 0 else [])
+    for q in candidates:
+        if rows is not None and BOUND in q.digits:
+            if _covered(Elem(q, rows), m):
+                return True
+            continue
+        if _covered(Elem(q), m):
+            return True
+        member = _as_member(q, sizes)
+        if member is not None and _covered(member, m):
+            return True
+    return False
 
 
 def _const_member_at_least(e: Elem, c: Fraction) -> bool:
@@ -115,7 +120,9 @@ def _dominates(x: Poly, m: Max) -> bool:
         w = dict(x.terms).get(want)
         if w is None:
             return False
-        floor = Weight.of(1, -e.body.const)
+        # at the member that attains the max, the term is w * exp(-const): it reaches 1
+        # when w >= exp(const)
+        floor = Weight.of(1, e.body.const)
         if e.rows is None:
             if not isinstance(w, Weight) or w.value() < floor.value():
                 return False
