@@ -138,7 +138,7 @@ def _cross_check(numeric: NumericOutcome, by: dict[Property, PropertyResult],
             simulation.numeric is not None and simulation.numeric.inputs in ("normal",
                                                                              "uniform")):
         return
-    limit = ns.error_bound * ns.input_bound
+    limit = ns.error_bound * ns.input_bound + (ns.error_floor or 0.0)
     if numeric.max_abs_err > limit:
         raise InternalError(
             f"the simulator's error {numeric.max_abs_err:.3g} exceeds the rounding bound "

@@ -114,8 +114,15 @@ def _lost(schedule: Schedule, a: Analysis, lost: list[OutputResult],
             f"({o.opaque.op.source}: {o.opaque.reason}): the rank blocks there, so the "
             "output is never written, whatever the inputs", Role.DEPARTURE, o.store.source,
             ep, o.store.index, OpKind.STORE))
-    summary = f"{len(lost)} stored output(s) are never written where the harness reads " \
-              "them (messages that never arrive, or stores outside the output buffer)"
+    waiting = sum(1 for o in lost if o.opaque is not None)
+    if waiting == len(lost):
+        summary = f"{len(lost)} stored output(s) depend on messages that never arrive"
+    elif waiting == 0:
+        summary = f"{len(lost)} store(s) land outside the output buffer the harness reads"
+    else:
+        summary = (f"{len(lost)} stored output(s) are never written where the harness reads "
+                   f"them ({waiting} wait on messages that never arrive, {len(lost) - waiting} "
+                   "store outside the output buffer)")
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags),
                                          AttentionDetails(None, len(lost))),

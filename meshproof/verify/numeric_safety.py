@@ -36,12 +36,12 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
     schedule, table, input_bound = ctx.schedule, ctx.channels, ctx.config.input_bound
     sem = ctx.shared(shared_semantics)
-    bound: list[float | None] = [None]
+    bound: list[float | None] = [None, None]
 
     def result(status: Status, message: str, cex: Counterexample | None = None
                ) -> PropertyResult:
         return NumericResult(NAME, status, message, cex, time.perf_counter() - start,
-                             CERTIFICATE, input_bound, bound[0])
+                             CERTIFICATE, input_bound, bound[0], bound[1])
 
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
@@ -68,9 +68,10 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     etas = output_error_bounds(a.interp, [(o.rank, o.store) for o in a.outputs], input_bound)
     known = [e for e in etas if e is not None]
     if known and len(known) == len(etas):
-        bound[0] = max(known)
+        bound[0] = max(e.eta for e in known)
+        bound[1] = max(e.tau for e in known)
         extra += (f"; first-order rounding bound of the outputs: |computed - exact| <= "
-                  f"{bound[0]:.3g}·max|V|")
+                  f"{bound[0]:.3g}·max|V| + {bound[1]:.2g}")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "

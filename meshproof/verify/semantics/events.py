@@ -192,7 +192,7 @@ class Recorder:
 
     def machine_zero(self, op: Op, value: float, dtype: str) -> None:
         self.add(Departure.MACHINE_ZERO, op,
-                 f"{line(op)} uses {value:g}, which is 0 in {dtype} on the machine")
+                 f"{line(op)} uses {value:.3g}, which is 0 in {dtype} on the machine")
 
     def exponent(self, op: Op, arg: Poly) -> None:
         lin = arg.as_lin()

@@ -45,6 +45,9 @@ class Opaque:
 
 
 Result = Value | Opaque
+UNDERFLOW_WATCH = 2.0 ** -60     # constant factors below this get the underflow check
+F16_MAX = 65504.0
+F32_TINY = 2.0 ** -149            # the smallest positive f32
 LN2 = Fraction(math.log(2.0))
 
 _BINARY: dict[OpKind, Callable[[Poly, Poly], Poly]] = {
@@ -198,7 +201,25 @@ class Interpreter(Dataflow[Result]):
         where = op or self._op
         if where is not None:
             self._note(kind, where, fa, fb, out)
+            if kind in (OpKind.MUL, OpKind.DIV):
+                out = self._underflow(where, fa, fb, out)
         return Value(layout, out)
+
+    def _underflow(self, op: Op, fa: Poly, fb: Poly, out: Poly) -> Poly:
+        """A value scaled by a tiny constant may be below the smallest f32 for every input:
+        the machine holds 0 (the harness's inputs are f16 numbers, |x| <= 65504)."""
+        from meshproof.verify.semantics.bounds import magnitude
+
+        tiny = [abs(float(c)) for c in (fa.as_const(), fb.as_const())
+                if isinstance(c, Fraction) and c]
+        if not tiny or min(tiny) >= UNDERFLOW_WATCH or out.is_zero or out.inf:
+            return out
+        bound = magnitude(out, F16_MAX, self.problem.d_head)
+        if bound is not None and bound < F32_TINY:
+            self.rec.machine_zero(op, bound, "f32 (for every input: the value is at most "
+                                  "that)")
+            return alg.ZERO_POLY
+        return out
 
     def _note(self, kind: OpKind, op: Op, fa: Poly, fb: Poly, out: Poly) -> None:
         if kind in (OpKind.ADD, OpKind.SUB):

@@ -14,7 +14,18 @@ from meshproof.verify.semantics import algebra as alg
 from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.scalars import Pieces, Ranges, Weight
-from meshproof.verify.semantics.terms import QK, Body, Elem, Lin, Max, Poly, Pos, Scrambled, rows_of
+from meshproof.verify.semantics.terms import (
+    QK,
+    Body,
+    Elem,
+    Lin,
+    Log,
+    Max,
+    Poly,
+    Pos,
+    Scrambled,
+    rows_of,
+)
 
 
 def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
@@ -111,6 +122,26 @@ def at_least_one(x: Poly) -> bool:
     return False
 
 
+def log_exponent(body: Body) -> Lin:
+    """The exponent of exp(L) * prod(pos(X)^k) read as one linear form L + sum k log X."""
+    return Lin.make(Fraction(0), [*body.expo,
+                                  *((Log(a.arg), Fraction(k)) for a, k in body.factors
+                                    if isinstance(a, Pos))])
+
+
+def _dominated_by_a_term(x: Poly, m: Max, e: Elem) -> bool:
+    """Some single term w * exp(P - M) of x with w >= 1 has P >= e (e.g. the log-sum-exp
+    merge: exp(m_a + log l_a - mx) dominates every member of mx that comes from side a)."""
+    for body, w in x.terms:
+        if not isinstance(w, Weight) or w.value() < 1 or \
+                any(not isinstance(a, Pos) for a, _ in body.factors):
+            continue
+        p = log_exponent(body) + Lin.make(Fraction(0), ((m, Fraction(1)),))
+        if nonpositive(e.body + p.scale(Fraction(-1)), {}, e.rows):
+            return True
+    return False
+
+
 def _dominates(x: Poly, m: Max) -> bool:
     minus = ((m, Fraction(-1)),)
     for e in m.elems:
@@ -119,6 +150,8 @@ def _dominates(x: Poly, m: Max) -> bool:
         want = Body.make(e.body.coeffs + minus, ())
         w = dict(x.terms).get(want)
         if w is None:
+            if _dominated_by_a_term(x, m, e):
+                continue
             return False
         # at the member that attains the max, the term is w * exp(-const): it reaches 1
         # when w >= exp(const)
