@@ -33,7 +33,8 @@ def test_mesh_overrides_a_panels_mesh(run_cli: RunCli) -> None:
 
 def test_pes_zero_and_an_empty_wiring_are_clear_errors(run_cli: RunCli) -> None:
     assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--pes", "0"]),
-                     "--pes 0 launches no PE: launch 1..8 PEs per cube")
+                     "--pes 0 is out of range 1..64: launch at least one PE per cube (cubes "
+                     "have 8 PEs, or N when --pes N is more)")
     # --wiring "" silently fell back to the kernel's default wiring.
     assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--wiring", ""]), "unknown wiring ''")
     assert_bad_input(run_cli(["trace", "--panel", "single_user_decode", "--wiring", ""]),

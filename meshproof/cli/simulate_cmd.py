@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    trace_limit_options,
+    trace_limits,
+)
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.pipeline import run_case
 from meshproof.model.channels import derive_channels
@@ -25,6 +31,7 @@ _RANK_ROWS = 16
 
 @click.command("simulate")
 @launch_options
+@trace_limit_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Input RNG seed (>= 0).")
 @click.option("--inputs", "inputs", type=click.Choice([k.value for k in InputKind]),
@@ -43,7 +50,7 @@ _RANK_ROWS = 16
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None,
                  as_json: bool, perfetto_path: Path | None, diagram: Path | None,
-                 **opts: Any) -> int:
+                 trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if diagram is not None:
         # imported for --diagram only: the report stack is most of a cold start's imports
@@ -55,10 +62,10 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
-    kernel, launch = resolve_launch(**opts)
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)
-    pipeline = current_pipeline()
     # the diagram draws what the verifier finds, so --diagram verifies first
     outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),

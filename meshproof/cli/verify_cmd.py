@@ -10,7 +10,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    trace_limit_options,
+    trace_limits,
+)
 from meshproof.gate.pipeline import run_case
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
@@ -81,6 +87,7 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 
 @click.command("verify")
 @launch_options
+@trace_limit_options
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds per solver call; a timeout makes the property unknown.")
 @click.option("--only", "only", multiple=True, metavar="NAME[,NAME]",
@@ -97,7 +104,7 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, smt2_path: Path | None,
-               **opts: Any) -> int:
+               trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
     only_props, skip_props = parse_properties(only), parse_properties(skip)
@@ -108,8 +115,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
 
         check_diagram_target(diagram)
-    kernel, launch = resolve_launch(**opts)
-    pipeline = current_pipeline()
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                           keep_smt2=smt2_path is not None, only=only_props, skip=skip_props)
     outcome = run_case(kernel, launch, simulate=False, verify_config=config,

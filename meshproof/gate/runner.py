@@ -15,13 +15,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import BadInput, ConfigError, InternalError, MeshproofError
+from meshproof.errors import (
+    BadInput,
+    ConfigError,
+    InternalError,
+    MeshproofError,
+    TraceCrashed,
+    TraceLimitExceeded,
+)
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.cache import CACHE_DIR_NAME, GateCache
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
 from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case
 from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.model.isolation import limit_stage
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec
 from meshproof.sim.config import SimConfig
@@ -136,14 +144,26 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
     return verify_config, SimConfig(timing=False)
 
 
+def case_pipeline(case: GateCase, pipeline: Pipeline) -> Pipeline:
+    """The pipeline a case runs through: its own `trace_timeout`, if it has one, for an
+    isolated resolver and tracer."""
+    if case.trace_timeout is None:
+        return pipeline
+    knob = f"the trace_timeout key of case {case.name!r}"
+    return replace(pipeline,
+                   resolver=limit_stage(pipeline.resolver, case.trace_timeout, knob),
+                   tracer=limit_stage(pipeline.tracer, case.trace_timeout, knob))
+
+
 def evaluate(case: GateCase, *, kernel: KernelRef | None = None,
              cache: GateCache | None = None, pipeline: Pipeline = Pipeline()) -> CaseResult:
-    """Run one case through the pipeline and judge it; errors of the kernel become an
-    ERROR result."""
+    """Run one case through the pipeline and judge it; errors of the kernel (a trace
+    limit expiring included) become an ERROR result, which is never cached."""
     start = time.perf_counter()
     spec: LaunchSpec | None = None
+    pipeline = case_pipeline(case, pipeline)
     try:
-        ref, launch = resolve_case(case, kernel)
+        ref, launch = resolve_case(case, kernel, resolver=pipeline.resolver)
         spec = launch.spec
         verify_config, sim_config = case_configs(case, spec)
         outcome = run_case(ref, launch, simulate=case.simulate, verify_config=verify_config,
@@ -163,12 +183,15 @@ def _error(case: GateCase, message: str, start: float, spec: LaunchSpec | None) 
                       seconds=time.perf_counter() - start, launch=spec)
 
 
-def check_matrix(matrix: GateMatrix) -> None:
-    """Resolve every kernel and build every launch now, so a bad case is a bad file (exit 2)
-    before anything is proved, not a failure discovered minutes later."""
+def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
+    """Resolve every kernel (with the pipeline's resolver) and build every launch now, so a
+    bad case is a bad file (exit 2) before anything is proved, not a failure discovered
+    minutes later."""
     for index, case in enumerate(matrix.cases, start=1):
         try:
-            resolve_case(case)
+            resolve_case(case, resolver=case_pipeline(case, pipeline).resolver)
+        except (TraceLimitExceeded, TraceCrashed):
+            continue  # the kernel file's own fault, not the matrix's: an error row
         except BadInput as exc:
             # the same `FILE: case #N (NAME):` prefix as the file's own errors
             raise ConfigError(f"{matrix.path}: case #{index} ({case.name}): {exc}") from None

@@ -80,10 +80,10 @@ def sig(x: float | None, digits: int = 6) -> float | None:
 
 
 def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
-    ref, launch = resolve_case(rc.case)
+    p = options.pipeline
+    ref, launch = resolve_case(rc.case, resolver=p.resolver)
     sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
                            inputs=rc.inputs)
-    p = options.pipeline
     return run_case(ref, launch, simulate=True, verify=verify,
                     verify_config=options.verify_config, sim_config=sim_config,
                     tracer=p.tracer, verifier=p.verifier, simulator=p.simulator)
