@@ -51,9 +51,8 @@ def trace_limits(trace_timeout: float, trace_memory: int, *, gate: bool = False
     """The limits of the trace options, with messages that name them (in the gate, also
     the case key that overrides the option)."""
     wall = f"{TIMEOUT_KNOB} (or the case's trace_timeout key)" if gate else TIMEOUT_KNOB
-    return TraceLimits(wall_seconds=trace_timeout, cpu_seconds=trace_timeout,
-                       memory_mb=trace_memory,
-                       knobs=LimitKnobs(wall=wall, cpu=wall, memory=MEMORY_KNOB))
+    base = TraceLimits(memory_mb=trace_memory, knobs=LimitKnobs(memory=MEMORY_KNOB))
+    return TraceLimits.of_timeout(trace_timeout, wall, base)
 
 
 def current_pipeline(limits: TraceLimits | None = None) -> Pipeline:

@@ -7,7 +7,9 @@ else 0.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -36,6 +38,7 @@ from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
+from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
 
 GATE_SCHEMA = "meshproof/gate-v1"
 
@@ -216,7 +219,9 @@ def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = Non
         context = multiprocessing.get_context("spawn")
         workers = min(jobs, len(matrix.cases))
         cache_dir = cache.directory if cache else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                   initializer=_worker_init)
+        try:
             futures = {pool.submit(_evaluate_in_worker, case, cache_dir, pipeline): i
                        for i, case in enumerate(matrix.cases)}
             for future in as_completed(futures):
@@ -224,7 +229,33 @@ def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = Non
                 results[i] = future.result()
                 if on_result:
                     on_result(results[i])
+        except BaseException:  # Ctrl-C, SIGTERM, a worker that died: no case goes on
+            _abandon(pool)
+            raise
+        pool.shutdown()
     return GateResult(matrix.path, tuple(results[i] for i in range(len(matrix.cases))))
+
+
+def _worker_init() -> None:
+    """A worker leaves Ctrl-C to the gate's process, which ends every worker; Z3 would
+    otherwise turn it into the end of one solver call, and the worker would go on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_ctrl_c_to_the_caller()
+
+
+def _abandon(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now: an interrupted case is never
+    finished, so never cached."""
+    # the executor keeps its processes private; terminating them is the only way to stop
+    # a case under way
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError):
+            process.terminate()
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            process.join(5)
 
 
 def _evaluate_in_worker(case: GateCase, cache_dir: Path | None,

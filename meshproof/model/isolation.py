@@ -22,6 +22,7 @@ import resource
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from multiprocessing.process import BaseProcess
@@ -50,6 +51,8 @@ DEFAULT_MEMORY_MB = 4096
 # After its own timer fires the child has this long to report where it was, before the
 # parent kills it: a kernel stuck in C code (or swallowing the stop) cannot delay the answer.
 KILL_GRACE_SECONDS = 2.0
+# The CPU limit a single timeout sets lies this far beyond its wall-clock limit.
+CPU_MARGIN_SECONDS = 1.0
 
 
 class StartMethod(Enum):
@@ -109,11 +112,15 @@ class TraceLimits:
                               f"got {self.memory_mb!r} ({self.knobs.memory})")
 
 
-    def limited(self, seconds: float, knob: str) -> TraceLimits:
-        """These limits with the wall-clock and CPU limits both `seconds`, raised with
-        `knob` (what the CLI's --trace-timeout and the gate's trace_timeout give)."""
-        return replace(self, wall_seconds=seconds, cpu_seconds=seconds,
-                       knobs=replace(self.knobs, wall=knob, cpu=knob))
+    @staticmethod
+    def of_timeout(seconds: float, knob: str, base: TraceLimits | None = None) -> TraceLimits:
+        """`base` (default: the defaults) with a wall-clock limit of `seconds` and a CPU limit
+        one second more (so a busy host loop is ended by the clock, and named so), both
+        raised with `knob`: what the CLI's --trace-timeout and the gate's trace_timeout give."""
+        base = base or TraceLimits()
+        cpu = seconds + CPU_MARGIN_SECONDS if math.isfinite(seconds) and seconds > 0 else seconds
+        return replace(base, wall_seconds=seconds, cpu_seconds=cpu,
+                       knobs=replace(base.knobs, wall=knob, cpu=knob))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +150,11 @@ class IsolatedResolver:
 
 
 def limit_stage(stage: Any, seconds: float, knob: str) -> Any:
-    """`stage` with wall-clock and CPU limits of `seconds` (`TraceLimits.limited`) if it
+    """`stage` with a timeout of `seconds` (`TraceLimits.of_timeout`) if it
     is an isolated tracer or resolver; any other stage (an in-process trace, a test's
     fake) as it is."""
     if isinstance(stage, IsolatedTracer | IsolatedResolver):
-        return replace(stage, limits=stage.limits.limited(seconds, knob))
+        return replace(stage, limits=TraceLimits.of_timeout(seconds, knob, stage.limits))
     return stage
 
 
@@ -240,7 +247,8 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
                                 name=f"meshproof {what}")
         cpu_before = _children_cpu()
         try:
-            child.start()
+            with _signals_held():
+                child.start()
             child.join(limits.wall_seconds + KILL_GRACE_SECONDS)
             timed_out = child.exitcode is None
         finally:  # also on Ctrl-C or SIGTERM: the child never outlives the call
@@ -258,6 +266,21 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
     if not reply.done:
         raise InternalError(f"{what} in a child process failed: {reply.message}")
     return reply
+
+
+# Ctrl-C and SIGTERM wait while the child is forked: raised inside os.fork's at-fork
+# callbacks (logging registers one), their exception would be swallowed as "unraisable".
+# The child unblocks them (isolation_child._fence) once it has its own dispositions.
+HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _spec_of(kernel: KernelRef | str) -> str:

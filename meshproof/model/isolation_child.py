@@ -141,6 +141,7 @@ def _fence(job: Job) -> None:
     # them and kills the child, which must not print a traceback of its own meanwhile.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _die_with_parent(job.parent)
     faulthandler.disable()  # a crash is reported as one line, by the parent
     _set_limit(resource.RLIMIT_CORE, 0)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from meshproof import interrupts
 from meshproof.errors import OutputError
 from meshproof.outputs import write_text
 from meshproof.panels import SCALES
@@ -108,6 +109,7 @@ def _carry_over(out: Path, tmp: Path, keep: tuple[str, ...]) -> None:
 def _swap(tmp: Path, out: Path) -> None:
     """Replace `out` by `tmp`: two renames, the old tree removed only afterwards."""
     old = out.absolute().parent / f".{out.name}.old-{os.getpid()}"
+    interrupts.check()  # an interrupted report is never swapped in
     try:
         if out.exists():
             os.replace(out, old)
