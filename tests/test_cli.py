@@ -29,10 +29,33 @@ def test_a_broken_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
                                               run_cli: RunCli) -> None:
     # It used to vanish from --help: a ModuleNotFoundError was swallowed.
     monkeypatch.setitem(cli.COMMANDS, "broken", ("meshproof.cli.no_such_module", "broken_cmd"))
+    for args in (["broken"], ["--help"]):
+        res = run_cli(args)
+        assert res.code == ExitCode.INTERNAL and res.out == ""
+        assert res.err == ("meshproof: internal error (please report): ModuleNotFoundError: "
+                           "No module named 'meshproof.cli.no_such_module'; set "
+                           "MESHPROOF_DEBUG=1 for the traceback\n")
+    monkeypatch.setenv("MESHPROOF_DEBUG", "1")
     with pytest.raises(ModuleNotFoundError, match="no_such_module"):
         run_cli(["broken"])
-    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
-        run_cli(["--help"])
+
+
+def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
+    """An exception meshproof did not expect is an internal error (70), not "violated"."""
+    def bug(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli.cli, "invoke", bug)
+    res = run_cli(["list"])
+    assert res.code == ExitCode.INTERNAL == 70
+    assert res.err.startswith("meshproof: internal error (please report): ZeroDivisionError")
+
+
+@pytest.mark.parametrize("args", [["list"], ["--help"], ["--version"], ["trace", "mesh_mlo_1d"],
+                                  ["verify", "mesh_mlo_1d_recv_first", "--only",
+                                   "deadlock_freedom"], ["trace", "nope"], []])
+def test_every_outcome_is_an_exit_code(run_cli: RunCli, args: list[str]) -> None:
+    assert type(run_cli(args).code) is ExitCode
 
 
 def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, MutableMapping, Sequence
@@ -25,6 +26,9 @@ from meshproof.interrupts import Terminated
 
 if TYPE_CHECKING:
     from meshproof.gate.pipeline import Pipeline
+
+# Set, an internal error (a bug) raises with its traceback instead of its one line.
+DEBUG_VARIABLE = "MESHPROOF_DEBUG"
 
 # command name -> (module, attribute), in the order `--help` lists them
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -94,7 +98,7 @@ def cli() -> None:
     and simulate them in numpy."""
 
 
-def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None) -> ExitCode:
     """Run the CLI; return the exit code (the console script exits with it).
 
     `pipeline` replaces the resolver, tracer, verifier and simulator every command runs
@@ -122,12 +126,12 @@ def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None)
         sys.unraisablehook = hook
 
 
-def _run(args: list[str], pipeline: Pipeline | None) -> int:
+def _run(args: list[str], pipeline: Pipeline | None) -> ExitCode:
     try:
         result = cli.main(args=args, prog_name="meshproof", standalone_mode=False,
                           obj=pipeline)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
+    except click.exceptions.Exit as exc:  # --help, --version
+        return _exit_code(exc.exit_code)
     except (Interrupted, click.exceptions.Abort):  # Abort: click's KeyboardInterrupt
         return _interrupted(False)
     except Terminated:
@@ -144,9 +148,21 @@ def _run(args: list[str], pipeline: Pipeline | None) -> int:
     except MeshproofError as exc:
         _error(str(exc))
         return ExitCode.BAD_INPUT
-    if isinstance(result, int):
-        return result
-    return ExitCode.OK
+    except Exception as exc:  # a bug in meshproof: never exit 1, which means "violated"
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        _error(f"{type(exc).__name__}: {exc}; set {DEBUG_VARIABLE}=1 for the traceback",
+               "internal error (please report)")
+        return ExitCode.INTERNAL
+    return _exit_code(result if isinstance(result, int) else ExitCode.OK)
+
+
+def _exit_code(value: int) -> ExitCode:
+    try:
+        return ExitCode(value)
+    except ValueError:
+        raise InternalError(f"exit code {value} is not one of meshproof's ExitCode "
+                            "values") from None
 
 
 def _error(message: str, label: str = "error") -> None:

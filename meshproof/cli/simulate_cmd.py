@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
@@ -46,17 +47,12 @@ _RANK_ROWS = 16
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
-@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
+@diagram_options
 def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None,
                  as_json: bool, perfetto_path: Path | None, diagram: Path | None,
-                 trace_timeout: float, trace_memory: int, **opts: Any) -> int:
+                 keep_dot: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
-    if diagram is not None:
-        # imported for --diagram only: the report stack is most of a cold start's imports
-        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
-
-        check_diagram_target(diagram)
+    check_diagram(diagram)
     if perfetto_path is not None:
         check_trace_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
@@ -75,7 +71,7 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     assert schedule is not None  # traced here
     if diagram is not None:
         assert outcome.verdict is not None
-        click.echo(write_schedule_diagram(schedule, outcome.verdict, diagram).note, err=True)
+        click.echo(draw_diagram(schedule, outcome.verdict, diagram, keep_dot), err=True)
     if outcome.refused:
         message = " ".join(outcome.refused.split())
         if as_json:

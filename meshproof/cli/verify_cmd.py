@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
@@ -98,23 +99,18 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 @click.option("--json", "as_json", is_flag=True, help="Print one verdict-v1 JSON object.")
 @click.option("--no-timings", is_flag=True,
               help="Leave `seconds` out of --json, so identical runs print identical bytes.")
-@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
+@diagram_options
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
-               no_timings: bool, diagram: Path | None, smt2_path: Path | None,
+               no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
                trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
-    if diagram is not None:
-        # imported for --diagram only: the report stack is most of a cold start's imports
-        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
-
-        check_diagram_target(diagram)
+    check_diagram(diagram)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
@@ -129,7 +125,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         write_text(smt2_path, verdict.smt2)
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
-        notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
+        notes.append(draw_diagram(schedule, verdict, diagram, keep_dot))
     if as_json:
         click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)
         for note in notes:
