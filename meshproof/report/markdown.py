@@ -46,7 +46,7 @@ def _num(sim: dict[str, Any]) -> str:
     if n["rel_err"] is None:
         return "**non-finite ✗**"
     # two significant digits: a measured error moves in its third digit from one BLAS
-    # or CPU to the next (sweep.MEASURED_DIGITS)
+    # or CPU to the next (stability.MEASURED_DIGITS)
     return f"{n['rel_err']:.1e} " + ("✓" if n["ok"] else "**✗**")
 
 

@@ -15,8 +15,16 @@ import copy
 import math
 from typing import Any
 
+MEASURED_DIGITS = 2     # significant digits of a measured (BLAS-dependent) error on file
 MEASURED_NOISE = 0.02   # relative: what BLAS / CPU differences move a measured error by
 _MEASURED = ("rel_err", "max_abs_err")
+
+
+def measured(value: float | None) -> float | None:
+    """A measured error as the committed files hold it: MEASURED_DIGITS digits."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.{MEASURED_DIGITS}g}")
 
 
 def keep_stable_values(new: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
@@ -31,7 +39,10 @@ def keep_stable_values(new: dict[str, Any], old: dict[str, Any] | None) -> dict[
             was = _numeric(before.get(record.get("name")))
             now = _numeric(record)
             if was is not None and now is not None and _same_measurement(was, now):
-                record["sim"]["numeric"] = copy.deepcopy(was)
+                kept = copy.deepcopy(was)
+                for k in _MEASURED:  # a file from before the digits rule gets it now
+                    kept[k] = measured(kept.get(k))
+                record["sim"]["numeric"] = kept
     return out
 
 

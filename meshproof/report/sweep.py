@@ -3,7 +3,7 @@ by the gate's judge, drawn; the `sweep-v1` JSON.
 
 The JSON holds no wall-clock values, so a rerun on the same machine writes the same bytes.
 Floats the timing model computes (exact float64 arithmetic over the IR) keep 6
-significant digits; errors measured by the numpy simulation keep MEASURED_DIGITS (2),
+significant digits; errors measured by the numpy simulation keep stability.MEASURED_DIGITS (2),
 because BLAS and CPU differences move their third digit (2.72e-04 on one machine, 2.73e-04
 on the next); a rerun also keeps the values already on file when they moved by less than
 that noise (report/stability.py). A case whose schedule deadlocks is not simulated (the
@@ -39,6 +39,7 @@ from meshproof.report.cases import (
 from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
+from meshproof.report.stability import measured
 from meshproof.report.topology_diagram import topology_diagram
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
@@ -46,7 +47,6 @@ from meshproof.verify.result import Verdict
 
 SWEEP_SCHEMA = "meshproof/sweep-v1"
 MAX_DIAGNOSTICS = 8     # per property in the JSON; the diagrams and `verify` show them all
-MEASURED_DIGITS = 2     # significant digits of a measured (BLAS-dependent) error on file
 
 Progress = Callable[[str], None]
 
@@ -115,8 +115,8 @@ def _sim_record(outcome: CaseOutcome) -> dict[str, Any]:
     out: dict[str, Any] = {"op_log": result.op_log.to_json(), "ok": result.ok}
     if result.numeric is not None:
         n = result.numeric
-        out["numeric"] = {"rel_err": sig(n.rel_err, MEASURED_DIGITS),
-                          "max_abs_err": sig(n.max_abs_err, MEASURED_DIGITS),
+        out["numeric"] = {"rel_err": measured(n.rel_err),
+                          "max_abs_err": measured(n.max_abs_err),
                           "tolerance": sig(n.tolerance), "ok": n.ok, "message": n.message}
     if result.timing is not None:
         out["timing"] = {"latency_s": sig(result.timing.latency_s),
