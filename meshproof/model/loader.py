@@ -25,8 +25,6 @@ from meshproof.model.schedule import Scalar
 from meshproof.model.tensor import TensorHandle
 from meshproof.model.tracer import KernelFn, KernelSite
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
 
 class TraceStopped(BaseException):
     """Raised into a running import or trace by its supervisor (model/isolation_child.py's
@@ -60,11 +58,13 @@ class KernelRef:
 
 
 def display_path(path: Path) -> str:
-    """A stable, short path for diagnostics: package-relative or cwd-relative if possible."""
+    """The path diagnostics print, one the user can open from where they run meshproof:
+    relative to the working directory if the file lies below it (a checkout's
+    `meshproof/kernels/mesh_mlo.py`, a project's `kernels/attn.py`), else absolute (an
+    installed meshproof's built-in kernels, in site-packages)."""
     real = path.resolve()
-    for base in (_PACKAGE_ROOT, Path.cwd().resolve()):
-        with contextlib.suppress(ValueError):
-            return real.relative_to(base).as_posix()
+    with contextlib.suppress(ValueError, OSError):
+        return real.relative_to(Path.cwd().resolve()).as_posix()
     return real.as_posix()
 
 
