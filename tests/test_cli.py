@@ -94,3 +94,26 @@ def test_sigterm_unwinds_and_exits_143(monkeypatch: pytest.MonkeyPatch, run_cli:
     monkeypatch.setattr(cli.cli, "invoke", terminated)
     res = run_cli(["list"])
     assert res.code == ExitCode.TERMINATED and res.err.strip() == "meshproof: terminated"
+
+
+@pytest.mark.parametrize(("words", "cword", "expected"), [
+    ("meshproof ver", "1", "plain,verify"),
+    ("meshproof verify mesh_mlo_1d_r", "2", "plain,mesh_mlo_1d_recv_first"),
+    ("meshproof gate --no-c", "2", "plain,--no-cache"),
+])
+def test_shell_completion(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                          words: str, cword: str, expected: str) -> None:
+    # main() refused the empty argv the completion script runs it with.
+    monkeypatch.setenv("_MESHPROOF_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", cword)
+    assert cli.main([]) == ExitCode.OK
+    assert capsys.readouterr().out.splitlines() == [expected]
+
+
+def test_the_completion_script_the_readme_installs(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        monkeypatch.setenv("_MESHPROOF_COMPLETE", f"{shell}_source")
+        assert cli.main([]) == ExitCode.OK
+        assert "_MESHPROOF_COMPLETE" in capsys.readouterr().out

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 # Set, an internal error (a bug) raises with its traceback instead of its one line.
 DEBUG_VARIABLE = "MESHPROOF_DEBUG"
+# Set by the shell completion script click generates (README, "Shell completion").
+COMPLETE_VARIABLE = "_MESHPROOF_COMPLETE"
 
 # command name -> (module, attribute), in the order `--help` lists them
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -106,6 +108,8 @@ def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None)
     trace kernels in child processes.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions (README)
+        return _complete(args)
     if not args:  # click would put its whole help text on the one error line
         _error(f"name a command ({', '.join(sorted(COMMANDS))}); see `meshproof --help`")
         return ExitCode.BAD_INPUT
@@ -124,6 +128,15 @@ def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None)
         return code
     finally:
         sys.unraisablehook = hook
+
+
+def _complete(args: list[str]) -> ExitCode:
+    """Click's shell completion: it reads the words from the environment, prints, exits."""
+    try:
+        cli.main(args=args, prog_name="meshproof", complete_var=COMPLETE_VARIABLE)
+    except SystemExit as exc:
+        return _exit_code(exc.code if isinstance(exc.code, int) else ExitCode.OK)
+    return ExitCode.OK
 
 
 def _run(args: list[str], pipeline: Pipeline | None) -> ExitCode:

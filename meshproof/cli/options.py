@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from meshproof.errors import LaunchError
 from meshproof.gate.matrix import cube_pes
@@ -68,7 +69,7 @@ def current_pipeline(limits: TraceLimits | None = None) -> Pipeline:
 def launch_options(func: F) -> F:
     """Decorate a command with KERNEL and the launch flags."""
     decorators = [
-        click.argument("kernel", required=False),
+        click.argument("kernel", required=False, shell_complete=_complete_kernel),
         click.option("--panel", help="Preset kernel + launch: one of the four GQA panels."),
         click.option("--scale", type=click.Choice(SCALES), default="validation",
                      show_default=True, help="Panel scale."),
@@ -106,6 +107,17 @@ def launch_options(func: F) -> F:
     for deco in reversed(decorators):
         func = deco(func)
     return func
+
+
+def _complete_kernel(ctx: click.Context, param: click.Parameter,
+                     incomplete: str) -> list[CompletionItem]:
+    """Built-in kernel names, or files while a path is typed (path/file.py::function)."""
+    from meshproof.kernels import BUILTIN_KERNELS
+
+    if "/" in incomplete or incomplete.startswith("."):
+        return [CompletionItem(incomplete, type="file")]
+    return [CompletionItem(name, help=info.description)
+            for name, info in BUILTIN_KERNELS.items() if name.startswith(incomplete)]
 
 
 def _check_pes(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
