@@ -62,14 +62,14 @@ def test_diagnostics_name_files_the_user_can_open(installed: tuple[Path, Path]) 
     for path in paths:
         assert Path(path).is_absolute() and Path(path).is_file(), path
     # a kernel of the user's own project is named as they name it
-    site, work = installed
+    _, work = installed
     shutil.copy(REPO_ROOT / "tests" / "kernels" / "review_bad.py", work / "mine.py")
     done = meshproof(installed, "trace", "mine.py::nope")
     assert done.returncode == 2 and "mine.py has no function 'nope'" in done.stderr
 
 
 def test_the_report_points_only_at_files_that_exist(installed: tuple[Path, Path]) -> None:
-    site, work = installed
+    _, work = installed
     report = work / "rep"
     report.mkdir()
     shutil.copy(REPO_ROOT / "reports" / "sweep.json", report / "sweep.json")
