@@ -341,3 +341,21 @@ def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], Fake], matrix
     err = capsys.readouterr().err
     assert "Traceback" not in err  # the cases ran (progress lines), then one error line
     assert err.splitlines()[-1].startswith("meshproof: error: cannot write the JUnit report")
+
+
+def test_the_progress_bar_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one thread the trace children are forked (~20 ms), not started by a fork
+    server (~130 ms): rich's live bar must not run its refresh thread."""
+    import threading
+
+    from rich.console import Console
+
+    from meshproof.cli import gate_cmd
+    from meshproof.model.isolation import StartMethod
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    before = threading.active_count()
+    with gate_cmd._progress(2) as advance:
+        assert threading.active_count() == before
+        assert StartMethod.default() is StartMethod.FORK
+        del advance
