@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import types
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
@@ -262,6 +263,43 @@ def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], Fake], tmp_pat
     assert not (tmp_path / ".meshproof-cache" / "gate").exists()
 
 
+RUNAWAY = Path(__file__).parent / "kernels" / "runaway.py"
+
+
+def test_a_never_ending_host_loop_is_an_error_row_within_its_limit_and_not_cached(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real pipeline (kernels traced in child processes): the case's trace_timeout key,
+    else --trace-timeout, ends the trace; the gate goes on, and caches nothing of it."""
+    shutil.copy(RUNAWAY, tmp_path / "runaway.py")
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text(
+        '[[case]]\nname = "endless"\nkernel = "runaway.py::endless"\npes = 1\n'
+        'trace_timeout = 1\nexpect = "proved"\n\n'
+        '[[case]]\nname = "endless-cli"\nkernel = "runaway.py::endless"\npes = 1\n'
+        'expect = "proved"\n', encoding="utf-8")
+    start = time.monotonic()
+    assert main(["gate", str(matrix), "--trace-timeout", "1"]) == 1
+    assert time.monotonic() - start < 2 * (1 + 5)
+    out = capsys.readouterr().out
+    assert "endless: ERROR" in out and "endless-cli: ERROR" in out
+    flat = " ".join(out.split())
+    assert "did not finish within its wall-clock limit of 1 s; make the kernel's host loops " \
+        "end, or raise the limit with the trace_timeout key of case 'endless'" in flat
+    assert "raise the limit with --trace-timeout SECONDS (or the case's trace_timeout key)" \
+        in flat
+    assert not list(tmp_path.glob(".meshproof-cache/gate/*.json"))
+
+
+def test_trace_timeout_must_be_a_positive_number(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text('[[case]]\nname = "x"\nkernel = "mesh_mlo_1d"\ntrace_timeout = 0\n'
+                      'expect = "proved"\n', encoding="utf-8")
+    assert main(["gate", str(matrix)]) == 2
+    assert "case #1 (x): trace_timeout must be a positive number of seconds, got 0" in \
+        capsys.readouterr().err
+
+
 class FakeSimulator:
     """Stands in for sim.api.simulate: a result with only `.numeric`."""
 
@@ -303,3 +341,21 @@ def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], Fake], matrix
     err = capsys.readouterr().err
     assert "Traceback" not in err  # the cases ran (progress lines), then one error line
     assert err.splitlines()[-1].startswith("meshproof: error: cannot write the JUnit report")
+
+
+def test_the_progress_bar_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one thread the trace children are forked (~20 ms), not started by a fork
+    server (~130 ms): rich's live bar must not run its refresh thread."""
+    import threading
+
+    from rich.console import Console
+
+    from meshproof.cli import gate_cmd
+    from meshproof.model.isolation import StartMethod
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    before = threading.active_count()
+    with gate_cmd._progress(2) as advance:
+        assert threading.active_count() == before
+        assert StartMethod.default() is StartMethod.FORK
+        del advance

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    trace_limit_options,
+    trace_limits,
+)
 from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.serialize import dumps, schedule_to_json
@@ -46,11 +52,13 @@ def list_cmd(as_json: bool) -> int:
 
 @click.command("trace")
 @launch_options
+@trace_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON.")
-def trace_cmd(as_json: bool, **opts: Any) -> int:
+def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
-    kernel, launch = resolve_launch(**opts)
-    schedule = current_pipeline().tracer(kernel, launch)
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
+    schedule = pipeline.tracer(kernel, launch)
     if as_json:
         click.echo(dumps(schedule_to_json(schedule)), nl=False)
         return ExitCode.OK
