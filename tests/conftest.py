@@ -48,6 +48,16 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     return check
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own gate cache (`MESHPROOF_CACHE_DIR`): none reads another's
+    entries, and none writes into the user's ~/.cache or the checkout."""
+    directory = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> RunCli:
     """Run `meshproof ARGS` in-process from the repo root; return exit code, stdout, stderr."""

@@ -95,14 +95,21 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
+@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, smt2_path: Path | None,
-               **opts: Any) -> int:
+               sarif_path: Path | None, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom
     and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
+    if sarif_path is not None:
+        # imported for --sarif only, like the report stack for --diagram
+        from meshproof.gate.sarif import check_sarif_target
+
+        check_sarif_target(sarif_path)
     if diagram is not None:
         # imported for --diagram only: the report stack is most of a cold start's imports
         from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
@@ -123,6 +130,14 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
         notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
+    if sarif_path is not None:
+        from meshproof.gate.findings import Place
+        from meshproof.gate.sarif import verdict_sarif, write_sarif
+
+        site = kernel.site
+        write_sarif(sarif_path, verdict_sarif(verdict, schedule,
+                                              Place(site.display_file, site.def_line)))
+        notes.append(f"wrote the SARIF log to {sarif_path}")
     if as_json:
         click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)
         for note in notes:

@@ -2,10 +2,11 @@
 can open, and the line of each case in a proof matrix.
 
 A diagnostic's `file` is a display path (`model.loader.display_path`): relative to the
-working directory, or to the meshproof package for the built-in kernels
-(`kernels/mesh_mlo.py`). CI tools need a path relative to the checkout, so
-`source_path` finds the file again and `report_path` words it relative to the working
-directory when it lies inside it (`meshproof/kernels/mesh_mlo.py`), else absolute.
+directory holding the meshproof package for the built-in kernels
+(`meshproof/kernels/mesh_mlo.py`), else to the working directory, else absolute. CI
+tools need a path relative to the checkout they run in, so `source_path` finds the file
+again and `report_path` words it relative to the working directory when it lies inside
+it, else absolute.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+# the directory holding the meshproof package, which display paths of built-ins start from
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _CASE_NAME = re.compile(r"""^\s*name\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")
 
 
 def source_path(file: str) -> Path | None:
-    """The file a display path names: absolute, under the working directory, or under the
-    meshproof package (built-in kernels); None when none of them exists."""
+    """The file a display path names: absolute, under the meshproof package's directory
+    (built-in kernels), or under the working directory; None when none of them exists."""
     path = Path(file)
     if path.is_absolute():
         return path if path.is_file() else None
-    for base in (Path.cwd(), _PACKAGE_ROOT):
+    for base in (_PACKAGE_ROOT, Path.cwd()):
         candidate = base / path
         if candidate.is_file():
             return candidate.resolve()
