@@ -16,6 +16,8 @@ from helpers import GOLDEN_DIR, REPO_ROOT, SEEDS_DIR, CliResult, Golden, RunCli
 
 from meshproof.cli import main
 
+pytest_plugins = ("pytester",)  # tests/test_pytest_plugin.py runs pytest on matrices
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regen-golden", action="store_true", default=False,
