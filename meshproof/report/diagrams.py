@@ -33,7 +33,7 @@ def write_schedule_diagram(schedule: Schedule, verdict: Verdict, path: Path,
     """Draw `schedule` with the faults `verdict` found to `path`."""
     check_diagram_path(path)
     diagram = schedule_diagram(schedule, verdict, options or DiagramOptions())
-    return render_dot(diagram.source, path, renderer=renderer)
+    return render_dot(diagram.source, path, engine=diagram.engine, renderer=renderer)
 
 
 def write_topology_diagram(schedule: Schedule, path: Path,
