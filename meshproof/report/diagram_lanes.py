@@ -172,5 +172,6 @@ def head_label(schedule: Schedule, rank: int) -> list[str]:
     system = schedule.launch.system
     ep = schedule.programs[rank].endpoint
     c = system.coord(ep.cube)
-    where = f"row {c.row}, col {c.col}" + (f", SIP {c.sip}" if system.n_sips > 1 else "")
+    where = f"cube {ep.cube}: row {c.row}, col {c.col}" + \
+        (f", SIP {c.sip}" if system.n_sips > 1 else "")
     return [ep.label, where]

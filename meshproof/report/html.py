@@ -35,6 +35,7 @@ th, td { border: 1px solid #d0d0d0; padding: 0.2rem 0.45rem; text-align: left;
          vertical-align: top; }
 th { background: #f2f2f2; position: sticky; top: 0; }
 tbody tr:nth-child(even) { background: #fafafa; }
+td strong { color: #b00000; }
 img { max-width: 100%%; height: auto; border: 1px solid #e4e4e4; }
 figure.diagram { margin: 1rem 0 2rem; }
 figure.diagram figcaption { font-weight: bold; margin-bottom: 0.3rem; }
