@@ -51,12 +51,15 @@ def golden(request: pytest.FixtureRequest) -> Golden:
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory,
-                   monkeypatch: pytest.MonkeyPatch) -> Path:
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory,
+                          monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own gate cache (`MESHPROOF_CACHE_DIR`): none reads another's
-    entries, and none writes into the user's ~/.cache or the checkout."""
+    entries, and none writes into the user's ~/.cache or the checkout. And none sees the
+    CI runner's GitHub variables (the gate would print annotations into golden output)."""
     directory = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(directory))
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return directory
 
 
