@@ -203,3 +203,20 @@ def test_a_kernel_outside_the_working_directory_gets_an_absolute_uri(
     assert results
     artifact = results[0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact["uri"].startswith("file:///") and "uriBaseId" not in artifact
+
+
+def test_cached_and_parallel_runs_write_the_same_sarif(real_matrix: Path,
+                                                       tmp_path: Path) -> None:
+    """The findings travel in the outcome: a cache hit or a worker process loses none."""
+    from meshproof.cli import main
+
+    text = real_matrix.read_text(encoding="utf-8")
+    real_matrix.write_text(text.replace('expect = ["deadlock_freedom"]', 'expect = "proved"'),
+                           encoding="utf-8")
+    fresh, cached, parallel = (tmp_path / f"{n}.sarif" for n in ("a", "b", "c"))
+    assert main(["gate", "proofs.toml", "--sarif", str(fresh)]) == 1
+    assert main(["gate", "proofs.toml", "--sarif", str(cached)]) == 1   # from the cache
+    assert main(["gate", "proofs.toml", "--no-cache", "--jobs", "2", "--sarif",
+                 str(parallel)]) == 1
+    assert fresh.read_bytes() == cached.read_bytes() == parallel.read_bytes()
+    assert any("relatedLocations" in r for r in _results(valid_sarif(fresh)))
