@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import gate_cache_dir
 
 from meshproof.cli import main
 from meshproof.gate.pipeline import Pipeline
@@ -197,7 +198,7 @@ def test_cache_skips_unchanged_cases(fake: Callable[[Table], Fake], matrix: Path
     gate = fake(BAD)
     assert gate([str(matrix)]) == 0
     assert len(gate.calls) == 3
-    entries = list((matrix.parent / ".meshproof-cache" / "gate").glob("*.json"))
+    entries = list(gate_cache_dir().glob("*.json"))
     assert len(entries) == 3
     capsys.readouterr()
     assert gate([str(matrix)]) == 0
@@ -230,6 +231,7 @@ def test_no_cache_writes_nothing_and_unknowns_are_not_cached(
         fake: Callable[[Table], Fake], matrix: Path) -> None:
     gate = fake({**BAD, "mesh_mlo_1d": {"deadlock_freedom": U}})
     assert gate([str(matrix), "--no-cache"]) == 3
+    assert not gate_cache_dir().exists()
     assert not (matrix.parent / ".meshproof-cache").exists()
     assert gate([str(matrix)]) == 3
     assert gate([str(matrix)]) == 3
@@ -241,7 +243,7 @@ def test_corrupt_cache_entry_is_a_miss(fake: Callable[[Table], Fake],
                                        matrix: Path) -> None:
     gate = fake(BAD)
     assert gate([str(matrix)]) == 0
-    for entry in (matrix.parent / ".meshproof-cache" / "gate").glob("*.json"):
+    for entry in gate_cache_dir().glob("*.json"):
         entry.write_text("{not json")
     assert gate([str(matrix)]) == 0
     assert len(gate.calls) == 6
@@ -260,7 +262,7 @@ def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], Fake], tmp_pat
     assert "boom: ERROR" in out and "RuntimeError: oops" in out
     root = ET.parse(junit).getroot()
     assert root.get("errors") == str(len(PROPERTY_NAMES))
-    assert not (tmp_path / ".meshproof-cache" / "gate").exists()
+    assert not gate_cache_dir().exists()
 
 
 RUNAWAY = Path(__file__).parent / "kernels" / "runaway.py"
@@ -359,3 +361,39 @@ def test_the_progress_bar_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> N
         assert threading.active_count() == before
         assert StartMethod.default() is StartMethod.FORK
         del advance
+
+
+def test_cache_dir_option_and_environment(fake: Callable[[Table], Fake], matrix: Path,
+                                          tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = fake(BAD)
+    chosen = tmp_path / "chosen"
+    assert gate([str(matrix), "--cache-dir", str(chosen)]) == 0
+    assert len(list((chosen / "gate").glob("*.json"))) == 3
+    assert not gate_cache_dir().exists()  # --cache-dir wins over MESHPROOF_CACHE_DIR
+    assert gate([str(matrix), "--cache-dir", str(chosen)]) == 0
+    assert len(gate.calls) == 3  # served from there
+    monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(tmp_path / "env"))
+    assert gate([str(matrix)]) == 0
+    assert len(list((tmp_path / "env" / "gate").glob("*.json"))) == 3
+
+
+def test_the_default_cache_is_not_in_the_checkout(fake: Callable[[Table], Fake], matrix: Path,
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running a project's gate leaves its working tree clean: the cache is the user's."""
+    monkeypatch.delenv("MESHPROOF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(matrix.parent)
+    assert fake(BAD)([str(matrix)]) == 0
+    assert len(list((tmp_path / "xdg" / "meshproof" / "gate").glob("*.json"))) == 3
+    assert not (matrix.parent / ".meshproof-cache").exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_bad_input(fake: Callable[[Table], Fake], matrix: Path,
+                                                 tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f").write_text("x")
+    assert fake(BAD)([str(matrix), "--cache-dir", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cache-dir" in err and "is a file" in err

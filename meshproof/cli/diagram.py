@@ -38,7 +38,6 @@ def check_diagram(path: Path | None) -> None:
 def draw_diagram(schedule: Schedule, verdict: Verdict, path: Path, keep_dot: bool) -> str:
     """Draw the schedule with the faults `verdict` found to `path` (only that file, unless
     `keep_dot`, or no renderer could draw it); return the one-line note."""
-    from meshproof.report.render import render_dot
-    from meshproof.report.schedule_diagram import schedule_diagram
+    from meshproof.report.diagrams import write_schedule_diagram
 
-    return render_dot(schedule_diagram(schedule, verdict).source, path, keep_dot=keep_dot).note
+    return write_schedule_diagram(schedule, verdict, path, keep_dot=keep_dot).note

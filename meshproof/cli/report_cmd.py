@@ -24,8 +24,11 @@ from meshproof.report.sweep import SweepOptions
               help="Redraw figures and README.md from the existing sweep.json; no runs.")
 @click.option("--scale", type=click.Choice(SCALES), default="validation", show_default=True,
               help="Panel scale.")
+@click.option("--html", "html", is_flag=True,
+              help="Also write report.html: one offline page with the tables, inline "
+                   "diagrams and figures.")
 @trace_limit_options
-def report_cmd(out_dir: Path | None, fast: bool, scale: str, trace_timeout: float,
+def report_cmd(out_dir: Path | None, fast: bool, scale: str, html: bool, trace_timeout: float,
                trace_memory: int) -> int:
     """Verify and simulate every built-in kernel and panel; write README.md, sweep.json,
     figures and diagrams to the report directory."""
@@ -33,7 +36,7 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str, trace_timeout: floa
         Path("reports") if scale == "validation" else Path("reports") / "headline")
     err = Console(stderr=True)
     if fast:
-        outcome = write_report(out, scale=scale, fast=True)
+        outcome = write_report(out, scale=scale, fast=True, html=html)
     else:
         options = SweepOptions(scale=scale, pipeline=current_pipeline(
             trace_limits(trace_timeout, trace_memory)))
@@ -52,10 +55,12 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str, trace_timeout: floa
                 bar.update(task, advance=1 if started else 0, description=label, refresh=True)
                 started = True
 
-            outcome = write_report(out, scale=scale, options=options, progress=step)
+            outcome = write_report(out, scale=scale, options=options, progress=step,
+                                   html=html)
             bar.advance(task)
-    click.echo(f"wrote {out}/README.md, {out}/sweep.json, {out}/figures/, {out}/diagrams/ "
-               f"({outcome.runs} runs)")
+    page = f", {out}/report.html" if html else ""
+    click.echo(f"wrote {out}/README.md{page}, {out}/sweep.json, {out}/figures/, "
+               f"{out}/diagrams/ ({outcome.runs} runs)")
     for note in outcome.notes:
         if "not drawn" in note or "renderer" in note:
             click.echo(f"note: {note}", err=True)

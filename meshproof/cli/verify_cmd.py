@@ -106,10 +106,12 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
 @click.option("--input-bound", "input_bound", type=float, default=16.0, show_default=True,
               help="numeric_safety's assumption: every input element has |x| <= this.")
+@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
-               input_bound: float, trace_timeout: float, trace_memory: int,
-               **opts: Any) -> int:
+               input_bound: float, sarif_path: Path | None, trace_timeout: float,
+               trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
     counterexamples at the kernel's lines."""
@@ -118,6 +120,11 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
+    if sarif_path is not None:
+        # imported for --sarif only, like the report stack for --diagram
+        from meshproof.gate.sarif import check_sarif_target
+
+        check_sarif_target(sarif_path)
     check_diagram(diagram)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
@@ -135,6 +142,14 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
         notes.append(draw_diagram(schedule, verdict, diagram, keep_dot))
+    if sarif_path is not None:
+        from meshproof.gate.findings import Place
+        from meshproof.gate.sarif import verdict_sarif, write_sarif
+
+        site = kernel.site
+        write_sarif(sarif_path, verdict_sarif(verdict, schedule,
+                                              Place(site.display_file, site.def_line)))
+        notes.append(f"wrote the SARIF log to {sarif_path}")
     if as_json:
         click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)
         for note in notes:

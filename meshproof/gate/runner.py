@@ -26,7 +26,7 @@ from meshproof.errors import (
     TraceLimitExceeded,
 )
 from meshproof.exitcodes import ExitCode
-from meshproof.gate.cache import CACHE_DIR_NAME, GateCache
+from meshproof.gate.cache import GateCache, cache_root
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
 from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case
 from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
@@ -200,8 +200,9 @@ def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
             raise ConfigError(f"{matrix.path}: case #{index} ({case.name}): {exc}") from None
 
 
-def default_cache(matrix_path: Path) -> GateCache:
-    return GateCache(matrix_path.resolve().parent / CACHE_DIR_NAME / "gate")
+def default_cache(directory: Path | None = None) -> GateCache:
+    """The gate's cache under `cache_root(directory)` (`--cache-dir`, the environment)."""
+    return GateCache(cache_root(directory) / "gate")
 
 
 def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = None,

@@ -16,13 +16,14 @@ from meshproof import interrupts
 from meshproof.errors import OutputError
 from meshproof.outputs import write_text
 from meshproof.panels import SCALES
+from meshproof.report.html import HTML_FILE, write_html
 from meshproof.report.pages import write_pages
 from meshproof.report.stability import keep_stable_values
 from meshproof.report.sweep import SWEEP_SCHEMA, Progress, SweepOptions, dumps_sweep, run_sweep
 
 # What the report owns inside its directory; anything else there (e.g. the verify
 # benchmark's JSON) is carried over untouched.
-OWNED = ("README.md", "sweep.json", "figures", "diagrams")
+OWNED = ("README.md", "sweep.json", "figures", "diagrams", HTML_FILE)
 
 
 def _outputs(sweep: dict[str, Any], tmp: Path, out: Path, fast: bool) -> list[str]:
@@ -171,8 +172,9 @@ def _previous_sweep(out: Path) -> dict[str, Any] | None:
 
 def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
                  options: SweepOptions | None = None,
-                 progress: Progress | None = None) -> ReportOutcome:
-    """Run the sweep (or reuse `out/sweep.json` with `fast`) and write the report to `out`."""
+                 progress: Progress | None = None, html: bool = False) -> ReportOutcome:
+    """Run the sweep (or reuse `out/sweep.json` with `fast`) and write the report to `out`;
+    with `html`, also the single-file `report.html` beside README.md."""
     if scale not in SCALES:
         raise OutputError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
     _check_out(out)
@@ -191,6 +193,8 @@ def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
             write_text(tmp / "sweep.json", dumps_sweep(sweep))
         # the verify benchmark's JSON, if any, was carried over into tmp
         notes = _outputs(sweep, tmp, out, fast)
+        if html:
+            write_html(tmp)
         _swap(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

