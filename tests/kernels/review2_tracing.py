@@ -131,9 +131,10 @@ def cached_program_id(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int =
                       S_kv_per_rank: int = 16, h_q: int = 2, h_kv: int = 1,
                       d_head: int = 8, n_ranks: int = 2, *, tl: Any) -> None:
     """MISTAKE: the line's head is cached in a module global on the first call. On the
-    machine every PE runs its own copy (each is "first", so each thinks it is the head and
-    waits for a message nobody sends); meshproof traces the ranks one after another in one interpreter, so
-    only rank 0 is the head and the trace is a correct 2-rank reduction."""
+    machine every PE runs its own copy (each is "first", so each thinks it is the head
+    and waits for a message nobody sends); meshproof traces the ranks one after another
+    in one interpreter, so only rank 0 is the head and the trace is a correct 2-rank
+    reduction."""
     rank = tl.program_id(axis=0)
     if rank >= n_ranks:
         return
