@@ -208,7 +208,11 @@ class TensorHandle:
         return hash((id(self._tracer), self.id))
 
     def __len__(self) -> int:
-        return self.shape[0] if self.shape else 0
+        if not self.shape:
+            # numpy and Triton raise here; 0 would silently skip a `range(len(t))` loop
+            raise self._tracer.shape_error("len() of a 0-d tensor: it has no length; use "
+                                           "its shape, which is ()")
+        return self.shape[0]
 
     def __iter__(self) -> NoReturn:
         raise self._tracer.unsupported("iterating over a tensor",

@@ -99,6 +99,8 @@ REFUSED: Mapping[str, Mapping[str, Refusal]] = {
 class _Where(Protocol):
     def where(self) -> str: ...
 
+    def refuse(self, error: UnsupportedArgument) -> UnsupportedArgument: ...
+
 
 class _HasTracer(Protocol):
     @property
@@ -193,7 +195,7 @@ def tl_op(*hints: str) -> Callable[[Callable[Concatenate[S, P], R]],
         def checked(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
             problem = sig.problem(args, kwargs)
             if problem is not None:
-                raise UnsupportedArgument(f"{self._t.where()}: error: {problem}")
+                raise self._t.refuse(UnsupportedArgument(f"{self._t.where()}: error: {problem}"))
             for hint in sig.hints:
                 kwargs.pop(hint, None)
             return fn(self, *args, **kwargs)

@@ -41,7 +41,8 @@ class Tl:
         if name.startswith("__"):
             raise AttributeError(name)
         error = self._t.unsupported(f"tl.{name}",
-                                    f"the modelled ops are: {', '.join(SUPPORTED_OPS)}")
+                                    f"the modelled ops are: {', '.join(SUPPORTED_OPS)}",
+                                    probe=True)
         raise UnsupportedTlOp(str(error))
 
     # --- launch queries ----------------------------------------------------------------

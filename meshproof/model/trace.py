@@ -12,6 +12,7 @@ from meshproof.model.loader import (
     innermost_line,
     kernbench_shim,
 )
+from meshproof.model.module_state import ModuleState
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
@@ -25,9 +26,11 @@ def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     programs: list[RankProgram] = []
     # Kernel files may also import kernbench lazily, inside the kernel function.
     budget = MAX_TRACED_OPS
+    module = ModuleState(kernel.func.__globals__)
     with kernbench_shim():
         for cube in spec.cubes:
             for pe in range(spec.pes):
+                module.restore()  # each PE runs its own copy of the module
                 program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names, budget)
                 budget -= len(program.ops)
                 programs.append(program)
@@ -44,6 +47,7 @@ def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
     try:
         kernel.func(**kwargs, tl=tracer.tl)
         tracer.check_data_reads()
+        tracer.check_refusals()
     except (MeshproofError, KeyboardInterrupt):
         raise
     except TraceStopped as stop:

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from meshproof.model.tensor import (
 )
 from meshproof.model.tl_ops import SUPPORTED_OPS, Tl
 from meshproof.model.topology import Endpoint
+
+E = TypeVar("E", bound=TraceError)
 
 # A launch that traces more ops than this is a runaway loop or an absurd size: refuse it
 # before it eats the machine (the Llama-70B headline panels trace < 100k ops).
@@ -78,6 +80,7 @@ class RankTracer:
         self._defining: dict[int, Op] = {}  # value id -> the op that defined it
         self._next_value = 0
         self._data_reads: list[TensorData] = []  # `handle.data` stand-ins not yet checked
+        self.refusal: TraceError | None = None  # the first refusal, even if the kernel caught it
         self.tl = Tl(self)
 
     # --- bookkeeping -------------------------------------------------------------------
@@ -92,12 +95,27 @@ class RankTracer:
     def where(self) -> str:
         return f"{self.source()}: rank {self.endpoint.describe()}"
 
+    def refuse(self, error: E) -> E:
+        """Remember the first refusal: a kernel that catches it (`try: ... except
+        Exception:`) would run another path than the machine, so the trace is refused
+        when the kernel returns all the same (`check_refusals`)."""
+        if self.refusal is None:
+            self.refusal = error
+        return error
+
+    def check_refusals(self) -> None:
+        if self.refusal is not None:
+            raise type(self.refusal)(
+                f"{self.refusal} (the kernel caught this error and went on; meshproof "
+                "refuses the trace all the same, because the machine would not take that "
+                "path - do not catch meshproof's errors)")
+
     def data_dependent(self, what: str, at: SourceLoc | None = None) -> DataDependentControlFlow:
         where = self.where() if at is None else f"{at}: rank {self.endpoint.describe()}"
-        return DataDependentControlFlow(
+        return self.refuse(DataDependentControlFlow(
             f"{where}: error: the kernel {what}; its schedule would depend on tensor "
             "data, which meshproof refuses to certify - branch only on program ids and "
-            "scalar arguments")
+            "scalar arguments"))
 
     def read_data(self) -> TensorData:
         data = TensorData(self, self.source())
@@ -115,12 +133,15 @@ class RankTracer:
                                           data._read_at)
         self._data_reads.clear()
 
-    def unsupported(self, what: str, fix: str) -> UnsupportedOp:
-        return UnsupportedOp(f"{self.where()}: error: {what} is not supported by meshproof's "
-                             f"tl model; {fix}")
+    def unsupported(self, what: str, fix: str, *, probe: bool = False) -> UnsupportedOp:
+        """`probe`: an op the machine does not have, looked up on `tl`; a kernel that probes
+        for it and falls back runs what the machine runs, so that is not a refusal."""
+        error = UnsupportedOp(f"{self.where()}: error: {what} is not supported by "
+                              f"meshproof's tl model; {fix}")
+        return error if probe else self.refuse(error)
 
     def shape_error(self, what: str) -> ShapeError:
-        return ShapeError(f"{self.where()}: error: {what}")
+        return self.refuse(ShapeError(f"{self.where()}: error: {what}"))
 
     def dims(self, shape: object) -> tuple[int, ...]:
         """`normalise_shape`, with the kernel's line and rank in the error."""
