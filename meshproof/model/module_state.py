@@ -59,13 +59,8 @@ class ModuleState:
             value = ns[name]
             if _same(value, saved):
                 continue
-            if isinstance(value, list):
+            if isinstance(value, list | bytearray):
                 value[:] = saved
-            elif isinstance(value, dict):
+            else:
                 value.clear()
                 value.update(saved)
-            elif isinstance(value, set):
-                value.clear()
-                value.update(saved)
-            elif isinstance(value, bytearray):
-                value[:] = saved

@@ -239,13 +239,12 @@ def _uniform(w: Pieces, n: int) -> bool:
 def _describe(w: Pieces, n: int) -> str:
     if not w.parts:
         return "every key row is missing"
-    weights = [pw.value() for _, _, pw in w.parts if pw.value() > 0]
-    ref = min(weights) if weights else 1.0
+    ref = _lightest(w)
     out = []
     covered = 0
     for lo, hi, pw in w.parts:
         covered += hi - lo
-        ratio = pw.value() / ref if ref else 0.0
+        ratio = pw.ratio(ref) if ref is not None else 0.0
         if abs(ratio - 1) > 1e-9:
             out.append(f"rows {lo}..{hi - 1} weigh {ratio:g}")
     if covered < n:
@@ -253,38 +252,17 @@ def _describe(w: Pieces, n: int) -> str:
     return "; ".join(out) or "rows outside the group are included"
 
 
-def _mode(w: Pieces) -> float:
-    best: dict[str, tuple[int, float]] = {}
-    for lo, hi, pw in w.parts:
-        k = pw.key()
-        n, v = best.get(k, (0, pw.value()))
-        best[k] = (n + hi - lo, v)
-    return max(best.values())[1] if best else 1.0
+def _lightest(w: Pieces) -> Weight | None:
+    """The smallest positive row weight, compared exactly (weights such as exp(±1000)
+    overflow a float)."""
+    ref: Weight | None = None
+    for _, _, pw in w.parts:
+        if pw.normalised()[0] > 0 and (ref is None or pw.ratio(ref) < 1):
+            ref = pw
+    return ref
 
 
-def row_counts(parts: list[Partial], n: int, ref: float) -> list[tuple[int, int, float]]:
-    """(lo, hi, count) per run of key rows, relative to `ref`; rows 0..n-1 without any
-    partial count 0."""
-    w = _total(parts)
-    out: list[tuple[int, int, float]] = []
-    pos = 0
-    for lo, hi, pw in w.parts:
-        if lo > pos:
-            out.append((pos, lo, 0.0))
-        out.append((lo, hi, pw.value() / ref if ref else 0.0))
-        pos = hi
-    if pos < n:
-        out.append((pos, n, 0.0))
-    return out
-
-
-def reference_weight(shape: Shape) -> float:
-    parts = shape.den if shape.den else shape.num
-    return _mode(_total(parts)) if parts else 1.0
-
-
-__all__ = ["Partial", "Shape", "Verdict", "Weight", "compare", "decompose", "floordiv",
-           "reference_weight", "row_counts"]
+__all__ = ["Partial", "Shape", "Verdict", "Weight", "compare", "decompose", "floordiv"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,8 +325,7 @@ def count_rows(form: Poly, problem: Problem, group: int) -> Counts:
         except NotModelled:
             den_w = tally(den_atom.arg, False)
     base = den_w if den_w is not None and den_w.parts else num_w
-    weights = [pw.value() for _, _, pw in base.parts if pw.value() > 0]
-    ref = min(weights) if weights else 1.0
+    ref = _lightest(base)
     del shape
     # no common denominator (never divided by ℓ, or partials divided separately): no row
     # is merged into one
@@ -357,13 +334,15 @@ def count_rows(form: Poly, problem: Problem, group: int) -> Counts:
                   foreign, mixed, den_w is None)
 
 
-def row_counts_of(w: Pieces, n: int, ref: float) -> list[tuple[int, int, float]]:
+def row_counts_of(w: Pieces, n: int, ref: Weight | None) -> list[tuple[int, int, float]]:
+    """(lo, hi, count) per run of key rows, relative to `ref` (the lightest row); rows
+    0..n-1 without any partial count 0."""
     out: list[tuple[int, int, float]] = []
     pos = 0
     for lo, hi, pw in w.parts:
         if lo > pos:
             out.append((pos, min(lo, n), 0.0))
-        out.append((lo, hi, pw.value() / ref))
+        out.append((lo, hi, pw.ratio(ref) if ref is not None else pw.value()))
         pos = max(pos, hi)
     if pos < n:
         out.append((pos, n, 0.0))

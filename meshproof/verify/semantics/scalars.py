@@ -72,6 +72,25 @@ class Weight:
     def positive(self) -> bool:
         return bool(self.parts) and all(w > 0 for _, w in self.parts)
 
+    def normalised(self) -> tuple[float, Fraction]:
+        """(m, c) with the weight = m·exp(c) and m a finite float: its value without the
+        overflow or underflow of exp(c) (a common factor exp(±1000) is exact here)."""
+        if not self.parts:
+            return 0.0, ZERO
+        top = max(c for c, _ in self.parts)
+        return sum(float(w) * math.exp(float(c - top)) for c, w in self.parts), top
+
+    def ratio(self, other: Weight) -> float:
+        """self / other as a float, exact up to the last rounding."""
+        ma, ca = self.normalised()
+        mb, cb = other.normalised()
+        if mb == 0:
+            return math.copysign(math.inf, ma) if ma else math.nan
+        try:
+            return ma / mb * math.exp(float(ca - cb))
+        except OverflowError:
+            return math.copysign(math.inf, ma / mb)
+
     def value(self) -> float:
         total = 0.0
         for c, w in self.parts:
