@@ -53,7 +53,10 @@ def test_the_simulated_error_of_each_built_in_kernel_stays_under_its_bound() -> 
         bound = getattr(ns, "error_bound", None)
         assert bound is not None
         assert out.numeric.max_abs_err is not None
-        assert out.numeric.max_abs_err <= bound * ns.input_bound + (ns.error_floor or 0.0), name
+        assert out.simulation is not None and out.simulation.numeric is not None
+        v_max = out.simulation.numeric.max_abs_v
+        assert 0 < v_max <= ns.input_bound
+        assert out.numeric.max_abs_err <= bound * v_max + (ns.error_floor or 0.0), name
         # explain() is the check run_case applies: it passes quietly here
         assert explain(out.numeric, out.verdict, out.simulation) == out.numeric
 

@@ -152,11 +152,14 @@ def _cross_check(numeric: NumericOutcome, by: dict[Property, PropertyResult],
             simulation.numeric is not None and simulation.numeric.inputs in ("normal",
                                                                              "uniform")):
         return
-    limit = ns.error_bound * ns.input_bound + (ns.error_floor or 0.0)
+    # the bound is eta·max|V| + tau with the run's own max|V| (<= the input bound)
+    v_max = simulation.numeric.max_abs_v or ns.input_bound
+    limit = ns.error_bound * v_max + (ns.error_floor or 0.0)
     if numeric.max_abs_err > limit:
         raise InternalError(
             f"the simulator's error {numeric.max_abs_err:.3g} exceeds the rounding bound "
-            f"{limit:.3g} that numeric_safety proved for this kernel, whose outputs "
+            f"{limit:.3g} (= {ns.error_bound:.3g}·max|V| + {ns.error_floor or 0.0:.2g}, "
+            f"max|V| = {v_max:.3g}) that numeric_safety proved for this kernel, whose outputs "
             "attention_equivalence proved equal to attention: the simulator and the proofs "
             "disagree")
 

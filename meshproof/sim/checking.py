@@ -124,6 +124,7 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
                  phases: MutableMapping[str, float]) -> NumericResult:
     groups = plan.groups
     per_rank: list[RankNumeric] = []
+    max_abs_v = 0.0
     for cls in plan.classes:
         layout = cls.layout
         inputs: GroupInputs | None = None
@@ -132,6 +133,8 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
             t0 = time.perf_counter()
             try:
                 inputs = make_inputs(layout, members, kind, seed, reuse=inputs)
+                if inputs.v.size:
+                    max_abs_v = max(max_abs_v, float(np.max(np.abs(inputs.v))))
                 t1 = time.perf_counter()
                 expected = reference(layout, inputs)
                 t2 = time.perf_counter()
@@ -180,7 +183,8 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
         harness=shape.harness.value, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
         scale_source=shape.scale_source,
         dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
-        groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank))
+        groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank),
+        max_abs_v=max_abs_v)
 
 
 def _compare(endpoint: Endpoint, group: int, got: F32, want: npt.NDArray[np.float64],

@@ -53,6 +53,7 @@ class NumericResult:
     classes: int                     # distinct group programs (evaluated batched)
     per_rank: tuple[RankNumeric, ...]
     scale_source: str = ""           # where the reference's softmax scale comes from
+    max_abs_v: float = 0.0           # max |V| of the inputs fed (for the rounding bound)
 
     @property
     def rel_err(self) -> float | None:
@@ -96,6 +97,7 @@ class NumericResult:
                 "inputs": self.inputs, "seed": self.seed, "softmax_scale": self.softmax_scale,
                 "softmax_scale_source": self.scale_source,
                 "dtypes": list(self.dtypes), "groups": self.groups, "classes": self.classes,
+                "max_abs_v": self.max_abs_v,
                 "per_rank": [r.to_json() for r in self.per_rank]}
 
 
