@@ -26,7 +26,7 @@ from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
 from meshproof.verify.semantics.bounds import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.interp import Interpreter, Opaque
-from meshproof.verify.semantics.rounding import output_error_bounds
+from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
 
 NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"
@@ -66,7 +66,12 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
         if schedule.launch.empty_shards else ""
     etas = output_error_bounds(a.interp, [(o.rank, o.store) for o in a.outputs], input_bound)
-    known = [e for e in etas if e is not None]
+    lost = [e for e in etas if isinstance(e, NoBound) and e.attention]
+    if lost:
+        # the outputs compute attention, but how far their rounding takes them is not shown
+        return result(Status.UNKNOWN, f"cannot bound the rounding error of {len(lost)} "
+                      f"output(s) ({assumption}): {lost[0].reason}")
+    known = [e for e in etas if isinstance(e, OutputBound)]
     if known and len(known) == len(etas):
         bound[0] = max(e.eta for e in known)
         bound[1] = max(e.tau for e in known)

@@ -32,7 +32,7 @@ from meshproof.verify.semantics.order import (
     nonpositive,
     ratio_at_most_one,
 )
-from meshproof.verify.semantics.scalars import Pieces, Ranges
+from meshproof.verify.semantics.scalars import Pieces, Ranges, Weight
 from meshproof.verify.semantics.terms import QK, Body, Input, Lin, Log, Max, Poly, Pos, Scrambled
 from meshproof.verify.semantics.witness import FLOAT64, Inputs, NumericEval
 
@@ -80,6 +80,9 @@ def _lin_interval(lin: Lin, b: float, d: int, depth: int = 0) -> Interval | None
         lo, hi = (lo + k * iv[0], hi + k * iv[1]) if k >= 0 else \
             (lo + k * iv[1], hi + k * iv[0])
     return lo, hi
+
+
+lin_interval = _lin_interval
 
 
 def _lin_bound(lin: Lin, b: float, d: int, depth: int = 0) -> float | None:
@@ -152,11 +155,18 @@ def magnitude(form: Poly, b: float, d: int, depth: int = 0,
             else None
         factors = body.factors
         ups = [(a, k) for a, k in factors if isinstance(a, Pos) and k > 0]
+        shift = _exp_part(w)
         if ups and nonpositive(log_exponent(Body(body.expo, tuple(ups))), sizes or {}, rows):
             # exp(L) * X^k <= 1 when L + k log X <= 0 (e.g. exp(m_a - mx) * l_a in a
             # log-sum-exp merge): the positive powers are inside the bound
             sup: float | None = 1.0
             factors = tuple(f for f in factors if f not in ups)
+        elif shift and not ups and nonpositive(body.lin + Lin.make(shift, ()), sizes or {},
+                                               rows):
+            # a weight r·exp(c) whose exp(c) belongs to the exponent: e^20·exp(m - (m' +
+            # 20)) <= |r| when m <= m' (a reference point above the max)
+            sup = 1.0
+            weight = _without_exp(w)
         else:
             sup = _exp_sup(body.lin, b, d, depth, sizes or {}, rows)
         if sup is None:
@@ -173,6 +183,28 @@ def magnitude(form: Poly, b: float, d: int, depth: int = 0,
             term *= ab ** k
         total += term
     return total
+
+
+def _without_exp(w: Weight | Pieces) -> float:
+    """|w| with its common exp(c) left out (it went into the exponent)."""
+    if isinstance(w, Pieces):
+        return sum(abs(float(r)) * (hi - lo) for lo, hi, pw in w.parts for _, r in pw.parts)
+    return sum(abs(float(r)) for _, r in w.parts)
+
+
+def _exp_part(w: Weight | Pieces) -> Fraction:
+    """c when every weight of w is r·exp(c) for one c (0 otherwise)."""
+    weights = [pw for _, _, pw in w.parts] if isinstance(w, Pieces) else [w]
+    cs = {c for pw in weights for c, _ in pw.parts}
+    return next(iter(cs)) if len(cs) == 1 else Fraction(0)
+
+
+def convex_output(form: Poly) -> bool:
+    """The form is a convex combination of V rows (numerator = common denominator's
+    partials times V), normalised once: what an attention output is, whatever its rows."""
+    shape = decompose(form)
+    return shape.den is not None and not shape.stray and not shape.normalised_twice and \
+        bool(shape.num) and _convex(shape)
 
 
 def _convex(shape: object) -> bool:

@@ -8,6 +8,8 @@ members e of M is >= 1, because the member that attains the max contributes exp(
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from fractions import Fraction
 
 from meshproof.verify.semantics import algebra as alg
@@ -51,14 +53,23 @@ def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
 
 
 def _covered(e: Elem, m: Max) -> bool:
+    """e <= some member of m: the same linear part with a constant at least e's (s <= s +
+    20, the member of a reference point above the max), over rows that cover e's."""
     for member in m.elems:
-        if member.body != e.body:
+        if member.body != e.body and not _shifted_up(e.body, member.body):
             continue
         if e.rows is None and member.rows is None:
             return True
         if e.rows is not None and member.rows is not None and member.rows.covers(e.rows):
             return True
     return False
+
+
+def _shifted_up(p: Lin, q: Lin) -> bool:
+    """q = p + c with a rational c >= 0."""
+    if isinstance(p.const, float) or isinstance(q.const, float) or q.const < p.const:
+        return False
+    return Lin(Fraction(0), p.coeffs) == Lin(Fraction(0), q.coeffs)
 
 
 def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
@@ -110,16 +121,28 @@ def _const_member_at_least(e: Elem, c: Fraction) -> bool:
         e.body.const >= c
 
 
+LowOf = Callable[[Lin], "float | None"]
+
+
 def at_least_one(x: Poly) -> bool:
     """x >= 1 for every input (x a positive sum of exp(member - M) terms)."""
+    return lower_bound(x) >= 1
+
+
+def lower_bound(x: Poly, low_of: LowOf | None = None) -> float:
+    """A positive L with x >= L for every input, by max-domination (0 if none is shown):
+    x holds a term w·exp(k·(P - M - c)) for every member P + c of a max M, and where P
+    attains M that term alone is w·exp(-k·c) (a reference point above the max, max + 20,
+    gives exp(-20))."""
     if not alg.positive(x):
-        return False
+        return 0.0
+    best = 0.0
     for body, _ in x.terms:
         for atom, c in body.expo:
-            if isinstance(atom, Max) and c == -1 and not atom.is_min and \
-                    _dominates(x, atom):
-                return True
-    return False
+            # exp(k·(P - M)) with k = 1, or ln 2 and a scale for exp2 (any k > 0)
+            if isinstance(atom, Max) and c < 0 and not atom.is_min:
+                best = max(best, _dominated_floor(x, atom, -c, low_of))
+    return best
 
 
 def log_exponent(body: Body) -> Lin:
@@ -142,39 +165,53 @@ def _dominated_by_a_term(x: Poly, m: Max, e: Elem) -> bool:
     return False
 
 
-def _dominates(x: Poly, m: Max) -> bool:
-    minus = ((m, Fraction(-1)),)
+def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None = None) -> float:
+    """min over the members P + c of m of what x's term for P weighs where P attains the
+    max: w·exp(-k·c) (0 when a member has no term). With `low_of` (a lower bound of a
+    linear form under the input bound), a constant member below another member's lower
+    bound never attains the max and needs no term (maximum(m, -1e30) guards)."""
+    minus = ((m, -k),)
+    low = math.inf
+    lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
+    above = max((v for v in lows if v is not None), default=-math.inf)
     for e in m.elems:
         if isinstance(e.body.const, float):
             continue
-        want = Body.make(e.body.coeffs + minus, ())
+        if not e.body.coeffs and float(e.body.const) < above:
+            continue
+        want = Body.make(tuple((a, c * k) for a, c in e.body.coeffs) + minus, ())
         w = dict(x.terms).get(want)
         if w is None:
-            if _dominated_by_a_term(x, m, e):
+            if k == 1 and _dominated_by_a_term(x, m, e):
+                low = min(low, 1.0)
                 continue
-            return False
-        # at the member that attains the max, the term is w * exp(-const): it reaches 1
-        # when w >= exp(const)
-        floor = Weight.of(1, e.body.const)
+            return 0.0
+        floor = Weight.of(1, k * e.body.const)   # the term is w / floor at the max
         if e.rows is None:
-            if not isinstance(w, Weight) or w.value() < floor.value():
-                return False
-        elif not isinstance(w, Pieces) or not _covers(w, e.rows, floor.value()):
-            return False
-    return True
+            if not isinstance(w, Weight):
+                return 0.0
+            low = min(low, w.ratio(floor))
+        elif not isinstance(w, Pieces):
+            return 0.0
+        else:
+            low = min(low, _covered_ratio(w, e.rows, floor))
+    return 0.0 if low == math.inf else max(low, 0.0)
 
 
-def _covers(w: Pieces, rows: Ranges, floor: float) -> bool:
+def _covered_ratio(w: Pieces, rows: Ranges, floor: Weight) -> float:
+    """The smallest weight w gives a row of `rows`, over `floor` (0 if a row has none)."""
+    low = math.inf
     for lo, hi in rows.parts:
         need = lo
         for plo, phi, pw in w.parts:
-            if plo <= need < phi and pw.value() >= floor:
+            if plo <= need < phi:
+                low = min(low, pw.ratio(floor))
                 need = phi
             if need >= hi:
                 break
         if need < hi:
-            return False
-    return True
+            return 0.0
+    return 0.0 if low == math.inf else low
 
 
 def ratio_at_most_one(p: Poly) -> bool:

@@ -27,7 +27,9 @@ from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.dataflow import Dataflow, Key
 from meshproof.verify.semantics.events import describe
 from meshproof.verify.semantics.interp import Interpreter, Opaque
-from meshproof.verify.semantics.order import at_least_one
+from meshproof.verify.semantics.order import at_least_one, lower_bound
+from meshproof.verify.semantics.scalars import Pieces
+from meshproof.verify.semantics.terms import Input, Lin, Poly
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
 TINY = {DType.F16: 2.0 ** -25, DType.BF16: 2.0 ** -134, DType.F32: 2.0 ** -150}
@@ -59,13 +61,43 @@ class OutputBound:
     tau: float
 
 
+@dataclass(frozen=True, slots=True)
+class NoBound:
+    """Why no rounding bound is stated for one stored output. `attention` is whether the
+    output's exact value is a normalised attention output (then the missing bound matters:
+    numeric_safety is unknown); else attention_equivalence judges it and no bound is due."""
+
+    reason: str
+    attention: bool
+
+
+def _pure_input(form: Poly) -> bool:
+    """An input element itself (Q, K or V at some coordinates): exact as loaded."""
+    lin = form.as_lin()
+    return lin is not None and lin.const == 0 and len(lin.coeffs) == 1 and \
+        lin.coeffs[0][1] == 1 and isinstance(lin.coeffs[0][0], Input)
+
+
+def _positive_terms(form: Poly) -> bool:
+    """Every term's weight is positive: a sum of such values cannot cancel."""
+    for _, w in form.terms:
+        if isinstance(w, Pieces):
+            if not all(pw.positive for _, _, pw in w.parts):
+                return False
+        elif not w.positive:
+            return False
+    return not form.inf
+
+
 def _kind(interp: Interpreter, key: Key) -> Kind | None:
     res = interp.values.get(key)
     if res is None or isinstance(res, Opaque):
         return None
     what = describe(res.form)
-    if what in ("a constant", "Q", "K", "V") or "/" in what:
-        return Kind.EXACT
+    if what in ("a constant", "an infinite constant") or _pure_input(res.form):
+        return Kind.EXACT   # -inf and exp(-inf) = 0 of a running state started at -inf
+    if what in ("Q", "K", "V") or "/" in what:
+        return Kind.ABS     # q * scale in f16: rounded like any other linear form
     if what in ("scores", "a running max (m)", "a log-sum-exp value"):
         return Kind.ABS
     if what in ("ℓ", "exponential weights", "softmax probabilities"):
@@ -83,9 +115,13 @@ class ErrorBounds(Dataflow[Err | None]):
         self.interp = interp
         self.b = input_bound
         self.d = interp.problem.d_head
+        self.why: dict[Key, str] = {}   # why a value has no error bound
 
     def cycle(self, key: Key) -> Err | None:
         return None
+
+    def _fail(self, key: Key, op: Op, reason: str) -> None:
+        self.why.setdefault(key, f"{op.source}: {reason}")
 
     def _mag(self, key: Key) -> float:
         from meshproof.verify.semantics.bounds import magnitude
@@ -97,9 +133,28 @@ class ErrorBounds(Dataflow[Err | None]):
                       sizes={dg.id: dg.size for dg in res.layout.digits})
         return math.inf if m is None else m
 
+    def _form(self, key: Key) -> Poly:
+        res = self.interp.values[key]
+        assert not isinstance(res, Opaque)
+        return res.form
+
     def _arg_mag(self, op: Op, key: Key, i: int) -> float:
         a = op.args[i]
         return self._mag((key[0], a.id)) if isinstance(a, ValueRef) else abs(a.value)
+
+    def _lower_bound(self, op: Op, key: Key, i: int) -> float:
+        a = op.args[i]
+        if not isinstance(a, ValueRef):
+            return abs(a.value)
+        from meshproof.verify.semantics.bounds import lin_interval
+
+        def low_of(lin: Lin) -> float | None:
+            iv = lin_interval(lin, self.b, self.d)
+            return None if iv is None else iv[0]
+
+        res = self.interp.values.get((key[0], a.id))
+        return 0.0 if res is None or isinstance(res, Opaque) else lower_bound(res.form,
+                                                                              low_of)
 
     def _at_least_one(self, op: Op, key: Key, i: int) -> bool:
         a = op.args[i]
@@ -113,23 +168,51 @@ class ErrorBounds(Dataflow[Err | None]):
         op = self.defining[key]
         kind = _kind(self.interp, key)
         if kind is None:
+            res = self.interp.values.get(key)
+            what = "is outside the algebra" if res is None or isinstance(res, Opaque) else \
+                f"holds {describe(res.form)}"
+            self._fail(key, op, f"{op.kind.value} {what}, which the rounding analysis does "
+                       "not model")
             return None
         if op.kind is OpKind.RECV:
             src = self.recv_source(key[0], op)
             sent = self.values.get(src) if isinstance(src, tuple) else None
-            return None if sent is None else self._round(sent, kind, op.dtype, key)
+            if sent is None:
+                self._inherit(key, op, [src] if isinstance(src, tuple) else [])
+                return None
+            return self._round(sent, kind, op.dtype, key)
         if op.kind is OpKind.LOAD:
             source = self.rank_memory(key[0]).loads.get(op.index)
             if source is not None:
-                kept = self.values.get((key[0], source.writers[0].value_args[0]))
-                return None if kept is None else self._round(kept, kind, op.dtype, key)
+                kept_key = (key[0], source.writers[0].value_args[0])
+                kept = self.values.get(kept_key)
+                if kept is None:
+                    self._inherit(key, op, [kept_key])
+                    return None
+                return self._round(kept, kind, op.dtype, key)
             u = UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0   # inputs are f16 values
+            if kind is Kind.ABS or kind is Kind.EXACT:
+                return Err(Kind.ABS, u * self._mag(key), op.dtype) if u else \
+                    Err(kind, 0.0, op.dtype)
             return Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
+        keys = [(key[0], a.id) for a in op.args if isinstance(a, ValueRef)]
         args = [self.values.get((key[0], a.id)) if isinstance(a, ValueRef) else
                 Err(Kind.EXACT, 0.0, DType.F32) for a in op.args]
         if any(a is None for a in args):
+            self._inherit(key, op, keys)
             return None
-        return self._combine(op, kind, [a for a in args if a is not None], key)
+        out = self._combine(op, kind, [a for a in args if a is not None], key)
+        if out is None:
+            self._fail(key, op, f"{op.kind.value} of {kind.value} values is outside the "
+                       "first-order analysis")
+        return out
+
+    def _inherit(self, key: Key, op: Op, keys: list[Key]) -> None:
+        for k in keys:
+            if k in self.why:
+                self.why.setdefault(key, self.why[k])
+                return
+        self._fail(key, op, f"{op.kind.value} of a value without a bound")
 
     def _round(self, e: Err, kind: Kind, dtype: DType, key: Key) -> Err:
         """A value moved into `dtype`: one more rounding if it narrows."""
@@ -153,6 +236,10 @@ class ErrorBounds(Dataflow[Err | None]):
             return self._round(args[0], kind, op.dtype, key)
         if k is OpKind.FULL:
             return Err(kind, 0.0, op.dtype)
+        if kind is Kind.EXACT:
+            if not _pure_input(self._form(key)):
+                return Err(kind, 0.0, op.dtype)   # constants: what the machine holds
+            kind = Kind.ABS   # arithmetic that gives back an input (q·2·0.5) still rounds
         out = self._exact_part(op, kind, args, key)
         return None if out is None else self._rounded(out, key)
 
@@ -165,10 +252,12 @@ class ErrorBounds(Dataflow[Err | None]):
         if k in (OpKind.EXP, OpKind.EXP2):
             a = args[0]
             arg = a.eps if a.kind is Kind.ABS else 0.0
-            return Err(Kind.REL, arg * (math.log(2.0) if k is OpKind.EXP2 else 1.0) + u32, dt)
+            # |exp(x + δ)/exp(x) - 1| <= expm1(|δ|): exact, not only first order
+            return Err(Kind.REL, _expm1(arg * (math.log(2.0) if k is OpKind.EXP2 else 1.0)) +
+                       u32, dt)
         if k is OpKind.SOFTMAX:
             n = self._axis_size(op, key)
-            return Err(Kind.REL, 2 * args[0].eps + (n + 2) * u32, dt)
+            return Err(Kind.REL, _expm1(2 * args[0].eps) + (n + 2) * u32, dt)
         if k is OpKind.SUM and kind is Kind.REL:
             n = self._axis_size(op, key)
             return Err(kind, args[0].eps + (n - 1) * u32, dt, n * args[0].floor)
@@ -178,16 +267,40 @@ class ErrorBounds(Dataflow[Err | None]):
                 return None
             return Err(Kind.ABS, a.eps + a.floor, dt)   # |d log X| <= dX / X, X >= 1
         if k in (OpKind.ADD, OpKind.SUB):
-            return self._add(kind, args, dt)
+            return self._add(op, kind, args, key)
         if k is OpKind.MUL:
             return self._mul(op, kind, args, key)
         if k is OpKind.DIV:
             return self._div(op, kind, args, key)
         return None
 
-    def _add(self, kind: Kind, args: list[Err], dt: DType) -> Err:
+    def _add(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        dt = op.dtype
         if kind is Kind.ABS:
             return Err(kind, sum(a.eps for a in args), dt)
+        # A relative error survives a sum only if nothing cancels: an addition of values
+        # whose terms all weigh positively. A constant added to ℓ or o (ℓ + 2048 sent in
+        # f16), or a difference, is rounded at a magnitude the reference does not bound.
+        if op.kind is not OpKind.ADD:
+            self._fail(key, op, f"a difference of {kind.value} values may cancel, so its "
+                       "rounding is not bounded relative to the result")
+            return None
+        for i, a in enumerate(op.args):
+            if not isinstance(a, ValueRef):
+                if a.value:
+                    self._fail(key, op, f"the constant {a.value:g} added here is rounded with "
+                               "the value, at a magnitude the first-order bound does not "
+                               "cover")
+                    return None
+                continue
+            res = self.interp.values.get((key[0], a.id))
+            if res is not None and not isinstance(res, Opaque) and res.form.is_zero:
+                continue   # ℓ·exp(-inf) = 0 of a running state started at -inf / 0
+            if res is None or isinstance(res, Opaque) or not _positive_terms(res.form) or \
+                    args[i].kind is Kind.EXACT:
+                self._fail(key, op, "an operand of this sum may cancel the other, so its "
+                           "rounding is not bounded relative to the result")
+                return None
         # positive sums keep the worst relative error; sums of outputs add theirs
         eps = max(a.eps for a in args) if kind is Kind.REL else sum(a.eps for a in args)
         return Err(kind, eps, dt, sum(a.floor for a in args))
@@ -210,13 +323,18 @@ class ErrorBounds(Dataflow[Err | None]):
         if den.kind is Kind.EXACT:
             c = self._arg_mag(op, key, 1)
             return Err(kind, num.eps, op.dtype, num.floor / c if c else math.inf)
-        if not self._at_least_one(op, key, 1):
-            return None   # ℓ may be tiny: the floors would not stay bounded
+        low = min(1.0, self._lower_bound(op, key, 1))   # ℓ >= low: the floors over ℓ
+        if low <= 0:
+            # ℓ may be tiny: the floors would not stay bounded
+            self._fail(key, op, "the divisor has no positive lower bound by max-domination, "
+                       "so the rounding floors are not bounded")
+            return None
         if kind is Kind.OUT and num.kind is Kind.OSCALE and den.kind is Kind.REL:
-            return Err(kind, num.eps + den.eps, op.dtype, num.floor + self.b * den.floor)
+            return Err(kind, num.eps + den.eps, op.dtype,
+                       (num.floor + self.b * den.floor) / low)
         if kind is num.kind is den.kind is Kind.REL:
             return Err(kind, num.eps + den.eps, op.dtype,
-                       num.floor + self._arg_mag(op, key, 0) * den.floor)
+                       (num.floor + self._arg_mag(op, key, 0) * den.floor) / low)
         return None
 
     def _dot(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
@@ -249,20 +367,40 @@ class ErrorBounds(Dataflow[Err | None]):
 
 
 def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
-                        input_bound: float) -> list[OutputBound | None]:
-    """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or None."""
+                        input_bound: float) -> list[OutputBound | NoBound]:
+    """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
     eb = ErrorBounds(interp, input_bound)
-    out: list[OutputBound | None] = []
+    out: list[OutputBound | NoBound] = []
     for rank, store in stores:
         arg = store.args[0]
         assert isinstance(arg, ValueRef)
+        key = (rank, arg.id)
+        attention = _convex_output(interp, key)
         e = eb.result(rank, arg.id)
         if e is None or e.kind is not Kind.OUT:
-            out.append(None)
+            out.append(NoBound(eb.why.get(key, f"{store.source}: the stored value is not a "
+                                      "normalised output"), attention))
             continue
         if UNIT[store.dtype] > UNIT[e.dtype]:
             e = Err(e.kind, e.eps + UNIT[store.dtype], store.dtype,
                     e.floor + TINY[store.dtype])
-        ok = math.isfinite(e.eps) and math.isfinite(e.floor)
-        out.append(OutputBound(e.eps, e.floor) if ok else None)
+        if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
+            out.append(NoBound(f"{store.source}: the first-order bound is {e.eps:.3g}·max|V| "
+                               "or more: no digit of the output is guaranteed", attention))
+            continue
+        out.append(OutputBound(e.eps, e.floor))
     return out
+
+
+def _convex_output(interp: Interpreter, key: Key) -> bool:
+    from meshproof.verify.semantics.bounds import convex_output
+
+    res = interp.values.get(key)
+    return res is not None and not isinstance(res, Opaque) and convex_output(res.form)
+
+
+def _expm1(x: float) -> float:
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
