@@ -107,7 +107,12 @@ def test_the_numerics_header_names_the_reference_scale(run_cli: Run) -> None:
         "--softmax-scale X" in res.out
     res = run_cli(["simulate", "mesh_mlo_1d", "--softmax-scale", "0.25"])
     assert res.code == 0, res.err   # the kernel's sm_scale parameter receives it
-    assert "softmax scale 0.25 (the kernel's sm_scale = 0.25)" in res.out
+    assert "softmax scale 0.25 (--softmax-scale 0.25, which the kernel's sm_scale " \
+        "receives)" in res.out
+    res = run_cli(["simulate", "mesh_mlo_1d", "--arg", "sm_scale=1.0"])
+    assert res.code == 0, res.err   # the kernel's own scale is the reference, said so
+    assert "softmax scale 1 (the kernel's sm_scale = 1; not 1/sqrt(d_head) = 0.353553)" \
+        in res.out
 
 
 def test_perfetto_file_is_written(run_cli: Run, tmp_path: Path) -> None:

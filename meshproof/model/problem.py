@@ -116,7 +116,14 @@ def reference_scale(schedule: Schedule, softmax_scale: float | None,
                     d_head: int) -> tuple[float, str]:
     sm = schedule.launch.arg("sm_scale")
     if isinstance(sm, (int, float)) and not isinstance(sm, bool) and math.isfinite(sm):
-        return float(sm), f"the kernel's sm_scale = {float(sm):g}"
+        if softmax_scale is not None and float(sm) == softmax_scale:
+            return softmax_scale, f"--softmax-scale {softmax_scale:g}, which the kernel's " \
+                "sm_scale receives"
+        usual = 1.0 / math.sqrt(d_head)
+        # a default such as sm_scale=1.0 is what the reference follows: say so
+        aside = "" if abs(float(sm) - usual) <= usual * 2.0 ** -20 else \
+            f"; not 1/sqrt(d_head) = {usual:g}"
+        return float(sm), f"the kernel's sm_scale = {float(sm):g}{aside}"
     if softmax_scale is not None:
         return softmax_scale, f"--softmax-scale {softmax_scale:g}"
     return 1.0 / math.sqrt(d_head), f"1/sqrt(d_head) = 1/sqrt({d_head})"
