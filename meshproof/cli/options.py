@@ -6,10 +6,12 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from meshproof.deploy.launches import LaunchList, load_launches
 from meshproof.errors import LaunchError
 from meshproof.gate.pipeline import Pipeline
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
@@ -57,6 +59,9 @@ def launch_options(func: F) -> F:
                      "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
         click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
                      help="A rank whose KV slice is empty (numeric_safety). Repeatable."),
+        click.option("--launches", "launches_file", type=click.Path(path_type=Path),
+                     default=None, help="A TOML file of several launches run at once "
+                     "(instead of KERNEL and the launch flags)."),
     ]
     for deco in reversed(decorators):
         func = deco(func)
@@ -158,6 +163,42 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
                              sharded=_split(sharded), queue_depth=queue_depth, **problem)
     ref = resolve_kernel(kernel_name)
     return ref, build_launch(ref, opts)
+
+
+# each launch flag: its spelling, and its value when the user does not give it
+_FLAGS: dict[str, tuple[str, object]] = {
+    "kernel": ("KERNEL", None), "panel": ("--panel", None), "system_text": ("--system", None),
+    "pes": ("--pes", None), "wiring": ("--wiring", None), "cubes": ("--cubes", None),
+    "cube_start": ("--cube-start", None), "mesh": ("--mesh", None), "arg_items": ("--arg", ()),
+    "sharded": ("--sharded", ",".join(DEFAULT_SHARDED)), "queue_depth": ("--queue-depth", None),
+    "groups": ("--groups", None), "outputs": ("--outputs", None),
+    "softmax_scale": ("--softmax-scale", None), "empty_shards": ("--empty-shard", ())}
+
+
+def resolve_launches(opts: dict[str, Any]) -> LaunchList | None:
+    """Several launches at once, or None for one (then `resolve_launch(**opts)`).
+
+    Takes `launches_file` out of `opts`. A `--launches FILE` describes every launch, so no
+    other launch flag may be given; a panel that is several launches (the headline
+    multi-user panels) gives one launch per cube_start, each with the flags applied,
+    unless --cube-start picks one of them.
+    """
+    path = opts.pop("launches_file", None)
+    if path is not None:
+        given = [flag for key, (flag, unset) in _FLAGS.items()
+                 if opts.get(key, unset) != unset]
+        if given:
+            raise LaunchError(f"--launches {path} describes every launch; drop "
+                              f"{', '.join(given)} (put them in the file)")
+        return load_launches(path)
+    panel = opts.get("panel")
+    if panel is None or opts.get("cube_start") is not None:
+        return None
+    preset = get_panel(panel, opts.get("scale", "validation"))
+    if not preset.is_deployment:
+        return None
+    launches = tuple(resolve_launch(**{**opts, "cube_start": k}) for k in preset.launches)
+    return LaunchList(f"{preset.name} ({opts.get('scale')})", launches)
 
 
 def _cube_pes(pes: int | None) -> int:

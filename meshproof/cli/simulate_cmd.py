@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    resolve_launches,
+)
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.pipeline import run_case
 from meshproof.model.channels import derive_channels
@@ -55,9 +60,16 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
-    kernel, launch = resolve_launch(**opts)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)
+    listed = resolve_launches(opts)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
+
+        refuse_single_launch_options(listed, **{"--diagram": diagram,
+                                                "--perfetto": perfetto_path})
+        return simulate_launches(listed, current_pipeline(), config, as_json)
+    kernel, launch = resolve_launch(**opts)
     pipeline = current_pipeline()
     # the diagram draws what the verifier finds, so --diagram verifies first
     outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,

@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    resolve_launches,
+)
 from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.serialize import dumps, schedule_to_json
@@ -49,6 +54,11 @@ def list_cmd(as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON.")
 def trace_cmd(as_json: bool, **opts: Any) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
+    listed = resolve_launches(opts)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import trace_deployment
+
+        return trace_deployment(listed, current_pipeline(), as_json)
     kernel, launch = resolve_launch(**opts)
     schedule = current_pipeline().tracer(kernel, launch)
     if as_json:

@@ -10,7 +10,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_launch
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_launch,
+    resolve_launches,
+)
 from meshproof.gate.pipeline import run_case
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
@@ -108,6 +113,14 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
 
         check_diagram_target(diagram)
+    listed = resolve_launches(opts)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
+
+        refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path})
+        return verify_launches(listed, current_pipeline(), VerifyConfig(
+            timeout_s=timeout_s, only=only_props, skip=skip_props), as_json, not no_timings,
+            console())
     kernel, launch = resolve_launch(**opts)
     pipeline = current_pipeline()
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
