@@ -126,6 +126,20 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
                    sharded: str, queue_depth: int | None, groups: str | None = None,
                    outputs: str | None = None, softmax_scale: float | None = None,
                    empty_shards: tuple[str, ...] = ()) -> tuple[KernelRef, Launch]:
+    ref, opts = resolve_options(kernel, panel, scale, system_text, pes, wiring, cubes,
+                                cube_start, mesh, arg_items, sharded, queue_depth, groups,
+                                outputs, softmax_scale, empty_shards)
+    return ref, build_launch(ref, opts)
+
+
+def resolve_options(kernel: str | None, panel: str | None, scale: str,
+                    system_text: str | None, pes: int | None, wiring: str | None,
+                    cubes: int | None, cube_start: int | None, mesh: str | None,
+                    arg_items: tuple[str, ...], sharded: str, queue_depth: int | None,
+                    groups: str | None = None, outputs: str | None = None,
+                    softmax_scale: float | None = None,
+                    empty_shards: tuple[str, ...] = ()) -> tuple[KernelRef, LaunchOptions]:
+    """The kernel and the launch options the flags describe (not yet built)."""
     user_args = tuple(parse_arg(a) for a in arg_items)
     problem = problem_options(groups, outputs, softmax_scale, empty_shards)
     if panel is not None:
@@ -161,8 +175,7 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
         opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
                              cube_start=cube_start or 0, mesh=mesh, args=user_args,
                              sharded=_split(sharded), queue_depth=queue_depth, **problem)
-    ref = resolve_kernel(kernel_name)
-    return ref, build_launch(ref, opts)
+    return resolve_kernel(kernel_name), opts
 
 
 # each launch flag: its spelling, and its value when the user does not give it
