@@ -135,22 +135,32 @@ def placement_starts(kernel: KernelRef, opts: LaunchOptions) -> tuple[Launch, ..
                      for k in range(1, last + 1)))
 
 
-def _schedules(kernel: KernelRef, launches: tuple[Launch, ...], tracer: Tracer,
-               track_cube_start: bool, retrace: bool) -> tuple[list[Schedule], bool, str]:
+@dataclass(frozen=True, slots=True)
+class PlacementTraces:
+    """The schedule at every placement, and how they were obtained."""
+
+    schedules: tuple[Schedule, ...]
+    relocated: bool          # one relocatable trace, moved to every placement
+    how: str                 # in words
+
+
+def trace_placements(kernel: KernelRef, launches: tuple[Launch, ...], tracer: Tracer, *,
+                     track_cube_start: bool, retrace: bool = False) -> PlacementTraces:
+    """One trace moved to every placement when that is sound, else one trace each."""
     if retrace:
-        return [tracer(kernel, la) for la in launches], False, \
-            "every placement traced (--retrace)"
+        return PlacementTraces(tuple(tracer(kernel, la) for la in launches), False,
+                               "every placement traced (--retrace)")
     base, why = trace_relocatable(kernel, launches[0], track_cube_start=track_cube_start)
     normal = tracer(kernel, launches[0])
     if base is not None and base.programs != normal.programs:
-        base, why = None, ("the relocatable trace differs from the normal one (the kernel "
-                           "tells its program ids from ints)")
+        base, why = None, ("traces differently when its program ids are not ints (type() "
+                           "or `is`)")
     if base is None:
-        return [normal, *(tracer(kernel, la) for la in launches[1:])], False, \
-            f"every placement traced: the kernel {why}"
-    return [normal, *(relocate(base, la) for la in launches[1:])], True, \
-        "one trace for every placement: the kernel reads its placement only as " \
-        "program_id(1) - cube_start"
+        return PlacementTraces((normal, *(tracer(kernel, la) for la in launches[1:])), False,
+                               f"every placement traced: the kernel {why}")
+    return PlacementTraces((normal, *(relocate(base, la) for la in launches[1:])), True,
+                           "one trace for every placement: the kernel reads its placement "
+                           "only as program_id(1) - cube_start")
 
 
 def search_placements(kernel: KernelRef, opts: LaunchOptions, tracer: Tracer,
@@ -160,10 +170,11 @@ def search_placements(kernel: KernelRef, opts: LaunchOptions, tracer: Tracer,
     """Verify every property of `kernel` at every cube_start its launch fits."""
     launches = placement_starts(kernel, opts)
     track = "cube_start" not in dict(opts.args)
-    schedules, relocated, how = _schedules(kernel, launches, tracer, track, retrace)
+    traces = trace_placements(kernel, launches, tracer, track_cube_start=track,
+                              retrace=retrace)
     proved: list[tuple[Schedule, Verdict]] = []
     rows = []
-    for i, schedule in enumerate(schedules):
+    for i, schedule in enumerate(traces.schedules):
         verdict, origin = None, None
         for base, base_verdict in ([] if retrace else proved):
             verdict = carry_proofs(base_verdict, base, schedule)
@@ -178,6 +189,6 @@ def search_placements(kernel: KernelRef, opts: LaunchOptions, tracer: Tracer,
         rows.append(PlacementRow(spec.cube_start, tuple(spec.cubes), verdict, spec.system,
                                  origin))
         if progress is not None:
-            progress(i + 1, len(schedules))
+            progress(i + 1, len(traces.schedules))
     return PlacementSearch(kernel.name, launches[0].spec.header(launches[0].spec.queue_depth),
-                           tuple(rows), relocated, how)
+                           tuple(rows), traces.relocated, traces.how)
