@@ -79,6 +79,7 @@ def test_headline_multi_user_decode_is_8_groups_with_all_512_endpoints_communica
 def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment) -> None:
     result = verify_deployment(headline_decode)
     assert result.ok, [v.violated() for v in result.verdicts]
+    assert result.carried_from == (None, *(0,) * 7)   # groups 2-8: group 1 moved
     for verdict in result.verdicts:
         assert {p.name for p in verdict.properties} == set(Property)
         assert "8 group(s) by pe (8 rank(s) with 8 KV shard(s))" in \
@@ -92,3 +93,20 @@ def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> 
     assert busy == set(range(64))
     result = verify_deployment(deployment)
     assert result.ok, [v.violated() for v in result.verdicts]
+
+
+def test_kv_groups_carry_the_first_groups_proofs_unless_told_not_to() -> None:
+    deployment = _deploy("mesh_mlo_2d_batch", (0, 8))
+    carried = verify_deployment(deployment)
+    assert carried.carried_from == (None, 0)
+    assert carried.verdicts[1].properties[0].certificate.startswith("as at cube_start 0")
+    checked = verify_deployment(deployment, reuse=False)
+    assert checked.carried_from == (None, None)
+    assert [[p.status for p in v.properties] for v in checked.verdicts] == \
+        [[p.status for p in v.properties] for v in carried.verdicts]
+
+
+def test_a_violated_launch_carries_nothing() -> None:
+    deployment = _deploy("mesh_mlo_2d_batch", (0, 8), wiring="cube_mesh")
+    result = verify_deployment(deployment)
+    assert result.carried_from == (None, None) and result.failing() == (0, 1)

@@ -82,15 +82,17 @@ def print_deployment_verdict(result: DeploymentVerdict, out: Console) -> None:
     props = [p.name for p in result.verdicts[0].properties]
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for head in ("launch", "cubes", "groups", *(_SHORT.get(p, p.value) for p in props),
-                 "min D", "seconds"):
+                 "min D", "seconds", "proofs"):
         table.add_column(head, justify="right" if head == "seconds" else "left")
-    for i, v in enumerate(result.verdicts):
+    carried = result.carried_from or (None,) * len(result.verdicts)
+    for i, (v, origin) in enumerate(zip(result.verdicts, carried, strict=True)):
         spec = v.launch
         statuses = [_GLYPH[p.status] for p in v.properties]
         depth = v.min_queue_depth
+        how = "checked" if origin is None else f"from {origin + 1}"
         table.add_row(str(i + 1), f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1}",
                       spec.groups.value, *statuses, "–" if depth is None else str(depth),
-                      f"{sum(p.seconds for p in v.properties):.2f}")
+                      f"{sum(p.seconds for p in v.properties):.2f}", how)
     out.print(table)
     sep = result.separation
     out.print(f"launch_separation: [{'green' if sep.ok else 'bold red'}]{sep.status.value}[/]"
@@ -106,6 +108,9 @@ def print_deployment_verdict(result: DeploymentVerdict, out: Console) -> None:
     if rest:
         out.print(f"\n{len(rest)} more launch(es) not proved: "
                   + ", ".join(str(i + 1) for i in rest) + " (see --json)", markup=False)
+    if any(c is not None for c in carried):
+        out.print("proofs from N: the launch's schedule is launch N's moved over the same "
+                  "links, so it has the same proofs (spec/deployments.md)", markup=False)
     total = sum(p.seconds for v in result.verdicts for p in v.properties) + sep.seconds
     out.print(f"{'proved' if result.ok else 'not proved'}: {len(result.verdicts)} launch(es), "
               f"{d.endpoints} endpoints, {total:.2f} s of checks", markup=False)

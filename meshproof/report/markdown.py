@@ -152,11 +152,13 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
             "*rel err* ‖out − ref‖/‖ref‖ against dense float64 attention · *steps* the "
             "longest chain of dependent hops · *latency* modelled with the assumed hardware "
             f"profile ({sweep.get('hardware_profile', 'default')}).", "",
-            "## Kernels", ""]
-    out += verdict_table(cases)
-    out += ["", "What each case shows:", ""]
-    for r in cases:
-        out.append(f"- `{r['name']}`: {r['why']}. Result: {_cell(_first_problem(r))}")
+            ]
+    if cases:
+        out += ["## Kernels", ""]
+        out += verdict_table(cases)
+        out += ["", "What each case shows:", ""]
+        for r in cases:
+            out.append(f"- `{r['name']}`: {r['why']}. Result: {_cell(_first_problem(r))}")
     if panels:
         out += ["", f"## GQA panels ({scale})", ""]
         out += verdict_table(panels)

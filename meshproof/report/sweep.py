@@ -22,9 +22,10 @@ from meshproof.gate.judge import Expectation, Numerics, judge
 from meshproof.gate.matrix import resolve_case
 from meshproof.gate.outcome import CaseOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.schedule import Schedule
-from meshproof.panels import SCALES
+from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, SCALES
 from meshproof.report.cases import (
     STEP_MESHES,
     VALIDATION_CASES,
@@ -33,6 +34,7 @@ from meshproof.report.cases import (
     scaling_cases,
     step_cases,
 )
+from meshproof.report.headline import headline_panels, headline_placements
 from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
@@ -52,6 +54,7 @@ class SweepOptions:
     scale: str = "validation"
     cases: tuple[ReportCase, ...] = VALIDATION_CASES
     panels: bool = True
+    placements: bool = True        # headline scale: every kernel at every placement
     scaling: bool = True
     step_meshes: tuple[tuple[int, int], ...] = STEP_MESHES
     diagrams: bool = True
@@ -63,7 +66,10 @@ class SweepOptions:
     def units(self) -> int:
         """How many progress steps `run_sweep` reports (for a progress bar's total)."""
         n = len(self.cases)
-        n += len(panel_cases(self.scale)) if self.panels else 0
+        if self.scale == "headline":
+            n += len(PANEL_NAMES) * self.panels + len(BUILTIN_KERNELS) * self.placements
+        else:
+            n += len(panel_cases(self.scale)) if self.panels else 0
         n += sum(len(scaling_cases(s)) for s in SCALES) if self.scaling else 0
         return n + len(step_cases(self.step_meshes))
 
@@ -186,7 +192,10 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         step(f"case {rc.name}")
         cases.append(run_report_case(rc, options, drawn))
     panels = []
-    if options.panels:
+    if options.panels and options.scale == "headline":
+        # every group of every panel at once (meshproof.deploy); no 512-rank diagrams
+        panels = headline_panels(options.pipeline, options.verify_config, step)
+    elif options.panels:
         for rc in panel_cases(options.scale):
             step(f"panel {rc.case.panel} ({options.scale})")
             panels.append(run_report_case(rc, options, drawn))
@@ -200,7 +209,7 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
                 scaling.append({"name": rc.name, "panel": rc.case.panel, "scale": scale,
                                 "h_q": dict(rc.case.args)["h_q"],
                                 "sim": _sim_only(rc, options)})
-    return {
+    sweep: dict[str, Any] = {
         "schema": SWEEP_SCHEMA,
         "meshproof_version": __version__,
         "scale": options.scale,
@@ -211,6 +220,11 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         "scaling": scaling,
         "steps_1d_vs_2d": _steps(options, step),
     }
+    if options.scale == "headline" and options.placements:
+        sweep["headline"] = {"system": HEADLINE_SYSTEM.shape_text, "placements":
+                             headline_placements(options.pipeline, options.verify_config,
+                                                 step)}
+    return sweep
 
 
 def _steps(options: SweepOptions, step: Progress) -> list[dict[str, Any]]:

@@ -1,0 +1,119 @@
+"""The headline report's runs (`meshproof report --scale headline`): the four panels as
+deployments (every group of the multi-user panels at once), and every built-in kernel at
+every placement on the headline system.
+
+A panel record has the sweep's panel shape (README tables and op-log figures read it),
+its properties summed over the launches (violated if any launch's is, unknown if any is
+undecided), plus the launches and launch_separation. Headline numerics are not simulated
+here: they are the simulation benchmark's (benchmarks/sim_scale.py, read by the page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from meshproof.deploy.deployment import build_deployment
+from meshproof.deploy.launches import panel_launches
+from meshproof.deploy.placements import PlacementSearch, search_placements
+from meshproof.deploy.simulate import simulate_deployment
+from meshproof.deploy.verify import DeploymentVerdict, verify_deployment
+from meshproof.gate.pipeline import Pipeline
+from meshproof.kernels import BUILTIN_KERNELS
+from meshproof.model.launch import LaunchOptions
+from meshproof.model.loader import resolve_kernel
+from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, get_panel
+from meshproof.sim.config import SimConfig
+from meshproof.verify.properties import Property, VerifyConfig
+from meshproof.verify.result import Status
+
+Progress = Callable[[str], None]
+# the sub-mesh kernels' table compares them placement by placement
+SUBMESH_KERNELS = ("mesh_mlo_2d", "mesh_mlo_2d_batch", "mesh_kv_snake",
+                   "mesh_mlo_2d_physical_rank")
+
+
+def _summed(result: DeploymentVerdict) -> list[dict[str, Any]]:
+    """Each property over every launch, as one verdict-table entry."""
+    out = []
+    for prop in Property:
+        per = [(i, v.property(prop)) for i, v in enumerate(result.verdicts)
+               if prop in {p.name for p in v.properties}]
+        if not per:
+            continue
+        statuses = {p.status for _, p in per}
+        status = Status.VIOLATED if Status.VIOLATED in statuses else \
+            Status.UNKNOWN if Status.UNKNOWN in statuses else Status.PROVED
+        i, first = next(((i, p) for i, p in per if p.status is status), per[0])
+        message = first.message if len(per) == 1 else \
+            f"every launch: {first.message}" if status is Status.PROVED else \
+            f"launch {i + 1}: {first.message}"
+        out.append({"name": prop.value, "status": status.value, "message": message})
+    return out
+
+
+def panel_record(name: str, scale: str, pipeline: Pipeline,
+                 config: VerifyConfig) -> dict[str, Any]:
+    panel = get_panel(name, scale)
+    listed = panel_launches(panel, scale)
+    deployment = build_deployment(listed.name, listed.launches, pipeline.tracer)
+    result = verify_deployment(deployment, config, pipeline.verifier)
+    together = simulate_deployment(deployment, SimConfig(numerics=False),
+                                   pipeline.simulator).together
+    timing = together.timing
+    depths = {v.min_queue_depth for v in result.verdicts}
+    return {
+        "name": f"panel_{name}", "kernel": panel.kernel, "why": panel.description,
+        "expect": "ok", "panel": name, "scale": scale,
+        "launch": deployment.schedules[0].launch.to_json(),
+        "active_ranks": sum(len(s.active) for s in deployment.schedules),
+        "endpoints": deployment.endpoints,
+        "busy_cubes": len({p.endpoint.cube for s in deployment.schedules for p in s.active}),
+        "launches": [{"cube_start": v.launch.cube_start, "cubes": v.launch.n_cubes,
+                      "ok": v.ok, "violated": [p.value for p in v.violated()],
+                      "min_queue_depth": v.min_queue_depth} for v in result.verdicts],
+        "separation": result.separation.to_json(timings=False),
+        "verdict": {"ok": result.ok, "properties": _summed(result),
+                    "min_queue_depth": max(depths) if None not in depths else None,
+                    "rendezvous": None},
+        "sim": {"op_log": together.op_log.to_json(), "ok": True,
+                "timing": {"latency_s": timing.latency_s, "comm_steps": timing.comm_steps}
+                if timing else None},
+        "healthy": result.ok, "as_expected": result.ok,
+    }
+
+
+def headline_panels(pipeline: Pipeline, config: VerifyConfig,
+                    progress: Progress) -> list[dict[str, Any]]:
+    out = []
+    for name in PANEL_NAMES:
+        progress(f"panel {name} (headline, every group)")
+        out.append(panel_record(name, "headline", pipeline, config))
+    return out
+
+
+def _placement_record(search: PlacementSearch, opts: LaunchOptions) -> dict[str, Any]:
+    first = search.rows[0].verdict.launch
+    return {"kernel": search.kernel, "wiring": first.wiring, "cubes": first.n_cubes,
+            "pes": first.pes,
+            "mesh": f"{first.arg('mesh_rows')}x{first.arg('mesh_cols')}"
+            if first.arg("mesh_rows") is not None else None,
+            "placements": len(search.rows), "legal": list(search.legal),
+            "relocated": search.relocated, "traced_how": search.traced_how,
+            "rows": [{"cube_start": r.cube_start, "cubes": r.cubes_text(), "ok": r.ok,
+                      "violated": list(r.violated), "message": r.message}
+                     for r in search.rows]}
+
+
+def headline_placements(pipeline: Pipeline, config: VerifyConfig,
+                        progress: Progress) -> list[dict[str, Any]]:
+    """Every built-in kernel on its natural launch (its default wiring, mesh or cubes and
+    validation shapes), at every cube_start of the headline system."""
+    out = []
+    for name in BUILTIN_KERNELS:
+        progress(f"placements {name} (headline system)")
+        ref = resolve_kernel(name)
+        opts = LaunchOptions(system=HEADLINE_SYSTEM)
+        search = search_placements(ref, opts, pipeline.tracer, pipeline.verifier, config)
+        out.append(_placement_record(search, opts))
+    return out
