@@ -11,6 +11,7 @@ here: they are the simulation benchmark's (benchmarks/sim_scale.py, read by the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from meshproof.deploy.deployment import build_deployment
@@ -20,7 +21,7 @@ from meshproof.deploy.simulate import simulate_deployment
 from meshproof.deploy.verify import DeploymentVerdict, verify_deployment
 from meshproof.gate.pipeline import Pipeline
 from meshproof.kernels import BUILTIN_KERNELS
-from meshproof.model.launch import LaunchOptions
+from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, get_panel
 from meshproof.sim.config import SimConfig
@@ -61,7 +62,8 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
     together = simulate_deployment(deployment, SimConfig(numerics=False),
                                    pipeline.simulator).together
     timing = together.timing
-    depths = {v.min_queue_depth for v in result.verdicts}
+    depths = [v.min_queue_depth for v in result.verdicts]
+    known = [d for d in depths if d is not None]
     return {
         "name": f"panel_{name}", "kernel": panel.kernel, "why": panel.description,
         "expect": "ok", "panel": name, "scale": scale,
@@ -74,7 +76,7 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
                       "min_queue_depth": v.min_queue_depth} for v in result.verdicts],
         "separation": result.separation.to_json(timings=False),
         "verdict": {"ok": result.ok, "properties": _summed(result),
-                    "min_queue_depth": max(depths) if None not in depths else None,
+                    "min_queue_depth": max(known) if len(known) == len(depths) else None,
                     "rendezvous": None},
         "sim": {"op_log": together.op_log.to_json(), "ok": True,
                 "timing": {"latency_s": timing.latency_s, "comm_steps": timing.comm_steps}
@@ -117,3 +119,40 @@ def headline_placements(pipeline: Pipeline, config: VerifyConfig,
         search = search_placements(ref, opts, pipeline.tracer, pipeline.verifier, config)
         out.append(_placement_record(search, opts))
     return out
+
+
+def _contrast(name: str, why: str, ref_name: str, opts: LaunchOptions, pipeline: Pipeline,
+              config: VerifyConfig) -> dict[str, Any]:
+    ref = resolve_kernel(ref_name)
+    schedule = pipeline.tracer(ref, build_launch(ref, opts))
+    verdict = pipeline.verifier(schedule, config)
+    first = next(p for p in verdict.properties if p.status is Status.VIOLATED) \
+        if not verdict.ok else None
+    diags = first.counterexample.diagnostics if first and first.counterexample else ()
+    return {"name": name, "why": why, "kernel": ref_name, "launch": schedule.launch.to_json(),
+            "violated": [p.value for p in verdict.violated()],
+            "summary": f"{first.name.value}: {first.message}" if first else "all proved",
+            "pes": sorted({d.endpoint.pe for d in diags if d.endpoint}),
+            "lines": sorted({str(d.source) for d in diags if d.source}),
+            "diagnostics": [d.format() for d in diags[:3]]}
+
+
+def headline_contrasts(pipeline: Pipeline, config: VerifyConfig,
+                       progress: Progress) -> list[dict[str, Any]]:
+    """What the headline panels avoid, shown rather than assumed: the B=8 kernel on the
+    cube_mesh install, and the 1D prefill line over a 2x4 kv group."""
+    progress("contrast: batch on batch on cube_mesh")
+    decode = get_panel("multi_user_decode", "headline")
+    b8 = _contrast("b8_on_cube_mesh", "the B=8 decode kernel on cube_mesh, which links PE 0 "
+                   "of each cube only (why the study's v1 silenced PEs 1-7)",
+                   decode.kernel, replace(decode.launch_options(), wiring="cube_mesh"),
+                   pipeline, config)
+    progress("contrast: the 1D prefill line over a 2x4 group")
+    prefill = get_panel("multi_user_prefill", "headline")
+    args = {k: v for k, v in prefill.args if k not in ("mesh_rows", "mesh_cols", "users")}
+    line = _contrast("line_over_2x4", "the 1D prefill line (mesh_kv) over the 8 cubes of a "
+                     "2x4 kv group: it runs off row 0 (cube 3 E, cube 4 W)", "mesh_kv",
+                     LaunchOptions(system=HEADLINE_SYSTEM, wiring="cube_mesh", cubes=8,
+                                   args=tuple(sorted({**args, "rank_axis": 1}.items()))),
+                     pipeline, config)
+    return [b8, line]

@@ -34,7 +34,11 @@ from meshproof.report.cases import (
     scaling_cases,
     step_cases,
 )
-from meshproof.report.headline import headline_panels, headline_placements
+from meshproof.report.headline import (
+    headline_contrasts,
+    headline_panels,
+    headline_placements,
+)
 from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
@@ -67,7 +71,8 @@ class SweepOptions:
         """How many progress steps `run_sweep` reports (for a progress bar's total)."""
         n = len(self.cases)
         if self.scale == "headline":
-            n += len(PANEL_NAMES) * self.panels + len(BUILTIN_KERNELS) * self.placements
+            n += len(PANEL_NAMES) * self.panels + \
+                (len(BUILTIN_KERNELS) + 2) * self.placements   # + the two contrasts
         else:
             n += len(panel_cases(self.scale)) if self.panels else 0
         n += sum(len(scaling_cases(s)) for s in SCALES) if self.scaling else 0
@@ -204,11 +209,11 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         # both scales: the timing model is cheap, and at validation shapes fixed per-op
         # overheads hide what more Q heads per cube cost
         for scale in SCALES:
-            for rc in scaling_cases(scale):
-                step(f"scaling {rc.name} ({scale})")
-                scaling.append({"name": rc.name, "panel": rc.case.panel, "scale": scale,
-                                "h_q": dict(rc.case.args)["h_q"],
-                                "sim": _sim_only(rc, options)})
+            for sc in scaling_cases(scale):
+                step(f"scaling {sc.case.name} ({scale})")
+                scaling.append({"name": sc.case.name, "panel": sc.panel, "scale": scale,
+                                "h_q": sc.h_q, "users": sc.users,
+                                "sim": _sim_only(sc.case, options)})
     sweep: dict[str, Any] = {
         "schema": SWEEP_SCHEMA,
         "meshproof_version": __version__,
@@ -221,9 +226,10 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         "steps_1d_vs_2d": _steps(options, step),
     }
     if options.scale == "headline" and options.placements:
-        sweep["headline"] = {"system": HEADLINE_SYSTEM.shape_text, "placements":
-                             headline_placements(options.pipeline, options.verify_config,
-                                                 step)}
+        sweep["headline"] = {
+            "system": HEADLINE_SYSTEM.shape_text,
+            "contrasts": headline_contrasts(options.pipeline, options.verify_config, step),
+            "placements": headline_placements(options.pipeline, options.verify_config, step)}
     return sweep
 
 
