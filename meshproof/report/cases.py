@@ -62,8 +62,18 @@ VALIDATION_CASES: tuple[ReportCase, ...] = (
     _case("mesh_mlo_2d_2x4_at8", "mesh_mlo_2d",
           "the same 2D kernel on the second 2x4 sub-mesh (cube_start 8): subtracts cube_start",
           mesh="2x4", wiring="cube_mesh", cube_start=8),
+    _case("mesh_mlo_2d_batch", "mesh_mlo_2d_batch",
+          "batch on batch (B=8): PE p of every cube serves user p, each user's 2D all-reduce "
+          "over the PEs p of a 2x4 sub-mesh (cube_mesh_all_pes)"),
+    _case("mesh_mlo_2d_batch_on_cube_mesh", "mesh_mlo_2d_batch",
+          "the same kernel on cube_mesh, which links PE 0 only: PEs 1-7 use links that do "
+          "not exist (why the study's v1 silenced them)", DL, DF, EOM, AE,
+          wiring="cube_mesh"),
     _case("ring_mlo", "ring_mlo", "closed-ring all-reduce over the 8-PE ring of one cube"),
     _case("mesh_kv", "mesh_kv", "prefill: KV slices circulate both ways along the 8-PE line"),
+    _case("mesh_kv_snake", "mesh_kv_snake",
+          "8-cube prefill on a 2x4 sub-mesh: KV slices circulate along a snake (E along row "
+          "0, S, W along row 1)"),
     _case("mesh_mlo_1d_8cubes", "mesh_mlo_1d",
           "the 1D kernel over 8 cubes of a 4x4 SIP: cube 3 has no E link, cube 4 no W "
           "(IpcqInvalidDirection)", DL, DF, EOM, AE,
