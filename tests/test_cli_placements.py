@@ -28,12 +28,13 @@ def test_json_golden_physical_rank(run_cli: RunCli, golden: Golden) -> None:
 
 
 def test_no_legal_placement_exits_1(run_cli: RunCli) -> None:
-    res = run_cli(["placements", "mesh_mlo_2d_batch", "--mesh", "2x4", "--wiring",
-                   "cube_mesh", *SHAPES])
+    # batch on batch over 2 users on cube_mesh: PE 1 has no inter-cube link anywhere
+    args = ["placements", "mesh_mlo_2d_batch", "--mesh", "2x4", "--wiring", "cube_mesh",
+            "--pes", "2", *SHAPES]
+    res = run_cli(args)
     assert res.code == 1
     assert res.out.splitlines()[-1] == "legal at cube_start none (0 of 9)"
-    doc = json.loads(run_cli(["placements", "mesh_mlo_2d_batch", "--mesh", "2x4", "--wiring",
-                              "cube_mesh", *SHAPES, "--json"]).out)
+    doc = json.loads(run_cli([*args, "--json"]).out)
     assert doc["placements"][0]["message"].startswith(
         "direction_legality: meshproof/kernels/mesh_mlo.py:53: rank (cube 0, pe 1): error: "
         "send E uses a link the wiring does not have (IpcqInvalidDirection): cube_mesh links "

@@ -13,7 +13,6 @@ from meshproof.cli.options import current_pipeline
 from meshproof.exitcodes import ExitCode
 from meshproof.panels import SCALES
 from meshproof.report.api import write_report
-from meshproof.report.cases import VALIDATION_CASES
 from meshproof.report.sweep import SweepOptions
 
 
@@ -34,10 +33,7 @@ def report_cmd(out_dir: Path | None, fast: bool, scale: str) -> int:
     if fast:
         outcome = write_report(out, scale=scale, fast=True)
     else:
-        # headline: the panels at the study's shapes and the placement search; the
-        # kernels' own cases are the validation report's
-        options = SweepOptions(scale=scale, pipeline=current_pipeline(),
-                               cases=VALIDATION_CASES if scale == "validation" else ())
+        options = SweepOptions(scale=scale, pipeline=current_pipeline())
         with Progress(TextColumn("[bold]report[/bold]"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not sys.stderr.isatty()) as bar:

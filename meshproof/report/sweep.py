@@ -56,7 +56,9 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class SweepOptions:
     scale: str = "validation"
-    cases: tuple[ReportCase, ...] = VALIDATION_CASES
+    # None: the scale's own (the kernels' cases at validation scale; at headline scale the
+    # panels and the placement search, the kernels' cases being the validation report's)
+    cases: tuple[ReportCase, ...] | None = None
     panels: bool = True
     placements: bool = True        # headline scale: every kernel at every placement
     scaling: bool = True
@@ -67,9 +69,16 @@ class SweepOptions:
     seed: int = 0
     pipeline: Pipeline = field(default_factory=Pipeline)
 
+    @property
+    def runs(self) -> tuple[ReportCase, ...]:
+        """The kernel cases this sweep runs."""
+        if self.cases is not None:
+            return self.cases
+        return VALIDATION_CASES if self.scale == "validation" else ()
+
     def units(self) -> int:
         """How many progress steps `run_sweep` reports (for a progress bar's total)."""
-        n = len(self.cases)
+        n = len(self.runs)
         if self.scale == "headline":
             n += len(PANEL_NAMES) * self.panels + \
                 (len(BUILTIN_KERNELS) + 2) * self.placements   # + the two contrasts
@@ -193,7 +202,7 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
 
     drawn = diagram_dir if options.diagrams else None
     cases = []
-    for rc in options.cases:
+    for rc in options.runs:
         step(f"case {rc.name}")
         cases.append(run_report_case(rc, options, drawn))
     panels = []
