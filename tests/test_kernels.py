@@ -97,3 +97,22 @@ def test_fewer_users_than_pes_leave_the_other_pes_silent() -> None:
     schedule = trace_kernel("mesh_mlo_2d_batch", args=(("users", 3),))
     assert sorted({p.endpoint.pe for p in schedule.active}) == [0, 1, 2]
     assert verify_kernel("mesh_mlo_2d_batch", args=(("users", 3),)).ok
+
+
+def test_one_wrong_user_is_caught_and_only_that_user() -> None:
+    from helpers import kernel_spec
+
+    from meshproof.model.schedule import GroupMode as G
+
+    options = {"mesh": "2x4", "wiring": "cube_mesh_all_pes", "groups": G.PE,
+               "args": (("S_q", 1), ("S_kv_per_rank", 16), ("h_q", 2), ("h_kv", 1),
+                        ("d_head", 8))}
+    kernel = kernel_spec("batch_probes.py::user_three_skips_the_columns")
+    verdict = verify_kernel(kernel, **options)
+    merge = verdict.property(Property.EXACTLY_ONCE_MERGE)
+    assert merge.status is Status.VIOLATED and merge.counterexample is not None
+    assert {d.endpoint.pe for d in merge.counterexample.diagnostics if d.endpoint} == {3}
+    result = simulate(trace_kernel(kernel, **options))
+    assert result.numeric is not None and not result.numeric.ok
+    bad = {r.endpoint.pe for r in result.numeric.per_rank if not r.ok}
+    assert bad == {3} and len(result.numeric.per_rank) == 64

@@ -172,7 +172,7 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
         for r in cases:
             out.append(f"- `{r['name']}`: {r['why']}. Result: {_cell(_first_problem(r))}")
     if panels:
-        out += ["", f"## GQA panels ({scale})", ""]
+        out += ["", f"## GQA panels ({scale})", ""] if cases else [f"## GQA panels ({scale})", ""]
         out += verdict_table(panels)
         out += ["", "Op log per panel:", ""]
         out += op_log_table(panels)
