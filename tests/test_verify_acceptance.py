@@ -304,6 +304,6 @@ def test_seed_kernel_cli(run_cli: Run, seeds_dir: Path) -> None:
     args = [a for name, value in SEED_ARGS for a in ("--arg", f"{name}={value}")]
     r = run_cli(["verify", f"{rel}::attention_mesh_mlo_kernel", *args, "--queue-depth", "3"])
     assert r.code == 1, r.out + r.err
-    assert "attention_mesh_mlo.py:111 divides it again" in r.out
+    assert "line 111 divides by ℓ again" in r.out
     r2 = run_cli(["verify", f"{rel}::attention_mesh_mlo_kernel", *args, "--queue-depth", "2"])
     assert r2.code == 1

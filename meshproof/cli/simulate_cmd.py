@@ -14,9 +14,11 @@ from meshproof.cli.options import (
     resolve_launches,
 )
 from meshproof.exitcodes import ExitCode
-from meshproof.gate.pipeline import run_case
+from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
+from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
+from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import dumps
 from meshproof.sim.config import SimConfig
 from meshproof.sim.inputs import InputKind
@@ -93,11 +95,30 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     if perfetto_path is not None and result.run is not None:
         write_trace(perfetto_path, perfetto_trace(schedule, derive_channels(schedule),
                                                   result.run))
+    why = _explanation(outcome, schedule, pipeline)
     if as_json:
-        click.echo(dumps(result.to_json()), nl=False)
+        doc = result.to_json()
+        if doc.get("numeric") is not None:
+            doc["numeric"]["explained_by"] = why
+        click.echo(dumps(doc), nl=False)
     else:
         _print_table(result, perfetto_path)
+        if why:
+            click.echo(f"  explained by {why}")
     return result.exit_code
+
+
+def _explanation(outcome: CaseOutcome, schedule: Schedule, pipeline: Pipeline) -> str:
+    """For an out-of-tolerance run: the static property that explains it (the semantic
+    properties are verified here, only then), or '' when none does."""
+    sim = outcome.simulation
+    if sim is None or sim.numeric is None or sim.numeric.ok:
+        return ""
+    verdict = outcome.verdict or pipeline.verifier(
+        schedule, VerifyConfig(queue_depth=schedule.launch.queue_depth,
+                               only=frozenset(EXPLAINERS)))
+    numeric = explain(NumericOutcome.of(sim, ""), verdict, sim)
+    return numeric.explained_by if numeric is not None else ""
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:

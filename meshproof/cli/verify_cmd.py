@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from meshproof.cli.options import (
     resolve_launch,
     resolve_launches,
 )
+from meshproof.errors import OptionError
 from meshproof.gate.pipeline import run_case
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
@@ -100,11 +102,16 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               default=None, help="Write the schedule diagram (.dot, .svg or .png).")
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
+@click.option("--input-bound", "input_bound", type=float, default=16.0, show_default=True,
+              help="numeric_safety's assumption: every input element has |x| <= this.")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, smt2_path: Path | None,
-               **opts: Any) -> int:
-    """Prove direction legality, launch confinement, channel matching, deadlock freedom
-    and exactly-once merging of KERNEL, or show counterexamples at the kernel's lines."""
+               input_bound: float, **opts: Any) -> int:
+    """Prove direction legality, launch confinement, channel matching, deadlock freedom,
+    exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
+    counterexamples at the kernel's lines."""
+    if not (math.isfinite(input_bound) and input_bound > 0):
+        raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
@@ -119,12 +126,13 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
 
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path})
         return verify_launches(listed, current_pipeline(), VerifyConfig(
-            timeout_s=timeout_s, only=only_props, skip=skip_props), as_json, not no_timings,
-            console())
+            timeout_s=timeout_s, only=only_props, skip=skip_props, input_bound=input_bound),
+            as_json, not no_timings, console())
     kernel, launch = resolve_launch(**opts)
     pipeline = current_pipeline()
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
-                          keep_smt2=smt2_path is not None, only=only_props, skip=skip_props)
+                          keep_smt2=smt2_path is not None, only=only_props, skip=skip_props,
+                          input_bound=input_bound)
     outcome = run_case(kernel, launch, simulate=False, verify_config=config,
                        tracer=pipeline.tracer, verifier=pipeline.verifier,
                        simulator=pipeline.simulator)

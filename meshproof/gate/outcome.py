@@ -8,12 +8,13 @@ that draw or print them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from meshproof.errors import InternalError
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import Property
-from meshproof.verify.result import PropertyResult, Status, Verdict
+from meshproof.verify.result import NumericResult, PropertyResult, Status, Verdict
 
 if TYPE_CHECKING:
     from meshproof.sim.result import SimResult
@@ -72,6 +73,7 @@ class NumericOutcome:
     max_abs_err: float | None
     tolerance: float | None
     message: str = ""
+    explained_by: str = ""       # the static property that explains an out-of-tolerance run
 
     @staticmethod
     def of(simulation: SimResult | None, refused: str) -> NumericOutcome | None:
@@ -87,19 +89,62 @@ class NumericOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "rel_err": self.rel_err, "max_abs_err": self.max_abs_err,
-                "tolerance": self.tolerance, "message": self.message}
+                "tolerance": self.tolerance, "message": self.message,
+                "explained_by": self.explained_by}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> NumericOutcome:
         return NumericOutcome(bool(data["ok"]), data["rel_err"], data["max_abs_err"],
-                              data["tolerance"], str(data["message"]))
+                              data["tolerance"], str(data["message"]),
+                              str(data.get("explained_by", "")))
 
     def text(self) -> str:
+        why = f"; explained by {self.explained_by}" if self.explained_by else ""
         if self.message:
-            return self.message
+            return self.message + why
         return (f"numerics {'in' if self.ok else 'out of'} tolerance: rel_err "
                 f"{_g(self.rel_err)} (tolerance {_g(self.tolerance)}), max_abs_err "
-                f"{_g(self.max_abs_err)}")
+                f"{_g(self.max_abs_err)}{why}")
+
+
+# An out-of-tolerance run is explained by the first of these that is violated.
+EXPLAINERS = (Property.ATTENTION_EQUIVALENCE, Property.EXACTLY_ONCE_MERGE,
+              Property.NUMERIC_SAFETY, Property.DEADLOCK_FREEDOM, Property.CHANNEL_MATCHING,
+              Property.LAUNCH_CONFINEMENT, Property.DIRECTION_LEGALITY)
+
+
+def explain(numeric: NumericOutcome | None, verdict: Verdict | None,
+            simulation: SimResult | None) -> NumericOutcome | None:
+    """Name the static property behind an out-of-tolerance run, and cross-check a run
+    whose math is proved: its error must stay under the proved rounding bound."""
+    if numeric is None or verdict is None:
+        return numeric
+    by = {p.name: p for p in verdict.properties}
+    if not numeric.ok:
+        for name in EXPLAINERS:
+            p = by.get(name)
+            if p is not None and p.status is Status.VIOLATED:
+                return replace(numeric, explained_by=f"{name.value}: {p.message}")
+    _cross_check(numeric, by, simulation)
+    return numeric
+
+
+def _cross_check(numeric: NumericOutcome, by: dict[Property, PropertyResult],
+                 simulation: SimResult | None) -> None:
+    ae, ns = by.get(Property.ATTENTION_EQUIVALENCE), by.get(Property.NUMERIC_SAFETY)
+    if not (ae and ns and ae.status is Status.PROVED and ns.status is Status.PROVED and
+            isinstance(ns, NumericResult) and ns.error_bound is not None and
+            numeric.max_abs_err is not None and simulation is not None and
+            simulation.numeric is not None and simulation.numeric.inputs in ("normal",
+                                                                             "uniform")):
+        return
+    limit = ns.error_bound * ns.input_bound + (ns.error_floor or 0.0)
+    if numeric.max_abs_err > limit:
+        raise InternalError(
+            f"the simulator's error {numeric.max_abs_err:.3g} exceeds the rounding bound "
+            f"{limit:.3g} that numeric_safety proved for this kernel, whose outputs "
+            "attention_equivalence proved equal to attention: the simulator and the proofs "
+            "disagree")
 
 
 def _g(value: float | None) -> str:
@@ -130,7 +175,9 @@ class CaseOutcome:
     def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
            refused: str, *, numerics: bool) -> CaseOutcome:
         props = tuple(PropertyOutcome.of(p) for p in verdict.properties) if verdict else ()
-        return CaseOutcome(props, NumericOutcome.of(simulation, refused) if numerics else None,
+        numeric = explain(NumericOutcome.of(simulation, refused), verdict, simulation) \
+            if numerics else None
+        return CaseOutcome(props, numeric,
                            verdict.min_queue_depth if verdict else None,
                            verdict.rendezvous if verdict else None,
                            verdict.skipped if verdict else (), False, refused, schedule,

@@ -149,6 +149,14 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
                     "head counts) with --arg, or skip the numerics (`meshproof simulate "
                     "--no-numerics`)") from None
             t3 = time.perf_counter()
+            if not any(role.checked for role in layout.roles):
+                # no rank of this attention problem stores an output: nothing holds it
+                for g in members:
+                    first = schedule.programs[groups[g].ranks[0]].endpoint
+                    per_rank.append(RankNumeric(
+                        first, g, None, None, 0, False,
+                        f"no rank of this attention problem stores "
+                        f"{', '.join(schedule.launch.outputs)}"))
             for pos, role in enumerate(layout.roles):
                 if not role.checked:
                     continue
@@ -180,7 +188,7 @@ def _compare(endpoint: Endpoint, group: int, got: F32, want: npt.NDArray[np.floa
     n = int(want.size)
     if not stores:
         return RankNumeric(endpoint, group, None, None, n, False,
-                           f"never stores {output} although it holds a KV shard")
+                           f"never stores {output} although it holds query rows")
     g64 = got.astype(np.float64)
     bad = int(np.count_nonzero(~np.isfinite(g64)))
     if bad:

@@ -129,10 +129,12 @@ def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> Gro
     shard_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if ld & sharded]
     q_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if Q_PTR in ld]
     roles = []
-    for r, ld, st in zip(group.ranks, loads, stores, strict=True):
+    for r, st in zip(group.ranks, stores, strict=True):
         shard = shard_ranks.index(r) if r in shard_ranks else None
         q_block = q_ranks.index(r) if shape.harness is Harness.PREFILL and r in q_ranks else None
-        roles.append(RankRole(r, shard, q_block, st or bool(ld & sharded)))
+        # checked as the verifier judges (spec/semantics.md §1): a rank that stores an
+        # output, and with prefill a rank holding query rows (only it computes them)
+        roles.append(RankRole(r, shard, q_block, st or q_block is not None))
     return GroupLayout(tuple(roles), max(1, len(shard_ranks)), max(1, len(q_ranks)), shape)
 
 

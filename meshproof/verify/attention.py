@@ -74,11 +74,11 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
             f"({_ranks(schedule, a, g)}) never writes {', '.join(a.problem.outputs)}",
             Counterexample(f"group {g} stores no output", (), AttentionDetails(None, 0)),
             time.perf_counter() - start, CERTIFICATE)
-    lost = [o for o in bad if o.opaque is not None and o.opaque.lost]
+    lost = [o for o in bad if (o.opaque is not None and o.opaque.lost) or o.misplaced]
     if lost:
         return _lost(schedule, a, lost, start)
     witness = find_witness(schedule, table, a.problem,
-                           [(o.rank, o.store) for o in bad[:MAX_WITNESS_STORES]])
+                           [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
     first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
                                                 o.store.index == witness.store.index)
     diags = _diagnostics(schedule, a, first, witness)
@@ -102,14 +102,27 @@ def _lost(schedule: Schedule, a: Analysis, lost: list[OutputResult],
     the rank blocks at that recv."""
     diags = []
     for o in lost[:8]:
-        assert o.opaque is not None
         ep = schedule.programs[o.rank].endpoint
+        if o.opaque is None:
+            diags.append(Diagnostic(
+                f"the store here {o.verdict.reasons[0]}: whatever the inputs, the output "
+                "buffer's elements are not the ones written", Role.DEPARTURE, o.store.source,
+                ep, o.store.index, OpKind.STORE))
+            continue
         diags.append(Diagnostic(
             f"the output stored here waits on a message that never arrives "
             f"({o.opaque.op.source}: {o.opaque.reason}): the rank blocks there, so the "
             "output is never written, whatever the inputs", Role.DEPARTURE, o.store.source,
             ep, o.store.index, OpKind.STORE))
-    summary = f"{len(lost)} stored output(s) depend on messages that never arrive"
+    waiting = sum(1 for o in lost if o.opaque is not None)
+    if waiting == len(lost):
+        summary = f"{len(lost)} stored output(s) depend on messages that never arrive"
+    elif waiting == 0:
+        summary = f"{len(lost)} store(s) land outside the output buffer the harness reads"
+    else:
+        summary = (f"{len(lost)} stored output(s) are never written where the harness reads "
+                   f"them ({waiting} wait on messages that never arrive, {len(lost) - waiting} "
+                   "store outside the output buffer)")
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags),
                                          AttentionDetails(None, len(lost))),

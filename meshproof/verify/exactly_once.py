@@ -31,7 +31,6 @@ from meshproof.verify.semantics import shared_semantics
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.judge import Counts, count_rows
-from meshproof.verify.semantics.layouts import Value
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
@@ -143,11 +142,11 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
             f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
                              f"outside the rules ({out.opaque.op.source}: {out.opaque.reason})")
         return
-    arg = out.store.args[0]
-    assert isinstance(arg, ValueRef)
-    value = a.interp.values[(out.rank, arg.id)]
-    assert isinstance(value, Value)
-    c = count_rows(value.form, a.problem, a.problem.group_of[out.rank])
+    if out.form is None:
+        f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value that "
+                         f"cannot be placed in the output ({'; '.join(out.verdict.reasons)})")
+        return
+    c = count_rows(out.form, a.problem, a.problem.group_of[out.rank])
     if c.foreign:
         f.add(Diagnostic("the stored output counts keys of another attention problem "
                          "(another group's KV)", Role.MERGE, *where))
@@ -155,6 +154,10 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
         f.add(Diagnostic("the stored output applies the weights of one key row to V of "
                          "another row: weights and values of different shards", Role.MERGE,
                          *where))
+    if c.no_denominator:
+        f.add(Diagnostic("the output is not divided by one softmax denominator ℓ (never "
+                         "divided, or partials divided separately): no key row is merged "
+                         "into a denominator", Role.MERGE, *where))
     bad = _bad_runs(c)
     if not bad:
         return

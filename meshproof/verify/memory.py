@@ -68,6 +68,8 @@ class _Buffer:
 class RankMemory:
     loads: dict[int, LoadSource]   # op index of every load that reads stored elements
     live_stores: frozenset[int]    # op indices of the stores that still hold elements
+    # per store op index: the element ranges [lo, hi) of its buffer it still holds at the end
+    live_ranges: dict[int, tuple[tuple[int, int], ...]]
 
 
 def rank_memory(program: RankProgram) -> RankMemory:
@@ -86,4 +88,8 @@ def rank_memory(program: RankProgram) -> RankMemory:
             if source.writers:
                 loads[op.index] = source
     live = frozenset(w.index for buf in buffers.values() for w in buf.writers)
-    return RankMemory(loads, live)
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for buf in buffers.values():
+        for lo, hi, w in zip(buf.starts, buf.ends, buf.writers, strict=True):
+            ranges.setdefault(w.index, []).append((lo, hi))
+    return RankMemory(loads, live, {k: tuple(v) for k, v in ranges.items()})

@@ -36,12 +36,12 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
     schedule, table, input_bound = ctx.schedule, ctx.channels, ctx.config.input_bound
     sem = ctx.shared(shared_semantics)
-    bound: list[float | None] = [None]
+    bound: list[float | None] = [None, None]
 
     def result(status: Status, message: str, cex: Counterexample | None = None
                ) -> PropertyResult:
         return NumericResult(NAME, status, message, cex, time.perf_counter() - start,
-                             CERTIFICATE, input_bound, bound[0])
+                             CERTIFICATE, input_bound, bound[0], bound[1])
 
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
@@ -68,9 +68,10 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     etas = output_error_bounds(a.interp, [(o.rank, o.store) for o in a.outputs], input_bound)
     known = [e for e in etas if e is not None]
     if known and len(known) == len(etas):
-        bound[0] = max(known)
+        bound[0] = max(e.eta for e in known)
+        bound[1] = max(e.tau for e in known)
         extra += (f"; first-order rounding bound of the outputs: |computed - exact| <= "
-                  f"{bound[0]:.3g}·max|V|")
+                  f"{bound[0]:.3g}·max|V| + {bound[1]:.2g}")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "
@@ -97,7 +98,7 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
             if op.out is None:
                 continue
             res = interp.result(r, op.out)
-            if isinstance(res, Opaque) and "inf" in res.reason and res.op is op and \
+            if isinstance(res, Opaque) and res.op is op and _undefined(res.reason) and \
                     str(op.source) not in seen:
                 seen.add(str(op.source))
                 out.append(Finding(Hazard.EMPTY_PARTIAL, r, op,
@@ -105,6 +106,15 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
                                    f"{op.kind.value} {res.reason} (FlashInfer #4051: guard "
                                    "the max of an empty partial)"))
     return out
+
+
+_UNDEFINED = ("inf", "divides by zero", "log of a constant <= 0", "nan", "undefined")
+
+
+def _undefined(reason: str) -> bool:
+    """An opaque value that is undefined on the machine (inf - inf, 0/0, log 0), not merely
+    outside the algebra."""
+    return any(word in reason for word in _UNDEFINED)
 
 
 def _names(schedule: Schedule, ranks: frozenset[int]) -> str:

@@ -286,13 +286,16 @@ class NumericResult(PropertyResult):
     rounding-error bound (|computed - exact| <= error_bound * max|V|), when known."""
 
     input_bound: float = 16.0
-    error_bound: float | None = None
+    error_bound: float | None = None     # η: relative to max|V|
+    error_floor: float | None = None     # τ: absolute (roundings of subnormal values)
 
     def to_json(self) -> dict[str, Any]:
         out = PropertyResult.to_json(self)
         out["input_bound"] = self.input_bound
         out["error_bound"] = float(f"{self.error_bound:.4g}") \
             if self.error_bound is not None else None
+        out["error_floor"] = float(f"{self.error_floor:.4g}") \
+            if self.error_floor is not None else None
         return out
 
 

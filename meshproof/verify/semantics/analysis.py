@@ -7,16 +7,19 @@ numeric_safety (exp arguments, magnitudes, empty partials).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import Aff, unify_axis
 from meshproof.verify.semantics.interp import Interpreter, Opaque, output_coords
 from meshproof.verify.semantics.judge import Shape, Verdict, compare, decompose
-from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.layouts import Value, read
+from meshproof.verify.semantics.terms import Poly
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,10 @@ class OutputResult:
     verdict: Verdict
     shape: Shape | None          # None when the stored value is opaque
     opaque: Opaque | None = None
+    misplaced: bool = False      # it writes outside the output buffer
+    form: Poly | None = None     # the judged form (of the live part of the store)
+    live: tuple[int, int] | None = None   # the elements still held, when a later store
+                                          # rewrote the rest
 
 
 _RELEVANT = {
@@ -73,7 +80,8 @@ class Analysis:
             first = next((e for e in events if e.kind is Departure.OPAQUE), None)
             op = result.opaque.op
             return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
-                                   f"{op.source}: {op.kind.value} {result.opaque.reason}")]
+                                   f"line {op.source.line}: tl.{op.kind.value} "
+                                   f"{result.opaque.reason}")]
         wanted: list[Departure] = []
         for reason in result.verdict.reasons:
             for word, kinds in _RELEVANT.items():
@@ -92,15 +100,34 @@ class Analysis:
                 continue
             shown.add(sig)
             if e.kind is Departure.SCALE:
-                e = Event(e.kind, e.rank, e.op, f"{e.message}; the reference scale is "
+                e = Event(e.kind, e.rank, e.op, f"{e.message}; the reference uses "
                           f"{self.problem.scale:.6g} ({self.problem.scale_source})", e.value)
             out.append(e)
-        return out[:MAX_EXPLAINED]
+        return _one_sided(out)[:MAX_EXPLAINED]
 
 
-def _coords_for(interp: Interpreter, rank: int, store: Op, value: Value
+def _one_sided(events: list[Event]) -> list[Event]:
+    """'the received ℓ is scaled by 2 at line 40' gains ', its o is not' when only one of
+    ℓ and o is weighted at that line."""
+    weighted: dict[tuple[int, float], set[str]] = {}
+    for e in events:
+        if e.kind is Departure.WEIGHTED:
+            what = "ℓ" if "ℓ" in e.message.split(" is scaled")[0] else \
+                "o" if " o is" in e.message else ""
+            weighted.setdefault((e.op.source.line, e.value), set()).add(what)
+    out = []
+    for e in events:
+        kinds = weighted.get((e.op.source.line, e.value), set())
+        if e.kind is Departure.WEIGHTED and len(kinds) == 1 and kinds <= {"ℓ", "o"}:
+            other = "o" if kinds == {"ℓ"} else "ℓ"
+            e = Event(e.kind, e.rank, e.op, f"{e.message}, its {other} is not", e.value)
+        out.append(e)
+    return out
+
+
+def _coords_for(interp: Interpreter, rank: int, offset: int, value: Value
                 ) -> tuple[Value, tuple[Aff, Aff, Aff]] | str:
-    placed = output_coords(interp.problem, rank, store.offset, store.shape, interp.src)
+    placed = output_coords(interp.problem, rank, offset, value.layout.shape, interp.src)
     if isinstance(placed, str):
         return placed
     layout, coords = placed
@@ -134,16 +161,39 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analys
             if isinstance(res, Opaque):
                 outputs.append(OutputResult(r, op, Verdict(False, (res.reason,)), None, res))
                 continue
-            placed = _coords_for(interp, r, op, res)
-            if isinstance(placed, str):
-                outputs.append(OutputResult(r, op, Verdict(False, (placed,)), None))
-                continue
-            value, coords = placed
-            sizes = {d.id: d.size for d in value.layout.digits}
-            verdict = compare(value.form, problem, problem.group_of[r], coords, sizes)
-            outputs.append(OutputResult(r, op, verdict, decompose(value.form)))
+            outputs.extend(_judge_store(interp, r, op, res, memory.live_ranges[op.index]))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
     return Analysis(problem, tuple(outputs), interp, silent, _unwritten(schedule, problem))
+
+
+def _judge_store(interp: Interpreter, rank: int, store: Op, value: Value,
+                 live: tuple[tuple[int, int], ...]) -> list[OutputResult]:
+    """A store judged on what it still holds: whole, or each range a later store left."""
+    size = math.prod(store.shape)
+    parts: list[tuple[int, Value | str, tuple[int, int] | None]] = []
+    if live == ((store.offset, store.offset + size),):
+        parts.append((store.offset, value, None))
+    else:
+        for lo, hi in live:
+            try:
+                parts.append((lo, read(value, lo - store.offset, (hi - lo,), interp.src),
+                              (lo, hi)))
+            except NotModelled as exc:
+                parts.append((lo, f"keeps elements {lo}..{hi - 1} that {exc}", (lo, hi)))
+    out = []
+    problem = interp.problem
+    for offset, part, rows in parts:
+        placed = _coords_for(interp, rank, offset, part) if isinstance(part, Value) else part
+        if isinstance(placed, str):
+            out.append(OutputResult(rank, store, Verdict(False, (placed,)), None,
+                                    misplaced="beyond the end" in placed, live=rows))
+            continue
+        judged, coords = placed
+        sizes = {d.id: d.size for d in judged.layout.digits}
+        verdict = compare(judged.form, problem, problem.group_of[rank], coords, sizes)
+        out.append(OutputResult(rank, store, verdict, decompose(judged.form), None, False,
+                                judged.form, rows))
+    return out
 
 
 def _unwritten(schedule: Schedule, problem: Problem

@@ -26,9 +26,14 @@ from meshproof.verify.semantics.index import BOUND
 from meshproof.verify.semantics.interp import Interpreter, Opaque
 from meshproof.verify.semantics.judge import decompose
 from meshproof.verify.semantics.layouts import Value
-from meshproof.verify.semantics.order import at_least_one, nonpositive, ratio_at_most_one
+from meshproof.verify.semantics.order import (
+    at_least_one,
+    log_exponent,
+    nonpositive,
+    ratio_at_most_one,
+)
 from meshproof.verify.semantics.scalars import Pieces, Ranges
-from meshproof.verify.semantics.terms import QK, Input, Lin, Log, Max, Poly, Pos, Scrambled
+from meshproof.verify.semantics.terms import QK, Body, Input, Lin, Log, Max, Poly, Pos, Scrambled
 from meshproof.verify.semantics.witness import FLOAT64, Inputs, NumericEval
 
 DEFAULT_INPUT_BOUND = 16.0
@@ -59,36 +64,62 @@ class Safety:
     narrow_checked: int = 0
 
 
-def _lin_bound(lin: Lin, b: float, d: int, depth: int = 0) -> float | None:
+Interval = tuple[float, float]
+
+
+def _lin_interval(lin: Lin, b: float, d: int, depth: int = 0) -> Interval | None:
+    """[lo, hi] of a linear form for every input with |x| <= b (None: unbounded)."""
     if lin.infinite:
         return None
-    total = abs(float(lin.const))
+    lo = hi = float(lin.const)
     for atom, c in lin.coeffs:
-        ab = _atom_bound(atom, b, d, depth)
-        if ab is None:
+        iv = _atom_interval(atom, b, d, depth)
+        if iv is None:
             return None
-        total += abs(float(c)) * ab
-    return total
+        k = float(c)
+        lo, hi = (lo + k * iv[0], hi + k * iv[1]) if k >= 0 else \
+            (lo + k * iv[1], hi + k * iv[0])
+    return lo, hi
 
 
-def _atom_bound(atom: object, b: float, d: int, depth: int) -> float | None:
+def _lin_bound(lin: Lin, b: float, d: int, depth: int = 0) -> float | None:
+    iv = _lin_interval(lin, b, d, depth)
+    return None if iv is None else max(abs(iv[0]), abs(iv[1]))
+
+
+def _atom_interval(atom: object, b: float, d: int, depth: int) -> Interval | None:
     if depth > 8:
         return None
     if isinstance(atom, Input):
-        return b
+        return -b, b
     if isinstance(atom, QK):
-        return d * b * b
+        return -d * b * b, d * b * b
     if isinstance(atom, Scrambled):
-        return None if atom.bound is None else atom.bound * b * b
+        return None if atom.bound is None else (-atom.bound * b * b, atom.bound * b * b)
     if isinstance(atom, Max):
-        bounds = [_lin_bound(e.body, b, d, depth + 1) for e in atom.elems]
-        return None if any(x is None for x in bounds) else max(x for x in bounds if x is not None)
+        # a max lies between its members' largest lower and largest upper bound (so a
+        # floor member of -1e30 does not widen it)
+        ivs = [_lin_interval(e.body, b, d, depth + 1) for e in atom.elems]
+        if any(iv is None for iv in ivs):
+            return None
+        los = [iv[0] for iv in ivs if iv is not None]
+        his = [iv[1] for iv in ivs if iv is not None]
+        return (min(los), min(his)) if atom.is_min else (max(los), max(his))
     if isinstance(atom, Log):
+        # log X needs X bounded away from 0 as well as above: X >= 1 by max-domination
         hi = magnitude(atom.arg, b, d, depth + 1)
-        return None if hi is None else max(abs(math.log(max(hi, 1.0))), 0.0) + 1.0
+        if hi is None or not at_least_one(atom.arg):
+            return None
+        return 0.0, math.log(max(hi, 1.0))
     if isinstance(atom, Pos):
-        return magnitude(atom.arg, b, d, depth + 1)
+        hi = magnitude(atom.arg, b, d, depth + 1)
+        return None if hi is None else (0.0, hi)
     return None
+
+
+def _atom_bound(atom: object, b: float, d: int, depth: int) -> float | None:
+    iv = _atom_interval(atom, b, d, depth)
+    return None if iv is None else max(abs(iv[0]), abs(iv[1]))
 
 
 def _exp_sup(lin: Lin, b: float, d: int, depth: int, sizes: dict[int, int],
@@ -119,11 +150,19 @@ def magnitude(form: Poly, b: float, d: int, depth: int = 0,
             if isinstance(w, Pieces) else abs(w.value())
         rows = Ranges(tuple((lo, hi) for lo, hi, _ in w.parts)) if isinstance(w, Pieces) \
             else None
-        sup = _exp_sup(body.lin, b, d, depth, sizes or {}, rows)
+        factors = body.factors
+        ups = [(a, k) for a, k in factors if isinstance(a, Pos) and k > 0]
+        if ups and nonpositive(log_exponent(Body(body.expo, tuple(ups))), sizes or {}, rows):
+            # exp(L) * X^k <= 1 when L + k log X <= 0 (e.g. exp(m_a - mx) * l_a in a
+            # log-sum-exp merge): the positive powers are inside the bound
+            sup: float | None = 1.0
+            factors = tuple(f for f in factors if f not in ups)
+        else:
+            sup = _exp_sup(body.lin, b, d, depth, sizes or {}, rows)
         if sup is None:
             return None
         term = weight * sup
-        for atom, k in body.factors:
+        for atom, k in factors:
             if isinstance(atom, Pos) and k < 0:
                 if not at_least_one(atom.arg):
                     return None

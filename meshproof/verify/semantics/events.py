@@ -70,6 +70,12 @@ def describe(form: Poly) -> str:
     return "exponential weights"
 
 
+def _short(form: Poly) -> str:
+    """ℓ, o or what else a value is, without the normalisation remark."""
+    what = describe(form)
+    return "o" if what.startswith("o ") else what
+
+
 def partial_rows(form: Poly) -> dict[str, Pieces]:
     """Per partial shape (score and V element, without the reference point), its rows."""
     out: dict[str, Pieces] = {}
@@ -112,6 +118,11 @@ def _negatives(form: Poly) -> set[Pos]:
     return {a for b, _ in form.terms for a, k in b.factors if isinstance(a, Pos) and k < 0}
 
 
+def line(op: Op) -> str:
+    """An op's line in words: every op is attributed to the kernel's own file."""
+    return f"line {op.source.line}"
+
+
 class Recorder:
     """Collects departure events per value while the interpreter evaluates."""
 
@@ -119,24 +130,35 @@ class Recorder:
         self.events: dict[tuple[int, int], list[Event]] = {}
         self.key: tuple[int, int] = (0, 0)
         self.pos_origin: dict[str, Op] = {}       # a denominator -> the op that divided by it
-        self.max_origin: dict[str, Op] = {}
+        self.o_origin: dict[str, Op] = {}         # ... -> the first o normalised by it
 
     def add(self, kind: Departure, op: Op, message: str, value: float = 0.0) -> None:
         self.events.setdefault(self.key, []).append(Event(kind, self.key[0], op, message,
                                                           value))
 
-    def divided(self, op: Op, dividend: Poly, result: Poly) -> None:
+    def produced(self, op: Op, result: Poly) -> None:
+        """Remember where a normalised o first appears (e.g. dot(softmax(s), V))."""
+        if describe(result) == "o (normalised)":
+            for p in _negatives(result):
+                self.o_origin.setdefault(p.key, op)
+
+    def divided(self, op: Op, dividend: Poly, divisor: Poly, result: Poly) -> None:
         before = _negatives(dividend)
         new = _negatives(result) - before
         for p in new:
             self.pos_origin.setdefault(p.key, op)
         if before and new:
-            first = min((self.pos_origin[p.key] for p in before if p.key in self.pos_origin),
-                        key=lambda o: o.index, default=None)
-            where = f" (divided at {first.source})" if first is not None else ""
+            old = sorted(before, key=lambda p: p.key)
+            origin = next((self.pos_origin[p.key] for p in old if p.key in self.pos_origin),
+                          None)
+            first_o = next((self.o_origin[p.key] for p in old if p.key in self.o_origin),
+                           None)
+            what = "o" if "o" in describe(dividend) else describe(dividend)
+            at = f" at {line(first_o)}" if first_o is not None else ""
+            by = f" (tl.{origin.kind.value} at {line(origin)})" if origin is not None else ""
             self.add(Departure.NORMALISED_TWICE, op,
-                     f"{describe(dividend)} is already divided by a softmax denominator"
-                     f"{where}; {op.source} divides it again")
+                     f"{what}{at} is already divided by the softmax denominator{by}; "
+                     f"{line(op)} divides by {_short(divisor)} again")
 
     def added(self, op: Op, a: Poly, b: Poly, result: Poly) -> None:
         ra, rb = partial_rows(a), partial_rows(b)
@@ -144,20 +166,20 @@ class Recorder:
             both = _overlap(ra[key], rb[key])
             if both is not None:
                 self.add(Departure.OVERLAP, op,
-                         f"{op.source} adds the partial of key rows {both[0]}..{both[1] - 1} "
-                         f"to {describe(a)} that already holds them (a double merge)")
+                         f"{line(op)} adds the partial of key rows {both[0]}..{both[1] - 1} "
+                         f"to {_short(a)}, which already holds them (a double merge)")
                 return
         if ra and rb:
-            self.add(Departure.MERGE, op, f"{op.source} merges partials")
+            self.add(Departure.MERGE, op, f"{line(op)} merges partials")
         na, nb = _negatives(a), _negatives(b)
         if na and nb and na != nb:
             self.add(Departure.MERGES_NORMALISED, op,
-                     f"{op.source} adds {describe(a)} values normalised by different softmax "
-                     "denominators (merge unnormalised partials, divide once at the end)")
+                     f"{line(op)} adds o values already divided by different softmax "
+                     "denominators (merge unnormalised partials and divide once at the end)")
         points = reference_points(result)
         if any(len(v) > 1 for v in points.values()):
             self.add(Departure.REFERENCE_POINTS, op,
-                     f"{op.source} adds partials scaled by different reference points "
+                     f"{line(op)} adds partials scaled by different reference points "
                      "exp(-m): one side is not rescaled by exp(m_old - m_new)")
 
     def weighted(self, op: Op, factor: float, scaled: Poly, received: bool) -> None:
@@ -166,11 +188,11 @@ class Recorder:
             return
         who = "the received " if received else ""
         self.add(Departure.WEIGHTED, op,
-                 f"{who}{describe(scaled)} is scaled by {factor:g} at {op.source}", factor)
+                 f"{who}{_short(scaled)} is scaled by {factor:g} at {line(op)}", factor)
 
     def machine_zero(self, op: Op, value: float, dtype: str) -> None:
         self.add(Departure.MACHINE_ZERO, op,
-                 f"{op.source} uses {value:g}, which is 0 in {dtype} on the machine")
+                 f"{line(op)} uses {value:.3g}, which is 0 in {dtype} on the machine")
 
     def exponent(self, op: Op, arg: Poly) -> None:
         lin = arg.as_lin()
@@ -178,6 +200,6 @@ class Recorder:
             return
         for a, c in lin.coeffs:
             if isinstance(a, (QK, Scrambled)):
-                self.add(Departure.SCALE, op, f"the scores exponentiated at {op.source} "
-                         f"({op.kind.value}) are scaled by {float(c):.6g}", float(c))
+                self.add(Departure.SCALE, op, f"the scores exponentiated at {line(op)} "
+                         f"(tl.{op.kind.value}) are scaled by {float(c):.6g}", float(c))
                 return

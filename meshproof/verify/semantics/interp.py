@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
@@ -28,7 +30,7 @@ from meshproof.verify.semantics.events import Departure, Recorder, describe
 from meshproof.verify.semantics.index import Aff, DigitSource, Layout, Subst, compose, permute
 from meshproof.verify.semantics.layouts import Value, broadcast, buffer, read, separate, view
 from meshproof.verify.semantics.order import at_least_one
-from meshproof.verify.semantics.scalars import machine_value
+from meshproof.verify.semantics.scalars import Weight, machine_value
 from meshproof.verify.semantics.terms import Input, Poly, Scrambled
 
 
@@ -43,6 +45,9 @@ class Opaque:
 
 
 Result = Value | Opaque
+UNDERFLOW_WATCH = 2.0 ** -60     # constant factors below this get the underflow check
+F16_MAX = 65504.0
+F32_TINY = 2.0 ** -149            # the smallest positive f32
 LN2 = Fraction(math.log(2.0))
 
 _BINARY: dict[OpKind, Callable[[Poly, Poly], Poly]] = {
@@ -72,7 +77,7 @@ class Interpreter(Dataflow[Result]):
         try:
             out = self._transfer(rank, op)
         except NotModelled as exc:
-            self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+            self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} {exc}")
             return Opaque(str(exc), rank, op)
         if isinstance(out, Value):
             return self._fold(out, op)
@@ -80,12 +85,15 @@ class Interpreter(Dataflow[Result]):
 
     def _fold(self, value: Value, op: Op) -> Value:
         """A value that depends on no input is what the machine holds in its dtype."""
-        c = value.form.as_const()
-        if isinstance(c, Fraction):
-            held = machine_value(float(c), op.dtype)
-            if held != float(c):
+        c = _constant_value(value.form)
+        if c is not None:
+            held = machine_value(c, op.dtype)
+            exact = value.form.as_const()
+            if not isinstance(exact, Fraction) or held != float(exact):
                 if c and not held:
-                    self.rec.machine_zero(op, float(c), op.dtype.value)
+                    self.rec.machine_zero(op, c, op.dtype.value)
+                if held != held:
+                    raise NotModelled("computes nan from constants")
                 form = Poly.const(Fraction(held) if abs(held) != float("inf") else held)
                 return Value(value.layout, form)
         return value
@@ -107,7 +115,14 @@ class Interpreter(Dataflow[Result]):
             src = self.recv_source(rank, op)
             if isinstance(src, str):
                 return Opaque(src, rank, op, lost=True)
-            return self.values[src]
+            sent = self.values[src]
+            if isinstance(sent, Opaque) or sent.layout.shape == op.shape:
+                return sent
+            if sent.layout.size() != math.prod(op.shape):
+                raise NotModelled(f"receives shape {op.shape}, but the message holds "
+                                  f"{sent.layout.shape} ({sent.layout.size()} elements)")
+            # a message is flat bytes: the receiver reads them in its declared shape
+            return view(sent, op.shape, self.src)
         if k is OpKind.LOAD:
             return self._load(rank, op)
         if k is OpKind.FULL:
@@ -160,9 +175,11 @@ class Interpreter(Dataflow[Result]):
             return self._binary(OpKind.DIV, e, z)
         if k is OpKind.DOT:
             try:
-                return self._dot(vals[0], vals[1], d)
+                out = self._dot(vals[0], vals[1], d)
             except Scramble as exc:
                 return self._scrambled(op, vals[0], vals[1], str(exc))
+            self.rec.produced(op, out.form)
+            return out
         if k in _BINARY:
             return self._binary(k, vals[0], vals[1], op)
         raise NotModelled(f"{k.value} is not modelled by the attention algebra")
@@ -184,13 +201,31 @@ class Interpreter(Dataflow[Result]):
         where = op or self._op
         if where is not None:
             self._note(kind, where, fa, fb, out)
+            if kind in (OpKind.MUL, OpKind.DIV):
+                out = self._underflow(where, fa, fb, out)
         return Value(layout, out)
+
+    def _underflow(self, op: Op, fa: Poly, fb: Poly, out: Poly) -> Poly:
+        """A value scaled by a tiny constant may be below the smallest f32 for every input:
+        the machine holds 0 (the harness's inputs are f16 numbers, |x| <= 65504)."""
+        from meshproof.verify.semantics.bounds import magnitude
+
+        tiny = [abs(float(c)) for c in (fa.as_const(), fb.as_const())
+                if isinstance(c, Fraction) and c]
+        if not tiny or min(tiny) >= UNDERFLOW_WATCH or out.is_zero or out.inf:
+            return out
+        bound = magnitude(out, F16_MAX, self.problem.d_head)
+        if bound is not None and bound < F32_TINY:
+            self.rec.machine_zero(op, bound, "f32 (for every input: the value is at most "
+                                  "that)")
+            return alg.ZERO_POLY
+        return out
 
     def _note(self, kind: OpKind, op: Op, fa: Poly, fb: Poly, out: Poly) -> None:
         if kind in (OpKind.ADD, OpKind.SUB):
             self.rec.added(op, fa, fb, out)
         elif kind is OpKind.DIV:
-            self.rec.divided(op, fa, out)
+            self.rec.divided(op, fa, fb, out)
         elif kind is OpKind.MUL:
             for this, other, arg in ((fa, fb, 0), (fb, fa, 1)):
                 c = other.as_const()
@@ -244,9 +279,11 @@ class Interpreter(Dataflow[Result]):
         axes (its last axis plays the key rows), so the rest is still judged."""
         rank = self.rec.key[0]
         src = self._view_source(rank, op.args[1])
-        cause = f" (K comes from the reshape at {src.source}, not a transpose)" if src else ""
+        here = f"line {op.source.line}"
         self.rec.add(Departure.CONTRACTION, op,
-                     f"the scores at {op.source} are not q·kᵀ: the dot {reason}{cause}")
+                     f"the scores at {here} use a reshape of K (line {src.source.line}), not its "
+                     "transpose" if src is not None and "reshaped" in reason else
+                     f"the scores at {here} are not q·kᵀ: the dot {reason}")
         layout = Layout.fresh((*a.layout.shape[:-1], b.layout.shape[-1]), self.src)
         axes = layout.axes
         row = Aff(0)
@@ -324,6 +361,22 @@ def _product_bound(a: Value, b: Value) -> float | None:
             return None
         total *= abs(float(lin.const)) + sum(abs(float(c)) for _, c in lin.coeffs)
     return total
+
+
+def _constant_value(form: Poly) -> float | None:
+    """The value of a form that depends on no input (also exp or log of constants, whose
+    weight has an exponential part), as a float; None if it depends on an input."""
+    if form.inf:
+        return None
+    if not form.terms:
+        return 0.0
+    if len(form.terms) != 1:
+        return None
+    body, w = form.terms[0]
+    if body.expo or body.factors or not isinstance(w, Weight):
+        return None
+    with np.errstate(over="ignore"):
+        return w.value()
 
 
 def _empty_keys(form: Poly) -> bool:

@@ -61,15 +61,20 @@ def floordiv(a: Aff, k: int, sizes: dict[int, int]) -> Aff | None:
     return Aff.of(a.const // k, high)
 
 
+_NO_SUM = "a term that does not sum over key rows (no partial of any KV)"
+_NO_SCORE = "a term with no score in its exponent"
+_NOT_PARTIALS = (_NO_SUM, _NO_SCORE)
+
+
 def _partial(body: Body, w: TermWeight, with_value: bool) -> Partial | str:
     if not isinstance(w, Pieces):
-        return "a term that does not sum over key rows (no partial of any KV)"
+        return _NO_SUM
     scores = [(a, c) for a, c in body.expo if isinstance(a, QK)]
     if any(isinstance(a, Scrambled) for a, _ in body.expo):
         return "an exponent whose scores are not q·kᵀ"
     if len(scores) != 1:
         return ("an exponent with the scores of several key rows added together"
-                if len(scores) > 1 else "a term with no score in its exponent")
+                if len(scores) > 1 else _NO_SCORE)
     score, c = scores[0]
     assert isinstance(score, QK)
     if score.j != B_ROW:
@@ -80,6 +85,8 @@ def _partial(body: Body, w: TermWeight, with_value: bool) -> Partial | str:
     values = [(a, k) for a, k in body.factors]
     value: Input | None = None
     if with_value:
+        if any(isinstance(a, Pos) and k < 0 for a, k in values):
+            return "partials already divided by their own softmax denominator"
         if len(values) != 1 or not isinstance(values[0][0], Input) or \
                 values[0][0].tensor != "V" or values[0][1] != 1:
             return "a numerator term that is not one element of V times a weight"
@@ -167,13 +174,19 @@ def compare(form: Poly, problem: Problem, group: int, coords: tuple[Aff, Aff, Af
                        "then merged)")
     if shape.den is None and not shape.normalised_twice:
         reasons.append("the output is never divided by the softmax denominator ℓ")
-    reasons.extend(dict.fromkeys(shape.stray))
+    strays = list(dict.fromkeys(shape.stray))
+    if not shape.num and all(r in _NOT_PARTIALS for r in strays):
+        from meshproof.verify.semantics.events import describe
+
+        strays = [f"the output holds {describe(form)}, not a merge of partials of any key"]
+    reasons.extend(r for r in strays
+                   if not (r.startswith("denominator: ") and r[13:] in strays))
     parts = shape.num + (shape.den or [])
-    if not shape.num:
-        reasons.append("the output holds no partial of any key (not a merge of partials)")
     g = floordiv(coords[1], problem.gqa, sizes)
     for p in parts:
         reasons.extend(_part_reasons(p, problem, group, coords, g))
+    if len({p.scale for p in parts}) > 1:
+        reasons.append("numerator and denominator scale the scores differently")
     if len({p.rest for p in parts}) > 1:
         reasons.append("the partials are scaled by different reference points exp(-m): "
                        "some term is not rescaled by exp(m_old - m_new)")
@@ -282,6 +295,7 @@ class Counts:
     den: tuple[tuple[int, int, float], ...] | None
     foreign: bool            # it counts keys of another attention problem
     mixed: bool              # weights of one key row applied to V of another
+    no_denominator: bool = False   # the output is not divided by one common ℓ
 
 
 def _lenient(body: Body) -> QK | None:
@@ -336,9 +350,11 @@ def count_rows(form: Poly, problem: Problem, group: int) -> Counts:
     weights = [pw.value() for _, _, pw in base.parts if pw.value() > 0]
     ref = min(weights) if weights else 1.0
     del shape
+    # no common denominator (never divided by ℓ, or partials divided separately): no row
+    # is merged into one
     return Counts(tuple(row_counts_of(num_w, n, ref)),
-                  tuple(row_counts_of(den_w, n, ref)) if den_w is not None else None,
-                  foreign, mixed)
+                  tuple(row_counts_of(den_w if den_w is not None else Pieces(()), n, ref)),
+                  foreign, mixed, den_w is None)
 
 
 def row_counts_of(w: Pieces, n: int, ref: float) -> list[tuple[int, int, float]]:

@@ -14,7 +14,18 @@ from meshproof.verify.semantics import algebra as alg
 from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.scalars import Pieces, Ranges, Weight
-from meshproof.verify.semantics.terms import QK, Body, Elem, Lin, Max, Poly, Pos, Scrambled, rows_of
+from meshproof.verify.semantics.terms import (
+    QK,
+    Body,
+    Elem,
+    Lin,
+    Log,
+    Max,
+    Poly,
+    Pos,
+    Scrambled,
+    rows_of,
+)
 
 
 def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
@@ -71,22 +82,27 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
     assert not isinstance(p.const, float)
     if not p.coeffs:
         return any(_const_member_at_least(e, p.const) for e in m.elems)
-    if p.const > 0:
-        return False
-    bare = Lin(Fraction(0), p.coeffs)
     inner = [a for a, c in p.coeffs if isinstance(a, Max) and c == 1 and not a.is_min]
     for sub in inner:
-        # P = M' + R <= M when every member e of M' has e + R among M's members
+        # P = M' + R <= M when every member e of M' has e + R among M's members (R keeps
+        # P's constant: max(m_a + 20, m_b + 20) dominates m_a + 20)
         assert isinstance(sub, Max)
-        r = Lin(Fraction(0), tuple((a, c) for a, c in p.coeffs if a != sub))
+        r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a != sub))
         if all(_covered(Elem(e.body + r, e.rows), m) for e in sub.elems):
             return True
-    if rows is not None and BOUND in bare.digits:
-        return _covered(Elem(bare, rows), m)
-    if _covered(Elem(bare), m):
-        return True
-    member = _as_member(bare, sizes)
-    return member is not None and _covered(member, m)
+    # P itself a member, or (when P's constant is <= 0) P minus its constant one
+    candidates = [p] + ([Lin(Fraction(0), p.coeffs)] if p.const < 0 else [])
+    for q in candidates:
+        if rows is not None and BOUND in q.digits:
+            if _covered(Elem(q, rows), m):
+                return True
+            continue
+        if _covered(Elem(q), m):
+            return True
+        member = _as_member(q, sizes)
+        if member is not None and _covered(member, m):
+            return True
+    return False
 
 
 def _const_member_at_least(e: Elem, c: Fraction) -> bool:
@@ -106,6 +122,26 @@ def at_least_one(x: Poly) -> bool:
     return False
 
 
+def log_exponent(body: Body) -> Lin:
+    """The exponent of exp(L) * prod(pos(X)^k) read as one linear form L + sum k log X."""
+    return Lin.make(Fraction(0), [*body.expo,
+                                  *((Log(a.arg), Fraction(k)) for a, k in body.factors
+                                    if isinstance(a, Pos))])
+
+
+def _dominated_by_a_term(x: Poly, m: Max, e: Elem) -> bool:
+    """Some single term w * exp(P - M) of x with w >= 1 has P >= e (e.g. the log-sum-exp
+    merge: exp(m_a + log l_a - mx) dominates every member of mx that comes from side a)."""
+    for body, w in x.terms:
+        if not isinstance(w, Weight) or w.value() < 1 or \
+                any(not isinstance(a, Pos) for a, _ in body.factors):
+            continue
+        p = log_exponent(body) + Lin.make(Fraction(0), ((m, Fraction(1)),))
+        if nonpositive(e.body + p.scale(Fraction(-1)), {}, e.rows):
+            return True
+    return False
+
+
 def _dominates(x: Poly, m: Max) -> bool:
     minus = ((m, Fraction(-1)),)
     for e in m.elems:
@@ -114,8 +150,12 @@ def _dominates(x: Poly, m: Max) -> bool:
         want = Body.make(e.body.coeffs + minus, ())
         w = dict(x.terms).get(want)
         if w is None:
+            if _dominated_by_a_term(x, m, e):
+                continue
             return False
-        floor = Weight.of(1, -e.body.const)
+        # at the member that attains the max, the term is w * exp(-const): it reaches 1
+        # when w >= exp(const)
+        floor = Weight.of(1, e.body.const)
         if e.rows is None:
             if not isinstance(w, Weight) or w.value() < floor.value():
                 return False

@@ -1,17 +1,20 @@
 """A first-order forward rounding-error bound for every stored output.
 
-Standard running-error analysis (first order in the unit roundoffs u: f16 2^-11, bf16 2^-8,
-f32 2^-24), driven by what each value is in the exact forms:
+Standard running-error analysis, first order in the unit roundoffs u (f16 2^-11, bf16 2^-8,
+f32 2^-24), with the absolute floor of every rounding (half the smallest subnormal spacing:
+f16 2^-25, bf16 2^-134, f32 2^-150) so that subnormal values are covered too. Each value
+carries (eps, floor), read by what it is in the exact forms:
 
-- scores, maxima and log-sum-exp values carry an absolute error a;
-- exponential weights and sums of them (ℓ) a relative error r;
-- unnormalised outputs (o) an error relative to ℓ·max|V|;
-- normalised outputs an error relative to max|V|.
+- scores, maxima, log-sum-exp values: |error| <= eps (absolute);
+- exponential weights and sums of them (ℓ): |error| <= eps·|value| + floor;
+- unnormalised outputs o: |error| <= eps·sum_j p_j|v_j| + floor;
+- normalised outputs: |error| <= eps·max|V| + floor.
 
-Dots accumulate in f32 (n·u32 for n products), then round to their dtype; exp adds its
-argument's absolute error to its relative error; a division o/ℓ adds the errors of both.
-Inputs are exact (the harness gives f16-representable numbers). The output bound η means
-|computed - exact| <= η·max|V| elementwise, under |inputs| <= B for the score errors.
+Dots accumulate in f32 (n·u32 for n products), then round to their dtype; exp turns its
+argument's absolute error into a relative one; o / ℓ needs ℓ >= 1 (max-domination) to keep
+the floors bounded. Inputs are exact (the harness gives f16-representable numbers); |v| <=
+B (the input bound) bounds the floors of products with V. The output bound (η, τ) means
+|computed - exact| <= η·max|V| + τ elementwise.
 """
 
 from __future__ import annotations
@@ -24,16 +27,20 @@ from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.dataflow import Dataflow, Key
 from meshproof.verify.semantics.events import describe
 from meshproof.verify.semantics.interp import Interpreter, Opaque
+from meshproof.verify.semantics.order import at_least_one
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
+TINY = {DType.F16: 2.0 ** -25, DType.BF16: 2.0 ** -134, DType.F32: 2.0 ** -150}
+_VIEWS = (OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.TRANS, OpKind.NEG, OpKind.MAX,
+          OpKind.MAXIMUM, OpKind.MINIMUM)
 
 
 class Kind(Enum):
     EXACT = "exact"
     ABS = "abs"          # scores, maxima: absolute error
-    REL = "rel"          # weights and their sums: relative error
-    OSCALE = "oscale"    # unnormalised o: error relative to ℓ·max|V|
-    OUT = "out"          # normalised o: error relative to max|V|
+    REL = "rel"          # weights and their sums: relative error plus a floor
+    OSCALE = "oscale"    # unnormalised o: relative to sum p|v|, plus a floor
+    OUT = "out"          # normalised o: relative to max|V|, plus a floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,15 @@ class Err:
     kind: Kind
     eps: float
     dtype: DType
+    floor: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class OutputBound:
+    """|computed - exact| <= eta·max|V| + tau for one stored output."""
+
+    eta: float
+    tau: float
 
 
 def _kind(interp: Interpreter, key: Key) -> Kind | None:
@@ -81,93 +97,139 @@ class ErrorBounds(Dataflow[Err | None]):
                       sizes={dg.id: dg.size for dg in res.layout.digits})
         return math.inf if m is None else m
 
+    def _arg_mag(self, op: Op, key: Key, i: int) -> float:
+        a = op.args[i]
+        return self._mag((key[0], a.id)) if isinstance(a, ValueRef) else abs(a.value)
+
+    def _at_least_one(self, op: Op, key: Key, i: int) -> bool:
+        a = op.args[i]
+        if not isinstance(a, ValueRef):
+            return abs(a.value) >= 1
+        res = self.interp.values.get((key[0], a.id))
+        return res is not None and not isinstance(res, Opaque) and at_least_one(res.form)
+
     def evaluate(self, key: Key) -> Err | None:
         self.interp.result(*key)
         op = self.defining[key]
         kind = _kind(self.interp, key)
         if kind is None:
             return None
-        args = [self.values.get((key[0], a.id)) if isinstance(a, ValueRef) else
-                Err(Kind.EXACT, 0.0, DType.F32) for a in op.args]
         if op.kind is OpKind.RECV:
             src = self.recv_source(key[0], op)
             sent = self.values.get(src) if isinstance(src, tuple) else None
-            return None if sent is None else self._round(sent, kind, op, key)
+            return None if sent is None else self._round(sent, kind, op.dtype, key)
         if op.kind is OpKind.LOAD:
             source = self.rank_memory(key[0]).loads.get(op.index)
             if source is not None:
-                w = source.writers[0]
-                kept = self.values.get((key[0], w.value_args[0]))
-                return None if kept is None else self._round(kept, kind, op, key)
-            return Err(kind, UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0, op.dtype)
+                kept = self.values.get((key[0], source.writers[0].value_args[0]))
+                return None if kept is None else self._round(kept, kind, op.dtype, key)
+            u = UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0   # inputs are f16 values
+            return Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
+        args = [self.values.get((key[0], a.id)) if isinstance(a, ValueRef) else
+                Err(Kind.EXACT, 0.0, DType.F32) for a in op.args]
         if any(a is None for a in args):
             return None
         return self._combine(op, kind, [a for a in args if a is not None], key)
 
-    def _round(self, e: Err, kind: Kind, op: Op, key: Key) -> Err:
-        """A value moved into op's dtype: one more rounding if it narrows."""
-        extra = UNIT[op.dtype] if UNIT[op.dtype] > UNIT[e.dtype] else 0.0
-        return Err(kind, self._add_rounding(e.eps, extra, kind, key), op.dtype)
+    def _round(self, e: Err, kind: Kind, dtype: DType, key: Key) -> Err:
+        """A value moved into `dtype`: one more rounding if it narrows."""
+        if UNIT[dtype] <= UNIT[e.dtype]:
+            return Err(kind, e.eps, dtype, e.floor)
+        return self._rounded(Err(kind, e.eps, dtype, e.floor), key)
 
-    def _add_rounding(self, eps: float, u: float, kind: Kind, key: Key) -> float:
-        if kind is Kind.ABS:
-            return eps + u * self._mag(key)
-        return eps + u
+    def _rounded(self, e: Err, key: Key) -> Err:
+        """The rounding of an op's result to its dtype."""
+        u, tiny = UNIT[e.dtype], TINY[e.dtype]
+        if e.kind is Kind.ABS:
+            return Err(e.kind, e.eps + u * self._mag(key) + tiny, e.dtype)
+        return Err(e.kind, e.eps + u, e.dtype, e.floor + tiny)
 
     def _combine(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
-        u = UNIT[op.dtype]
-        u32 = UNIT[DType.F32]
         k = op.kind
-        worst = max((a.eps for a in args), default=0.0)
-        total = sum(a.eps for a in args)
-        if k in (OpKind.CAST, OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.TRANS,
-                 OpKind.NEG, OpKind.MAX, OpKind.MAXIMUM, OpKind.MINIMUM):
-            if k is OpKind.CAST:
-                return self._round(args[0], kind, op, key)
-            return Err(kind, worst, op.dtype)
+        if k in _VIEWS:
+            return Err(kind, max(a.eps for a in args), op.dtype,
+                       max(a.floor for a in args))
+        if k is OpKind.CAST:
+            return self._round(args[0], kind, op.dtype, key)
         if k is OpKind.FULL:
             return Err(kind, 0.0, op.dtype)
+        out = self._exact_part(op, kind, args, key)
+        return None if out is None else self._rounded(out, key)
+
+    def _exact_part(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        """The error of the op computed exactly from inexact operands (plus the f32
+        accumulation of dots and sums); its own rounding is added by the caller."""
+        k, u32, dt = op.kind, UNIT[DType.F32], op.dtype
         if k is OpKind.DOT:
-            n = self._inner(op, key)
-            if kind is Kind.ABS:
-                # sum of n products of inputs bounded by B: n·u32·(n·B²) plus the rounding
-                return Err(kind, total + n * u32 * n * self.b ** 2 + u * self._mag(key),
-                           op.dtype)
-            return Err(kind, worst + n * u32 + u, op.dtype)
+            return self._dot(op, kind, args, key)
         if k in (OpKind.EXP, OpKind.EXP2):
             a = args[0]
-            arg_abs = a.eps if a.kind is Kind.ABS else 0.0
-            scale = math.log(2.0) if k is OpKind.EXP2 else 1.0
-            return Err(Kind.REL, arg_abs * scale + u32 + u, op.dtype)
+            arg = a.eps if a.kind is Kind.ABS else 0.0
+            return Err(Kind.REL, arg * (math.log(2.0) if k is OpKind.EXP2 else 1.0) + u32, dt)
         if k is OpKind.SOFTMAX:
-            a = args[0]
             n = self._axis_size(op, key)
-            return Err(Kind.REL, 2 * a.eps + (n + 2) * u32 + u, op.dtype)
-        if k is OpKind.SUM:
+            return Err(Kind.REL, 2 * args[0].eps + (n + 2) * u32, dt)
+        if k is OpKind.SUM and kind is Kind.REL:
             n = self._axis_size(op, key)
-            return Err(kind, worst + (n - 1) * u32 + u, op.dtype)
+            return Err(kind, args[0].eps + (n - 1) * u32, dt, n * args[0].floor)
         if k is OpKind.LOG:
-            return Err(Kind.ABS, worst + u * max(1.0, self._mag(key)), op.dtype)
-        if k in (OpKind.ADD, OpKind.SUB):
-            if kind is Kind.ABS:
-                return Err(kind, total + u * self._mag(key), op.dtype)
-            return Err(kind, worst + u, op.dtype)
-        if k in (OpKind.MUL, OpKind.DIV):
-            if kind is Kind.ABS and k is OpKind.MUL:
-                mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
-                spread = sum(a.eps * math.prod(m for j, m in enumerate(mags) if j != i)
-                             for i, a in enumerate(args))
-                return Err(kind, spread + u * self._mag(key), op.dtype)
-            if kind is Kind.ABS:
+            a = args[0]
+            if a.kind is not Kind.REL or not self._at_least_one(op, key, 0):
                 return None
-            return Err(kind, total + u, op.dtype)
+            return Err(Kind.ABS, a.eps + a.floor, dt)   # |d log X| <= dX / X, X >= 1
+        if k in (OpKind.ADD, OpKind.SUB):
+            return self._add(kind, args, dt)
+        if k is OpKind.MUL:
+            return self._mul(op, kind, args, key)
+        if k is OpKind.DIV:
+            return self._div(op, kind, args, key)
         return None
 
-    def _arg_mag(self, op: Op, key: Key, i: int) -> float:
-        a = op.args[i]
-        if isinstance(a, ValueRef):
-            return self._mag((key[0], a.id))
-        return abs(a.value)
+    def _add(self, kind: Kind, args: list[Err], dt: DType) -> Err:
+        if kind is Kind.ABS:
+            return Err(kind, sum(a.eps for a in args), dt)
+        # positive sums keep the worst relative error; sums of outputs add theirs
+        eps = max(a.eps for a in args) if kind is Kind.REL else sum(a.eps for a in args)
+        return Err(kind, eps, dt, sum(a.floor for a in args))
+
+    def _mul(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
+        if kind is Kind.ABS:
+            consts = [a.kind is Kind.EXACT for a in args]
+            if not any(consts):
+                return None
+            spread = sum(a.eps * math.prod(m for j, m in enumerate(mags) if j != i)
+                         for i, a in enumerate(args))
+            return Err(kind, spread, op.dtype)
+        floor = sum(a.floor * math.prod(m for j, m in enumerate(mags) if j != i)
+                    for i, a in enumerate(args))
+        return Err(kind, sum(a.eps for a in args), op.dtype, floor)
+
+    def _div(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        num, den = args
+        if den.kind is Kind.EXACT:
+            c = self._arg_mag(op, key, 1)
+            return Err(kind, num.eps, op.dtype, num.floor / c if c else math.inf)
+        if not self._at_least_one(op, key, 1):
+            return None   # ℓ may be tiny: the floors would not stay bounded
+        if kind is Kind.OUT and num.kind is Kind.OSCALE and den.kind is Kind.REL:
+            return Err(kind, num.eps + den.eps, op.dtype, num.floor + self.b * den.floor)
+        if kind is num.kind is den.kind is Kind.REL:
+            return Err(kind, num.eps + den.eps, op.dtype,
+                       num.floor + self._arg_mag(op, key, 0) * den.floor)
+        return None
+
+    def _dot(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        n = self._inner(op, key)
+        u32 = UNIT[DType.F32]
+        a, b = args
+        if kind is Kind.ABS:
+            # n products of bounded inputs, accumulated in f32
+            ma, mb = self._arg_mag(op, key, 0), self._arg_mag(op, key, 1)
+            return Err(kind, n * (a.eps * mb + b.eps * ma) + n * u32 * n * ma * mb, op.dtype)
+        if kind is Kind.OSCALE and a.kind is Kind.REL and b.kind is Kind.EXACT:
+            return Err(kind, a.eps + n * u32, op.dtype, n * a.floor * self.b)
+        return None
 
     def _inner(self, op: Op, key: Key) -> int:
         arg = op.args[0]
@@ -187,14 +249,20 @@ class ErrorBounds(Dataflow[Err | None]):
 
 
 def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
-                        input_bound: float) -> list[float | None]:
-    """Per stored output, η with |computed - exact| <= η·max|V|, or None."""
+                        input_bound: float) -> list[OutputBound | None]:
+    """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or None."""
     eb = ErrorBounds(interp, input_bound)
-    out: list[float | None] = []
+    out: list[OutputBound | None] = []
     for rank, store in stores:
         arg = store.args[0]
         assert isinstance(arg, ValueRef)
         e = eb.result(rank, arg.id)
-        out.append(None if e is None or e.kind is not Kind.OUT else
-                   e.eps + (UNIT[store.dtype] if UNIT[store.dtype] > UNIT[e.dtype] else 0.0))
+        if e is None or e.kind is not Kind.OUT:
+            out.append(None)
+            continue
+        if UNIT[store.dtype] > UNIT[e.dtype]:
+            e = Err(e.kind, e.eps + UNIT[store.dtype], store.dtype,
+                    e.floor + TINY[store.dtype])
+        ok = math.isfinite(e.eps) and math.isfinite(e.floor)
+        out.append(OutputBound(e.eps, e.floor) if ok else None)
     return out

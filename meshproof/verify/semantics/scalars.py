@@ -73,7 +73,13 @@ class Weight:
         return bool(self.parts) and all(w > 0 for _, w in self.parts)
 
     def value(self) -> float:
-        return float(sum(float(w) * math.exp(float(c)) for c, w in self.parts))
+        total = 0.0
+        for c, w in self.parts:
+            try:
+                total += float(w) * math.exp(float(c))
+            except OverflowError:
+                total += math.inf if w > 0 else -math.inf
+        return total
 
     def __add__(self, other: Weight) -> Weight:
         if len(self.parts) == 1 and len(other.parts) == 1 and \

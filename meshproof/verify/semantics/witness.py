@@ -150,8 +150,12 @@ class NumericEval(Dataflow[Array | None]):
         op = self.defining[key]
         try:
             out = self._op(rank, op)
-        except (_Lost, FloatingPointError, ZeroDivisionError):
+        except _Lost:
             return None
+        except (FloatingPointError, ZeroDivisionError):
+            # 0/0 on real inputs: the value is undefined, which is a witness by itself
+            out = np.full(op.shape, self.be.const(float("nan")),
+                          dtype=np.float64 if self.be is FLOAT64 else object)
         if out is not None and all((rank, a.id) in self.constant for a in op.args
                                    if isinstance(a, ValueRef)) and \
                 op.kind not in (OpKind.LOAD, OpKind.RECV):
@@ -180,7 +184,12 @@ class NumericEval(Dataflow[Array | None]):
                 return None
             if src in self.constant:
                 self.constant.add((rank, op.out or 0))
-            return self.values.get(src)
+            sent = self.values.get(src)
+            if sent is None or sent.shape == op.shape:
+                return sent
+            if sent.size != math.prod(op.shape):
+                return None
+            return np.asarray(sent).reshape(op.shape)
         if k is OpKind.LOAD:
             return self._load(rank, op)
         if k is OpKind.FULL:
@@ -234,7 +243,7 @@ class Witness:
 
 
 def _compare(schedule: Schedule, problem: Problem, ev: NumericEval, rank: int, store: Op,
-             seed: int) -> Witness | None:
+             seed: int, live: tuple[int, int] | None = None) -> Witness | None:
     arg = store.args[0]
     assert isinstance(arg, ValueRef)
     got = ev.result(rank, arg.id)
@@ -244,12 +253,15 @@ def _compare(schedule: Schedule, problem: Problem, ev: NumericEval, rank: int, s
         return None
     ref = reference(problem, ev.inputs, g, ev.be)[base:base + problem.S_q].reshape(-1)
     n = math.prod(store.shape)
-    want = ref[store.offset:store.offset + n]
-    if got is None:
+    if got is None or store.offset + n > ref.size:
         return None
-    diff = np.abs(np.asarray(got, dtype=float).reshape(-1) -
-                  np.asarray(want, dtype=float))
-    scale = float(np.max(np.abs(np.asarray(want, dtype=float)))) or 1.0
+    want = np.asarray(ref[store.offset:store.offset + n], dtype=float)
+    values = np.asarray(got, dtype=float).reshape(-1)
+    lo, hi = (0, n) if live is None else (live[0] - store.offset, live[1] - store.offset)
+    values, want = values[lo:hi], want[lo:hi]   # only what a later store did not rewrite
+    diff = np.abs(values - want)
+    scale = float(np.max(np.abs(want))) if want.size else 1.0
+    scale = scale or 1.0
     if not np.all(np.isfinite(diff)):
         worst = int(np.argmin(np.isfinite(diff)))
         rel = math.inf
@@ -258,11 +270,11 @@ def _compare(schedule: Schedule, problem: Problem, ev: NumericEval, rank: int, s
         rel = float(diff[worst]) / scale
     if rel <= WITNESS_RTOL:
         return None
-    flat = store.offset + worst
+    flat = store.offset + lo + worst
     t, rest = divmod(flat, problem.h_q * problem.d_head)
     h, e = divmod(rest, problem.d_head)
     return Witness(seed, ev.be.name, rel, rank, store, (base + t, h, e),
-                   float(np.asarray(got, dtype=float).reshape(-1)[worst]), float(want[worst]))
+                   float(values[worst]), float(want[worst]))
 
 
 def _work(schedule: Schedule) -> int:
@@ -275,19 +287,20 @@ def _work(schedule: Schedule) -> int:
 
 
 def find_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
-                 stores: list[tuple[int, Op]]) -> Witness | None:
-    """The first store (in the given order) that differs from attention on some seed."""
+                 stores: list[tuple[int, Op, tuple[int, int] | None]]) -> Witness | None:
+    """The first store (in the given order) that differs from attention on some seed,
+    judged on the elements it still holds at the end (`live`, None: all of them)."""
     for seed in SEEDS:
         ev = NumericEval(schedule, table, problem, make_inputs(problem, seed), FLOAT64)
         with np.errstate(all="ignore"):
-            for rank, store in stores:
-                w = _compare(schedule, problem, ev, rank, store, seed)
+            for rank, store, live in stores:
+                w = _compare(schedule, problem, ev, rank, store, seed, live)
                 if w is None:
                     continue
                 if _work(schedule) <= MP_BUDGET:
                     with mpmath.workdps(MP_DIGITS):
                         mp = NumericEval(schedule, table, problem, ev.inputs, MPMATH)
-                        confirmed = _compare(schedule, problem, mp, rank, store, seed)
+                        confirmed = _compare(schedule, problem, mp, rank, store, seed, live)
                     if confirmed is None:
                         continue
                     return confirmed

@@ -1,0 +1,64 @@
+"""gate/outcome.py: an out-of-tolerance run names the static property that explains it, and
+a run whose math is proved is cross-checked against the proved rounding bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from meshproof.errors import InternalError
+from meshproof.gate.outcome import CaseOutcome, NumericOutcome, explain
+from meshproof.gate.pipeline import run_case
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.sim.config import SimConfig
+
+NO_TIMING = SimConfig(timing=False)
+
+
+def _run(kernel: str, **opts: object) -> CaseOutcome:
+    ref = resolve_kernel(kernel)
+    launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
+    return run_case(ref, launch, simulate=True, sim_config=NO_TIMING)
+
+
+def test_an_out_of_tolerance_run_is_explained_by_the_violated_property() -> None:
+    out = _run("mesh_mlo_1d_normalised_merge", pes=4)
+    assert out.numeric is not None and not out.numeric.ok
+    assert out.numeric.explained_by.startswith("attention_equivalence: ")
+    assert "explained by attention_equivalence" in out.numeric.text()
+
+
+def test_a_run_in_tolerance_needs_no_explanation() -> None:
+    out = _run("mesh_mlo_1d", pes=4)
+    assert out.numeric is not None and out.numeric.ok and out.numeric.explained_by == ""
+
+
+def test_a_simulated_error_above_the_proved_rounding_bound_is_an_internal_error() -> None:
+    """Mistake caught: a simulator (or proof) bug that lets a proved kernel's numbers drift
+    past the first-order rounding bound numeric_safety proved."""
+    out = _run("mesh_mlo_1d", pes=4)
+    assert out.numeric is not None and out.verdict is not None
+    drifted = replace(out.numeric, max_abs_err=1e3)
+    with pytest.raises(InternalError, match="the simulator and the proofs disagree"):
+        explain(drifted, out.verdict, out.simulation)
+
+
+def test_the_simulated_error_of_each_built_in_kernel_stays_under_its_bound() -> None:
+    for name in ("mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv"):
+        out = _run(name)
+        assert out.numeric is not None and out.verdict is not None
+        ns = out.verdict.property("numeric_safety")
+        bound = getattr(ns, "error_bound", None)
+        assert bound is not None
+        assert out.numeric.max_abs_err is not None
+        assert out.numeric.max_abs_err <= bound * ns.input_bound + (ns.error_floor or 0.0), name
+        # explain() is the check run_case applies: it passes quietly here
+        assert explain(out.numeric, out.verdict, out.simulation) == out.numeric
+
+
+def test_outcomes_keep_the_explanation_through_json() -> None:
+    n = NumericOutcome(False, 0.7, 0.3, 0.01, "", "attention_equivalence: m")
+    assert NumericOutcome.from_json(n.to_json()) == n
+
