@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest gate bench clean
+.PHONY: demo test lint typecheck pytest gate bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 .venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/meshproof report --out reports
-	@echo "Look at reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
+	$(BIN)/meshproof report --out reports --html
+	@echo "Look at reports/report.html (one offline page), or reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
 
 lint: $(STAMP)
 	$(BIN)/ruff check meshproof tests benchmarks
@@ -36,6 +36,16 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_random.py
 	$(BIN)/python benchmarks/sim_scale.py
 	$(BIN)/python benchmarks/cli_start.py
+
+# The API page of meshproof.testing and the public entry points, built offline with pdoc
+# (a dev dependency: it reads the docstrings and type hints already there; no network).
+API_MODULES := meshproof.testing meshproof.pytest_plugin meshproof.verify.api \
+	meshproof.verify.properties meshproof.verify.result meshproof.sim.api \
+	meshproof.gate.pipeline meshproof.gate.judge meshproof.gate.runner meshproof.gate.sarif \
+	meshproof.report.api meshproof.report.diagrams meshproof.schemas
+docs: $(STAMP)
+	$(BIN)/pdoc --docformat markdown --no-show-source -o build/docs $(API_MODULES)
+	@echo "Open build/docs/index.html (API: meshproof.testing and the public entry points)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

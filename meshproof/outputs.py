@@ -19,6 +19,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from meshproof import interrupts
 from meshproof.errors import OutputError
 
 
@@ -53,7 +54,9 @@ def _either(suffixes: tuple[str, ...]) -> str:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, creating missing parent directories."""
+    """Write `data` to `path` atomically, creating missing parent directories; nothing
+    once Ctrl-C or SIGTERM arrived (meshproof.interrupts)."""
+    interrupts.check()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _replace_atomically(path, data)

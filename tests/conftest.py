@@ -16,6 +16,8 @@ from helpers import GOLDEN_DIR, REPO_ROOT, SEEDS_DIR, CliResult, Golden, RunCli
 
 from meshproof.cli import main
 
+pytest_plugins = ("pytester",)  # tests/test_pytest_plugin.py runs pytest on matrices
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regen-golden", action="store_true", default=False,
@@ -46,6 +48,19 @@ def golden(request: pytest.FixtureRequest) -> Golden:
                                   "is intended, rerun with --regen-golden and review the diff")
 
     return check
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory,
+                          monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own gate cache (`MESHPROOF_CACHE_DIR`): none reads another's
+    entries, and none writes into the user's ~/.cache or the checkout. And none sees the
+    CI runner's GitHub variables (the gate would print annotations into golden output)."""
+    directory = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(directory))
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return directory
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,11 @@ class CliResult:
 
 
 RunCli = Callable[[Sequence[str]], CliResult]
+
+
+def gate_cache_dir() -> Path:
+    """Where this test's gate cache lives (conftest gives each test its own)."""
+    return Path(os.environ["MESHPROOF_CACHE_DIR"]) / "gate"
 
 
 def trace_kernel(kernel: str, **options: object) -> Schedule:

@@ -30,10 +30,33 @@ def test_a_broken_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
                                               run_cli: RunCli) -> None:
     # It used to vanish from --help: a ModuleNotFoundError was swallowed.
     monkeypatch.setitem(cli.COMMANDS, "broken", ("meshproof.cli.no_such_module", "broken_cmd"))
+    for args in (["broken"], ["--help"]):
+        res = run_cli(args)
+        assert res.code == ExitCode.INTERNAL and res.out == ""
+        assert res.err == ("meshproof: internal error (please report): ModuleNotFoundError: "
+                           "No module named 'meshproof.cli.no_such_module'; set "
+                           "MESHPROOF_DEBUG=1 for the traceback\n")
+    monkeypatch.setenv("MESHPROOF_DEBUG", "1")
     with pytest.raises(ModuleNotFoundError, match="no_such_module"):
         run_cli(["broken"])
-    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
-        run_cli(["--help"])
+
+
+def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
+    """An exception meshproof did not expect is an internal error (70), not "violated"."""
+    def bug(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli.cli, "invoke", bug)
+    res = run_cli(["list"])
+    assert res.code == ExitCode.INTERNAL == 70
+    assert res.err.startswith("meshproof: internal error (please report): ZeroDivisionError")
+
+
+@pytest.mark.parametrize("args", [["list"], ["--help"], ["--version"], ["trace", "mesh_mlo_1d"],
+                                  ["verify", "mesh_mlo_1d_recv_first", "--only",
+                                   "deadlock_freedom"], ["trace", "nope"], []])
+def test_every_outcome_is_an_exit_code(run_cli: RunCli, args: list[str]) -> None:
+    assert type(run_cli(args).code) is ExitCode
 
 
 def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
@@ -72,3 +95,26 @@ def test_sigterm_unwinds_and_exits_143(monkeypatch: pytest.MonkeyPatch, run_cli:
     monkeypatch.setattr(cli.cli, "invoke", terminated)
     res = run_cli(["list"])
     assert res.code == ExitCode.TERMINATED and res.err.strip() == "meshproof: terminated"
+
+
+@pytest.mark.parametrize(("words", "cword", "expected"), [
+    ("meshproof ver", "1", "plain,verify"),
+    ("meshproof verify mesh_mlo_1d_r", "2", "plain,mesh_mlo_1d_recv_first"),
+    ("meshproof gate --no-c", "2", "plain,--no-cache"),
+])
+def test_shell_completion(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                          words: str, cword: str, expected: str) -> None:
+    # main() refused the empty argv the completion script runs it with.
+    monkeypatch.setenv("_MESHPROOF_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", cword)
+    assert cli.main([]) == ExitCode.OK
+    assert capsys.readouterr().out.splitlines() == [expected]
+
+
+def test_the_completion_script_the_readme_installs(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        monkeypatch.setenv("_MESHPROOF_COMPLETE", f"{shell}_source")
+        assert cli.main([]) == ExitCode.OK
+        assert "_MESHPROOF_COMPLETE" in capsys.readouterr().out

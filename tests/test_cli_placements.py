@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 from helpers import Golden, RunCli, assert_bad_input
+
+from meshproof.schemas import load_schema
 
 SHAPES = ["--arg", "S_kv_per_rank=8", "--arg", "d_head=4", "--arg", "h_q=1"]
 
@@ -24,6 +27,7 @@ def test_json_golden_physical_rank(run_cli: RunCli, golden: Golden) -> None:
     assert doc["schema"] == "meshproof/placements-v1"
     assert [p["cube_start"] for p in doc["placements"] if p["ok"]] == [0]
     assert doc["placements"][8]["violated"][0] == "launch_confinement"
+    jsonschema.Draft202012Validator(load_schema("placements-v1")).validate(doc)
     golden("placements_physical_rank_2x4.json", first.out)
 
 

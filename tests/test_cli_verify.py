@@ -280,3 +280,18 @@ def test_smt2_output_is_readable_like_any_other_output(run_cli: RunCli,
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # was 0600 (mkstemp's mode)
     assert [p.name for p in tmp_path.iterdir()] == ["q.smt2"]
+
+
+@pytest.mark.parametrize("command", ["verify", "simulate"])
+def test_diagram_writes_only_the_file_asked_for(run_cli: RunCli, tmp_path: Path,
+                                                command: str) -> None:
+    # x.svg came with an x.dot nobody asked for.
+    svg = tmp_path / "x.svg"
+    res = run_cli([command, "mesh_mlo_1d", "--queue-depth", "3", "--diagram", str(svg)])
+    assert res.code == 0, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.svg"]
+    assert f"rendered {svg} with " in res.out + res.err
+    res = run_cli([command, "mesh_mlo_1d", "--queue-depth", "3", "--diagram", str(svg),
+                   "--keep-dot"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.dot", "x.svg"]
+    assert (tmp_path / "x.dot").read_text(encoding="utf-8").lstrip().startswith("digraph")

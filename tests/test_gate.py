@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import types
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import gate_cache_dir
 
 from meshproof.cli import main
 from meshproof.gate.pipeline import Pipeline
@@ -196,7 +198,7 @@ def test_cache_skips_unchanged_cases(fake: Callable[[Table], Fake], matrix: Path
     gate = fake(BAD)
     assert gate([str(matrix)]) == 0
     assert len(gate.calls) == 3
-    entries = list((matrix.parent / ".meshproof-cache" / "gate").glob("*.json"))
+    entries = list(gate_cache_dir().glob("*.json"))
     assert len(entries) == 3
     capsys.readouterr()
     assert gate([str(matrix)]) == 0
@@ -229,6 +231,7 @@ def test_no_cache_writes_nothing_and_unknowns_are_not_cached(
         fake: Callable[[Table], Fake], matrix: Path) -> None:
     gate = fake({**BAD, "mesh_mlo_1d": {"deadlock_freedom": U}})
     assert gate([str(matrix), "--no-cache"]) == 3
+    assert not gate_cache_dir().exists()
     assert not (matrix.parent / ".meshproof-cache").exists()
     assert gate([str(matrix)]) == 3
     assert gate([str(matrix)]) == 3
@@ -240,7 +243,7 @@ def test_corrupt_cache_entry_is_a_miss(fake: Callable[[Table], Fake],
                                        matrix: Path) -> None:
     gate = fake(BAD)
     assert gate([str(matrix)]) == 0
-    for entry in (matrix.parent / ".meshproof-cache" / "gate").glob("*.json"):
+    for entry in gate_cache_dir().glob("*.json"):
         entry.write_text("{not json")
     assert gate([str(matrix)]) == 0
     assert len(gate.calls) == 6
@@ -259,7 +262,44 @@ def test_a_kernel_that_raises_is_an_error(fake: Callable[[Table], Fake], tmp_pat
     assert "boom: ERROR" in out and "RuntimeError: oops" in out
     root = ET.parse(junit).getroot()
     assert root.get("errors") == str(len(PROPERTY_NAMES))
-    assert not (tmp_path / ".meshproof-cache" / "gate").exists()
+    assert not gate_cache_dir().exists()
+
+
+RUNAWAY = Path(__file__).parent / "kernels" / "runaway.py"
+
+
+def test_a_never_ending_host_loop_is_an_error_row_within_its_limit_and_not_cached(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real pipeline (kernels traced in child processes): the case's trace_timeout key,
+    else --trace-timeout, ends the trace; the gate goes on, and caches nothing of it."""
+    shutil.copy(RUNAWAY, tmp_path / "runaway.py")
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text(
+        '[[case]]\nname = "endless"\nkernel = "runaway.py::endless"\npes = 1\n'
+        'trace_timeout = 1\nexpect = "proved"\n\n'
+        '[[case]]\nname = "endless-cli"\nkernel = "runaway.py::endless"\npes = 1\n'
+        'expect = "proved"\n', encoding="utf-8")
+    start = time.monotonic()
+    assert main(["gate", str(matrix), "--trace-timeout", "1"]) == 1
+    assert time.monotonic() - start < 2 * (1 + 5)
+    out = capsys.readouterr().out
+    assert "endless: ERROR" in out and "endless-cli: ERROR" in out
+    flat = " ".join(out.split())
+    assert "did not finish within its wall-clock limit of 1 s; make the kernel's host loops " \
+        "end, or raise the limit with the trace_timeout key of case 'endless'" in flat
+    assert "raise the limit with --trace-timeout SECONDS (or the case's trace_timeout key)" \
+        in flat
+    assert not list(tmp_path.glob(".meshproof-cache/gate/*.json"))
+
+
+def test_trace_timeout_must_be_a_positive_number(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text('[[case]]\nname = "x"\nkernel = "mesh_mlo_1d"\ntrace_timeout = 0\n'
+                      'expect = "proved"\n', encoding="utf-8")
+    assert main(["gate", str(matrix)]) == 2
+    assert "case #1 (x): trace_timeout must be a positive number of seconds, got 0" in \
+        capsys.readouterr().err
 
 
 class FakeSimulator:
@@ -303,3 +343,57 @@ def test_unwritable_junit_path_is_one_line(fake: Callable[[Table], Fake], matrix
     err = capsys.readouterr().err
     assert "Traceback" not in err  # the cases ran (progress lines), then one error line
     assert err.splitlines()[-1].startswith("meshproof: error: cannot write the JUnit report")
+
+
+def test_the_progress_bar_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one thread the trace children are forked (~20 ms), not started by a fork
+    server (~130 ms): rich's live bar must not run its refresh thread."""
+    import threading
+
+    from rich.console import Console
+
+    from meshproof.cli import gate_cmd
+    from meshproof.model.isolation import StartMethod
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    before = threading.active_count()
+    with gate_cmd._progress(2) as advance:
+        assert threading.active_count() == before
+        assert StartMethod.default() is StartMethod.FORK
+        del advance
+
+
+def test_cache_dir_option_and_environment(fake: Callable[[Table], Fake], matrix: Path,
+                                          tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = fake(BAD)
+    chosen = tmp_path / "chosen"
+    assert gate([str(matrix), "--cache-dir", str(chosen)]) == 0
+    assert len(list((chosen / "gate").glob("*.json"))) == 3
+    assert not gate_cache_dir().exists()  # --cache-dir wins over MESHPROOF_CACHE_DIR
+    assert gate([str(matrix), "--cache-dir", str(chosen)]) == 0
+    assert len(gate.calls) == 3  # served from there
+    monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(tmp_path / "env"))
+    assert gate([str(matrix)]) == 0
+    assert len(list((tmp_path / "env" / "gate").glob("*.json"))) == 3
+
+
+def test_the_default_cache_is_not_in_the_checkout(fake: Callable[[Table], Fake], matrix: Path,
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running a project's gate leaves its working tree clean: the cache is the user's."""
+    monkeypatch.delenv("MESHPROOF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(matrix.parent)
+    assert fake(BAD)([str(matrix)]) == 0
+    assert len(list((tmp_path / "xdg" / "meshproof" / "gate").glob("*.json"))) == 3
+    assert not (matrix.parent / ".meshproof-cache").exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_bad_input(fake: Callable[[Table], Fake], matrix: Path,
+                                                 tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f").write_text("x")
+    assert fake(BAD)([str(matrix), "--cache-dir", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cache-dir" in err and "is a file" in err

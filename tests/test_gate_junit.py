@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import RunCli, one_line_error
+from helpers import RunCli, line_of, one_line_error
 
 from meshproof.cli import gate_cmd
 
@@ -45,3 +46,38 @@ def test_junit_is_written_with_normal_permissions(run_cli: RunCli, tmp_path: Pat
     report = tmp_path / "ci" / "proofs.xml"
     assert stat.S_IMODE(report.stat().st_mode) == 0o644
     assert report.read_text(encoding="utf-8").count("<testcase ") == 7
+
+
+def test_a_failing_testcase_carries_the_kernel_file_and_line(
+        run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The realistic mistake: a known-bad kernel listed as proved; CI links the failure to
+    the recv that blocks."""
+    matrix = tmp_path / "proofs.toml"
+    matrix.write_text('[[case]]\nname = "bad"\nkernel = "mesh_mlo_1d_recv_first"\n'
+                      'expect = "proved"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    from meshproof.cli import main
+
+    assert main(["gate", "proofs.toml", "--no-cache", "--junit", "j.xml"]) == 1
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "proofs.toml"
+    failing = [c for c in root.iter("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failing] == ["deadlock_freedom"]
+    kernel = Path(__file__).resolve().parents[1] / "meshproof" / "kernels" / "mesh_mlo.py"
+    assert failing[0].get("file") == kernel.as_posix()  # outside the working directory
+    assert failing[0].get("line") == str(line_of(kernel, "m = tl.recv(dir=direction"))
+
+
+def test_proved_testcases_carry_no_location_and_the_suite_is_relative(
+        run_cli: RunCli, tmp_path: Path) -> None:
+    """The correct idiom: nothing to point at when everything is proved."""
+    junit = tmp_path / "ok.xml"
+    res = _gate(run_cli, tmp_path, CASE, "--junit", str(junit))
+    assert res.code == 0, res.err
+    root = ET.parse(junit).getroot()
+    assert all(c.get("file") is None for c in root.iter("testcase"))
+    suite = root.find("testsuite")
+    assert suite is not None
+    name = suite.get("name") or ""
+    assert not name.startswith("/") and name.endswith("proofs.toml")

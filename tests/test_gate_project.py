@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import gate_cache_dir
 
 from meshproof.cli import main
 from meshproof.gate.matrix import load_matrix
@@ -83,7 +84,7 @@ def test_small_real_matrix_passes_then_fails_when_flipped(
 def test_undecided_solver_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junit = tmp_path / "gate.xml"
     assert main(["gate", str(DATA / "unknown.toml"), "--junit", str(junit)]) == 3
-    assert not (DATA / ".meshproof-cache").exists()  # unknowns are never cached
+    assert not list(gate_cache_dir().glob("*.json"))  # unknowns are never cached
     out = capsys.readouterr().out
     assert "2d-2x4-rlimit-1" in out and "gate UNKNOWN" in out
     errors = [c for c in ET.parse(junit).getroot().iter("testcase")

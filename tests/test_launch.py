@@ -193,8 +193,11 @@ def test_resolve_launch_panel_presets_and_overrides() -> None:
                            queue_depth=2)
     assert launch.spec.arg("S_kv_per_rank") == 8 and launch.spec.arg("n_ranks") == 8
     assert launch.spec.queue_depth == 2
-    _, launch = _resolve(kernel="mesh_mlo_1d_recv_first", panel="single_user_decode")
-    assert launch.spec.kernel == "mesh_mlo_1d_recv_first"
+    # another kernel than the panel's is a choice the user did not see: an error
+    with pytest.raises(LaunchError, match="both choose the kernel"):
+        _resolve(kernel="mesh_mlo_1d_recv_first", panel="single_user_decode")
+    _, launch = _resolve(kernel="mesh_mlo_1d", panel="single_user_decode")
+    assert launch.spec.kernel == "mesh_mlo_1d"
     with pytest.raises(LaunchError, match="name a KERNEL"):
         _resolve()
     with pytest.raises(LaunchError, match="unknown panel 'decode'"):

@@ -184,3 +184,17 @@ def test_the_verify_scale_benchmark_format_is_read() -> None:
                       "mesh_mlo_1d · exactly_once_merge": [(16, 0.9)]}  # 0 s: no log point
     assert search_baselines(data) == [("2d 4x4", 0.05, 0.3)]
     assert verify_time_series({"rows": "nonsense"}) == {}
+
+
+def test_html_page_beside_the_readme_is_byte_identical_on_rerun(
+        report: tuple[Path, dict[str, bytes]]) -> None:
+    out, _ = report
+    write_report(out, fast=True, html=True)
+    first = (out / "report.html").read_bytes()
+    write_report(out, fast=True, html=True)
+    assert (out / "report.html").read_bytes() == first
+    text = first.decode()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 2 * 6
+    assert "Kernels</h2>" in text and "Facts from the study, checked</h2>" in text
+    write_report(out, fast=True)  # without --html the page is not kept stale
+    assert not (out / "report.html").exists()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import one_line_error, trace_kernel
+from helpers import assert_bad_input, kernel_spec, one_line_error, trace_kernel
 
 from meshproof.cli import main
 from meshproof.errors import HarnessError
@@ -143,6 +143,41 @@ def test_missing_profile_is_bad_input(run_cli: Run, tmp_path: Path) -> None:
     res = run_cli(["simulate", "mesh_mlo_1d", "--hw", str(tmp_path / "none.toml")])
     assert res.code == 2
     assert "does not exist" in res.err
+
+
+def test_a_profile_path_that_is_a_directory_says_so(run_cli: Run, tmp_path: Path) -> None:
+    # It said "does not exist" of a directory that does.
+    assert_bad_input(run_cli(["simulate", "mesh_mlo_1d", "--hw", str(tmp_path)]),
+                     f"hardware profile {tmp_path} is a directory; pass a TOML file")
+
+
+RENAMED = "renamed_buffers.py"
+
+
+def test_sharded_names_the_buffers_the_harness_fills(run_cli: Run) -> None:
+    """A user kernel whose K/V buffers are kc_ptr, vc_ptr simulates with --sharded."""
+    kernel = kernel_spec(f"{RENAMED}::decode_cache")
+    res = run_cli(["simulate", kernel, "--sharded", "kc_ptr,vc_ptr", "--json"])
+    assert res.code == 0, res.err
+    numeric = json.loads(res.out)["numeric"]
+    assert numeric["ok"] and numeric["harness"] == "decode"
+    # without it the harness has no kc_ptr, and the message says what to pass
+    err = one_line_error(run_cli(["simulate", kernel]))
+    assert "load from kc_ptr, which the harness does not provide" in err
+    assert "name the K and V buffers with --sharded" in err
+
+
+def test_harness_option_chooses_the_harness(run_cli: Run) -> None:
+    kernel = kernel_spec(f"{RENAMED}::prefill_cache")
+    common = ["simulate", kernel, "--sharded", "kc_ptr,vc_ptr", "--pes", "4"]
+    res = run_cli([*common, "--harness", "prefill"])
+    assert res.code == 0, res.err
+    assert "numerics (prefill, normal inputs, seed 0, 1 group(s)): ok" in res.out
+    assert "numerics (decode, " in run_cli(common).out  # a user kernel's default
+    # a built-in's own harness is the default, and the option overrides it
+    res = run_cli(["simulate", "mesh_kv", "--harness", "decode", "--json"])
+    assert json.loads(res.out)["numeric"]["harness"] == "decode"
+    assert_bad_input(run_cli([*common, "--harness", "train"]), "Invalid value for '--harness'")
 
 
 def test_panel_runs(run_cli: Run) -> None:

@@ -8,7 +8,9 @@ module that fails to import fails loudly; it never vanishes from `--help`.
 
 from __future__ import annotations
 
+import gc
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, MutableMapping, Sequence
@@ -17,12 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from meshproof import __version__
+from meshproof import __version__, interrupts
 from meshproof.errors import BadInput, InternalError, MeshproofError
 from meshproof.exitcodes import ExitCode
+from meshproof.interrupts import Terminated
 
 if TYPE_CHECKING:
     from meshproof.gate.pipeline import Pipeline
+
+# Set, an internal error (a bug) raises with its traceback instead of its one line.
+DEBUG_VARIABLE = "MESHPROOF_DEBUG"
+# Set by the shell completion script click generates (README, "Shell completion").
+COMPLETE_VARIABLE = "_MESHPROOF_COMPLETE"
 
 # command name -> (module, attribute), in the order `--help` lists them
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -68,10 +76,22 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         return name in COMMANDS or name in self._loaded
 
 
+class Interrupted(BaseException):
+    """Ctrl-C arrived: unwind (children are killed, temporary files removed, nothing is
+    cached or written) and exit 130. Not a KeyboardInterrupt, which click would answer
+    with a blank line of its own."""
+
+
 class _Commands(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _LazyCommands()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted from None
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,31 +101,55 @@ def cli() -> None:
     and simulate them in numpy."""
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind (temporary files are removed on the way) and exit 143."""
-
-
-def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None) -> ExitCode:
     """Run the CLI; return the exit code (the console script exits with it).
 
-    `pipeline` replaces the tracer, verifier and simulator every command runs through
-    (tests and tools pass their own); by default the real ones.
+    `pipeline` replaces the resolver, tracer, verifier and simulator every command runs
+    through (tests and tools pass their own); by default the real ones, which import and
+    trace kernels in child processes.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    if COMPLETE_VARIABLE in os.environ:  # the shell asks for completions (README)
+        return _complete(args)
     if not args:  # click would put its whole help text on the one error line
         _error(f"name a command ({', '.join(sorted(COMMANDS))}); see `meshproof --help`")
         return ExitCode.BAD_INPUT
+    hook = sys.unraisablehook
+    interrupts.reset()
+    try:
+        code = _run(args, pipeline)
+        if interrupts.received() is not None and \
+                code not in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+            # the signal's exception was lost on the way (see meshproof.interrupts)
+            code = _interrupted(interrupts.received() == signal.SIGTERM)
+        if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+            # Objects an interrupt left half-built (a z3 Solver whose __init__ it cut
+            # short) are finalised now, under the quiet hook _run installed.
+            gc.collect()
+        return code
+    finally:
+        sys.unraisablehook = hook
+
+
+def _complete(args: list[str]) -> ExitCode:
+    """Click's shell completion: it reads the words from the environment, prints, exits."""
+    try:
+        cli.main(args=args, prog_name="meshproof", complete_var=COMPLETE_VARIABLE)
+    except SystemExit as exc:
+        return _exit_code(exc.code if isinstance(exc.code, int) else ExitCode.OK)
+    return ExitCode.OK
+
+
+def _run(args: list[str], pipeline: Pipeline | None) -> ExitCode:
     try:
         result = cli.main(args=args, prog_name="meshproof", standalone_mode=False,
                           obj=pipeline)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.exceptions.Abort:  # click's name for a KeyboardInterrupt
-        click.echo("meshproof: interrupted", err=True)
-        return ExitCode.INTERRUPTED
+    except click.exceptions.Exit as exc:  # --help, --version
+        return _exit_code(exc.exit_code)
+    except (Interrupted, click.exceptions.Abort):  # Abort: click's KeyboardInterrupt
+        return _interrupted(False)
     except Terminated:
-        click.echo("meshproof: terminated", err=True)
-        return ExitCode.TERMINATED
+        return _interrupted(True)
     except click.ClickException as exc:
         _error(exc.format_message())
         return ExitCode.BAD_INPUT
@@ -118,9 +162,21 @@ def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None)
     except MeshproofError as exc:
         _error(str(exc))
         return ExitCode.BAD_INPUT
-    if isinstance(result, int):
-        return result
-    return ExitCode.OK
+    except Exception as exc:  # a bug in meshproof: never exit 1, which means "violated"
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        _error(f"{type(exc).__name__}: {exc}; set {DEBUG_VARIABLE}=1 for the traceback",
+               "internal error (please report)")
+        return ExitCode.INTERNAL
+    return _exit_code(result if isinstance(result, int) else ExitCode.OK)
+
+
+def _exit_code(value: int) -> ExitCode:
+    try:
+        return ExitCode(value)
+    except ValueError:
+        raise InternalError(f"exit code {value} is not one of meshproof's ExitCode "
+                            "values") from None
 
 
 def _error(message: str, label: str = "error") -> None:
@@ -128,10 +184,36 @@ def _error(message: str, label: str = "error") -> None:
     click.echo(f"meshproof: {label}: {' '.join(message.split())}", err=True)
 
 
+def _interrupted(terminated: bool) -> ExitCode:
+    sys.unraisablehook = _unraisable_after_interrupt
+    click.echo(f"meshproof: {'terminated' if terminated else 'interrupted'}", err=True)
+    return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
+
+
+def _unraisable_after_interrupt(unraisable: Any) -> None:
+    """An interrupted run ends with its one line: the errors of finalisers that run on
+    objects the interrupt left half-built (`Solver.__del__` without `self.solver`) are
+    noise, not news."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    interrupts.note(signum)
+    raise KeyboardInterrupt
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
+    interrupts.note(signum)
     raise Terminated
 
 
 def entry() -> None:
+    interrupts.arm()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(main())
+    code = main()
+    # A second Ctrl-C or SIGTERM now, while the interpreter shuts down, must not turn the
+    # exit code into a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(code)

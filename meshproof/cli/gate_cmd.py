@@ -13,12 +13,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from meshproof.cli.options import current_pipeline
+from meshproof.cli.options import current_pipeline, trace_limit_options, trace_limits
 from meshproof.exitcodes import ExitCode
+from meshproof.gate.github import (
+    GITHUB_ENV,
+    SUMMARY_ENV,
+    append_step_summary,
+    step_summary,
+    workflow_commands,
+)
 from meshproof.gate.judge import CaseStatus, JudgedProperty
 from meshproof.gate.junit import check_junit_target, write_junit
 from meshproof.gate.matrix import load_matrix
 from meshproof.gate.runner import CaseResult, GateResult, check_matrix, default_cache, run_gate
+from meshproof.gate.sarif import check_sarif_target, gate_sarif, write_sarif
 from meshproof.model.serialize import dumps
 from meshproof.verify.result import Status
 
@@ -38,9 +46,19 @@ _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: 
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=1, show_default=True,
               help="Cases run in parallel processes; 0 = one per CPU.")
 @click.option("--no-cache", is_flag=True,
-              help="Re-prove every case; neither read nor write .meshproof-cache/.")
+              help="Re-prove every case; neither read nor write the cache.")
+@click.option("--cache-dir", "cache_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Cache directory (default: $MESHPROOF_CACHE_DIR, else "
+              "$XDG_CACHE_HOME/meshproof or ~/.cache/meshproof).")
+@click.option("--sarif", "sarif_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write a SARIF 2.1.0 log (results at the kernels' lines).")
+@click.option("--github/--no-github", "github", default=None,
+              help="Print GitHub Actions annotations and write $GITHUB_STEP_SUMMARY "
+              "(default: on when GITHUB_ACTIONS=true).")
+@trace_limit_options
 def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
-             no_cache: bool) -> int:
+             no_cache: bool, cache_dir: Path | None, sarif_path: Path | None,
+             github: bool | None, trace_timeout: float, trace_memory: int) -> int:
     """Prove every case of FILE (default proofs.toml) and check its expected outcome.
 
     Exit 0 if every case met its expectation, 1 if any did not, 3 if a property was
@@ -48,20 +66,37 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     """
     if junit_path is not None:
         check_junit_target(junit_path)
+    if sarif_path is not None:
+        check_sarif_target(sarif_path)
     matrix = load_matrix(file)
-    check_matrix(matrix)
-    cache = None if no_cache else default_cache(file)
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory, gate=True))
+    check_matrix(matrix, pipeline)
+    cache = None if no_cache else default_cache(cache_dir)
     workers = (os.cpu_count() or 1) if jobs == 0 else jobs
     with _progress(len(matrix.cases)) as report:
         gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report,
-                        pipeline=current_pipeline())
+                        pipeline=pipeline)
     if as_json:
         click.echo(dumps(gate.to_json()), nl=False)
     else:
         print_table(gate)
     if junit_path is not None:
         write_junit(gate, junit_path)
+    if sarif_path is not None:
+        write_sarif(sarif_path, gate_sarif(gate))
+    if github if github is not None else os.environ.get(GITHUB_ENV) == "true":
+        _github(gate, to_stderr=as_json)
     return gate.exit_code
+
+
+def _github(gate: GateResult, *, to_stderr: bool) -> None:
+    """Annotations on stdout (stderr under --json, which owns stdout); the summary table
+    appended to $GITHUB_STEP_SUMMARY when the runner provides it."""
+    for line in workflow_commands(gate):
+        click.echo(line, err=to_stderr)
+    summary = os.environ.get(SUMMARY_ENV, "").strip()
+    if summary:
+        append_step_summary(Path(summary), step_summary(gate))
 
 
 @contextmanager
@@ -69,13 +104,16 @@ def _progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
     """A live bar on a terminal; one line per finished case otherwise (CI logs)."""
     console = Console(stderr=True)
     if console.is_terminal:
+        # redrawn per case, without rich's refresh thread: with one thread the trace
+        # child is forked (~20 ms) rather than started by a fork server (~130 ms)
         with Progress(TextColumn("gate"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
+                      console=console, transient=True, auto_refresh=False) as bar:
             task = bar.add_task("", total=total)
+            bar.refresh()
 
             def advance(result: CaseResult) -> None:
-                bar.update(task, advance=1,
+                bar.update(task, advance=1, refresh=True,
                            description=f"{result.case.name}: {_WORD[result.status]}")
 
             yield advance

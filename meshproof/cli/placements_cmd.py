@@ -7,7 +7,13 @@ from typing import Any
 import click
 from rich.table import Table
 
-from meshproof.cli.options import current_pipeline, launch_options, resolve_options
+from meshproof.cli.options import (
+    current_pipeline,
+    launch_options,
+    resolve_options,
+    trace_limit_options,
+    trace_limits,
+)
 from meshproof.cli.verify_cmd import console
 from meshproof.deploy.placements import PlacementSearch, search_placements
 from meshproof.errors import LaunchError
@@ -18,13 +24,15 @@ from meshproof.verify.properties import VerifyConfig
 
 @click.command("placements")
 @launch_options
+@trace_limit_options
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds per solver call; a timeout makes the property unknown.")
 @click.option("--retrace", is_flag=True,
               help="Trace and verify every placement from scratch (no shared trace, no "
                    "proofs carried between placements).")
 @click.option("--json", "as_json", is_flag=True, help="Print one placements-v1 JSON object.")
-def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, **opts: Any) -> int:
+def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, trace_timeout: float,
+                   trace_memory: int, **opts: Any) -> int:
     """Verify KERNEL, every property, at every cube_start where its launch (--mesh RxC or
     --cubes N) fits in the system; print which placements are legal and, for the others,
     the first violation with its line. Exit 0 when some placement is legal, 1 when none
@@ -37,8 +45,8 @@ def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, **opts: Any) 
     if opts.get("empty_shards"):
         raise LaunchError("--empty-shard names physical ranks, and placements moves the "
                           "launch; drop it (or verify one placement with `meshproof verify`)")
-    kernel, launch_opts = resolve_options(**opts)
-    pipeline = current_pipeline()
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    kernel, launch_opts = resolve_options(**opts, resolver=pipeline.resolver)
     search = search_placements(kernel, launch_opts, pipeline.tracer, pipeline.verifier,
                                VerifyConfig(queue_depth=launch_opts.queue_depth,
                                             timeout_s=timeout_s), retrace=retrace)

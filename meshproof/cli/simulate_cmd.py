@@ -7,11 +7,14 @@ from typing import Any
 
 import click
 
+from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
     resolve_launch,
     resolve_launches,
+    trace_limit_options,
+    trace_limits,
 )
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
@@ -32,6 +35,7 @@ _RANK_ROWS = 16
 
 @click.command("simulate")
 @launch_options
+@trace_limit_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Input RNG seed (>= 0).")
 @click.option("--inputs", "inputs", type=click.Choice([k.value for k in InputKind]),
@@ -46,33 +50,28 @@ _RANK_ROWS = 16
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
-@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
+@diagram_options
 def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None,
                  as_json: bool, perfetto_path: Path | None, diagram: Path | None,
-                 **opts: Any) -> int:
+                 keep_dot: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
-    if diagram is not None:
-        # imported for --diagram only: the report stack is most of a cold start's imports
-        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
-
-        check_diagram_target(diagram)
+    check_diagram(diagram)
     if perfetto_path is not None:
         check_trace_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)
-    listed = resolve_launches(opts)
+    listed = resolve_launches(opts, pipeline.resolver)
     if listed is not None:  # several launches at once
         from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram,
                                                 "--perfetto": perfetto_path})
-        return simulate_launches(listed, current_pipeline(), config, as_json)
-    kernel, launch = resolve_launch(**opts)
-    pipeline = current_pipeline()
+        return simulate_launches(listed, pipeline, config, as_json)
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     # the diagram draws what the verifier finds, so --diagram verifies first
     outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),
@@ -82,7 +81,7 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     assert schedule is not None  # traced here
     if diagram is not None:
         assert outcome.verdict is not None
-        click.echo(write_schedule_diagram(schedule, outcome.verdict, diagram).note, err=True)
+        click.echo(draw_diagram(schedule, outcome.verdict, diagram, keep_dot), err=True)
     if outcome.refused:
         message = " ".join(outcome.refused.split())
         if as_json:

@@ -12,6 +12,8 @@ from meshproof.cli.options import (
     launch_options,
     resolve_launch,
     resolve_launches,
+    trace_limit_options,
+    trace_limits,
 )
 from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
@@ -51,16 +53,18 @@ def list_cmd(as_json: bool) -> int:
 
 @click.command("trace")
 @launch_options
+@trace_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON.")
-def trace_cmd(as_json: bool, **opts: Any) -> int:
+def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
-    listed = resolve_launches(opts)
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    listed = resolve_launches(opts, pipeline.resolver)
     if listed is not None:  # several launches at once
         from meshproof.cli.deployments import trace_deployment
 
-        return trace_deployment(listed, current_pipeline(), as_json)
-    kernel, launch = resolve_launch(**opts)
-    schedule = current_pipeline().tracer(kernel, launch)
+        return trace_deployment(listed, pipeline, as_json)
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
+    schedule = pipeline.tracer(kernel, launch)
     if as_json:
         click.echo(dumps(schedule_to_json(schedule)), nl=False)
         return ExitCode.OK

@@ -11,11 +11,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
     resolve_launch,
     resolve_launches,
+    trace_limit_options,
+    trace_limits,
 )
 from meshproof.errors import OptionError
 from meshproof.gate.pipeline import run_case
@@ -88,6 +91,7 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 
 @click.command("verify")
 @launch_options
+@trace_limit_options
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds per solver call; a timeout makes the property unknown.")
 @click.option("--only", "only", multiple=True, metavar="NAME[,NAME]",
@@ -98,15 +102,17 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 @click.option("--json", "as_json", is_flag=True, help="Print one verdict-v1 JSON object.")
 @click.option("--no-timings", is_flag=True,
               help="Leave `seconds` out of --json, so identical runs print identical bytes.")
-@click.option("--diagram", "diagram", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the schedule diagram (.dot, .svg or .png).")
+@diagram_options
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
 @click.option("--input-bound", "input_bound", type=float, default=16.0, show_default=True,
               help="numeric_safety's assumption: every input element has |x| <= this.")
+@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
-               no_timings: bool, diagram: Path | None, smt2_path: Path | None,
-               input_bound: float, **opts: Any) -> int:
+               no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
+               input_bound: float, sarif_path: Path | None, trace_timeout: float,
+               trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
     counterexamples at the kernel's lines."""
@@ -115,21 +121,23 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
-    if diagram is not None:
-        # imported for --diagram only: the report stack is most of a cold start's imports
-        from meshproof.report.diagrams import check_diagram_target, write_schedule_diagram
+    if sarif_path is not None:
+        # imported for --sarif only, like the report stack for --diagram
+        from meshproof.gate.sarif import check_sarif_target
 
-        check_diagram_target(diagram)
-    listed = resolve_launches(opts)
+        check_sarif_target(sarif_path)
+    check_diagram(diagram)
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    listed = resolve_launches(opts, pipeline.resolver)
     if listed is not None:  # several launches at once
         from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
 
-        refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path})
-        return verify_launches(listed, current_pipeline(), VerifyConfig(
+        refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
+                                                "--sarif": sarif_path})
+        return verify_launches(listed, pipeline, VerifyConfig(
             timeout_s=timeout_s, only=only_props, skip=skip_props, input_bound=input_bound),
             as_json, not no_timings, console())
-    kernel, launch = resolve_launch(**opts)
-    pipeline = current_pipeline()
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                           keep_smt2=smt2_path is not None, only=only_props, skip=skip_props,
                           input_bound=input_bound)
@@ -143,7 +151,15 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         write_text(smt2_path, verdict.smt2)
         notes.append(f"wrote the deadlock certificate query to {smt2_path}")
     if diagram is not None:
-        notes.append(write_schedule_diagram(schedule, verdict, diagram).note)
+        notes.append(draw_diagram(schedule, verdict, diagram, keep_dot))
+    if sarif_path is not None:
+        from meshproof.gate.findings import Place
+        from meshproof.gate.sarif import verdict_sarif, write_sarif
+
+        site = kernel.site
+        write_sarif(sarif_path, verdict_sarif(verdict, schedule,
+                                              Place(site.display_file, site.def_line)))
+        notes.append(f"wrote the SARIF log to {sarif_path}")
     if as_json:
         click.echo(dumps(verdict.to_json(timings=not no_timings)), nl=False)
         for note in notes:

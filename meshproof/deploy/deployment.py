@@ -18,6 +18,7 @@ from meshproof.model.schedule import GroupMode, Harness, LaunchSpec, RankProgram
 from meshproof.model.topology import Endpoint, System
 from meshproof.model.wiring import Link, Wiring
 
+Resolver = Callable[[str], KernelRef]
 Tracer = Callable[[KernelRef, Launch], Schedule]
 
 

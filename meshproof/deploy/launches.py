@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshproof.deploy.deployment import Resolver
 from meshproof.errors import ConfigError
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
@@ -45,17 +46,18 @@ class LaunchList:
     launches: tuple[tuple[KernelRef, Launch], ...]
 
 
-def panel_launches(panel: Panel, scale: str,
-                   queue_depth: int | None = None) -> LaunchList:
+def panel_launches(panel: Panel, scale: str, queue_depth: int | None = None,
+                   resolver: Resolver = resolve_kernel) -> LaunchList:
     """Every launch of a panel, at each of its cube_starts."""
-    ref = resolve_kernel(panel.kernel)
+    ref = resolver(panel.kernel)
     return LaunchList(f"{panel.name} ({scale})", tuple(
         (ref, build_launch(ref, panel.launch_options(queue_depth, cube_start=k)))
         for k in panel.launches))
 
 
-def load_launches(path: Path) -> LaunchList:
-    """Read and validate a launches file; raises ConfigError (one line) on any problem."""
+def load_launches(path: Path, resolver: Resolver = resolve_kernel) -> LaunchList:
+    """Read and validate a launches file; raises ConfigError (one line) on any problem.
+    Kernels are found with `resolver` (the CLI's imports kernel files in a child first)."""
     if not path.is_file():
         raise ConfigError(f"launches file {path} does not exist; pass an existing TOML file "
                           "with [[launch]] tables")
@@ -93,7 +95,7 @@ def load_launches(path: Path) -> LaunchList:
         merged = {**defaults, **entry}
         merged["args"] = {**_table(defaults.get("args", {}), path, "args"),
                           **_table(entry.get("args", {}), where, "args")}
-        launches.append(_launch(merged, system_text, path.parent, where))
+        launches.append(_launch(merged, system_text, path.parent, where, resolver))
     return LaunchList(name, tuple(launches))
 
 
@@ -103,8 +105,8 @@ def _table(value: object, where: object, key: str) -> dict[str, Any]:
     return value
 
 
-def _launch(raw: dict[str, Any], system_text: str, base: Path,
-            where: str) -> tuple[KernelRef, Launch]:
+def _launch(raw: dict[str, Any], system_text: str, base: Path, where: str,
+            resolver: Resolver) -> tuple[KernelRef, Launch]:
     kernel = _get(raw, "kernel", str, where)
     if kernel is None:
         raise ConfigError(f"{where}: no kernel; give kernel = \"NAME\" (or \"path.py::fn\") in "
@@ -116,7 +118,7 @@ def _launch(raw: dict[str, Any], system_text: str, base: Path,
     if wiring is not None and (wiring.endswith(".toml") or "/" in wiring):
         wiring = str((base / wiring).resolve())
     pes = _int(raw, "pes", 1, where)
-    ref = resolve_kernel(kernel)
+    ref = resolver(kernel)
     opts = LaunchOptions(
         system=parse_system(system_text, max(pes or 8, 8)), pes=pes, wiring=wiring,
         cubes=_int(raw, "cubes", 1, where), cube_start=_int(raw, "cube_start", 0, where) or 0,

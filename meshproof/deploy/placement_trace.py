@@ -19,17 +19,25 @@ means "not relocatable", never an error: the normal traces then report what they
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from meshproof.errors import MeshproofError
 from meshproof.model import tensor
+from meshproof.model.isolation import IsolatedTracer, trace_isolated
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, kernbench_shim
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.tl_ops import Tl
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
+
+
+class NotRelocatable(MeshproofError):
+    """Why a launch's relocatable trace cannot be used (raised where the trace runs, in a
+    child process for the CLI; never shown to the user as an error)."""
 
 
 class PlacementObserved(BaseException):
@@ -154,3 +162,27 @@ def trace_relocatable(kernel: KernelRef, launch: Launch, *,
                 budget -= len(tracer.ops)
                 programs.append(RankProgram(ep, tuple(tracer.ops)))
     return Schedule(spec, launch.wiring, tuple(programs)), ""
+
+
+def relocatable_schedule(kernel: KernelRef, launch: Launch, *,
+                         track_cube_start: bool) -> Schedule:
+    """`trace_relocatable` as a tracer: the schedule, or NotRelocatable saying why not
+    (what a trace process sends back)."""
+    schedule, why = trace_relocatable(kernel, launch, track_cube_start=track_cube_start)
+    if schedule is None:
+        raise NotRelocatable(why)
+    return schedule
+
+
+def trace_relocatable_like(tracer: object, kernel: KernelRef, launch: Launch, *,
+                           track_cube_start: bool) -> tuple[Schedule | None, str]:
+    """The relocatable trace where `tracer` (the pipeline's) traces: in a child process
+    under its limits for an IsolatedTracer (as every command traces), else here."""
+    if not isinstance(tracer, IsolatedTracer):
+        return trace_relocatable(kernel, launch, track_cube_start=track_cube_start)
+    how = functools.partial(relocatable_schedule, track_cube_start=track_cube_start)
+    try:
+        return trace_isolated(kernel, launch, tracer.limits, start=tracer.start,
+                              tracer=how), ""
+    except NotRelocatable as exc:
+        return None, str(exc)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from meshproof.deploy.deployment import Tracer
-from meshproof.deploy.placement_trace import trace_relocatable
+from meshproof.deploy.placement_trace import trace_relocatable_like
 from meshproof.deploy.relocation import carry_proofs, relocate
 from meshproof.deploy.verify import Verifier
 from meshproof.model.launch import Launch, LaunchOptions, build_launch
@@ -69,11 +69,8 @@ class PlacementRow:
         return describe_cubes(self.system, self.cubes)
 
     def to_json(self) -> dict[str, Any]:
-        cubes = []
-        for cube in self.cubes:
-            c = self.system.coord(cube)
-            cubes.append({"cube": cube, "sip": c.sip, "row": c.row, "col": c.col})
-        return {"cube_start": self.cube_start, "cubes": cubes, "ok": self.ok,
+        # the physical cube ids; where each sits (SIP, row, col) follows from the system
+        return {"cube_start": self.cube_start, "cubes": list(self.cubes), "ok": self.ok,
                 "violated": list(self.violated), "message": self.message}
 
 
@@ -150,7 +147,8 @@ def trace_placements(kernel: KernelRef, launches: tuple[Launch, ...], tracer: Tr
     if retrace:
         return PlacementTraces(tuple(tracer(kernel, la) for la in launches), False,
                                "every placement traced (--retrace)")
-    base, why = trace_relocatable(kernel, launches[0], track_cube_start=track_cube_start)
+    base, why = trace_relocatable_like(tracer, kernel, launches[0],
+                                       track_cube_start=track_cube_start)
     normal = tracer(kernel, launches[0])
     if base is not None and base.programs != normal.programs:
         base, why = None, ("traces differently when its program ids are not ints (type() "

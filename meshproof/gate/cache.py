@@ -20,6 +20,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,25 @@ from meshproof.model.serialize import schedule_to_json
 from meshproof.outputs import write_text
 
 CACHE_SCHEMA = "meshproof/gate-cache-v1"
-CACHE_DIR_NAME = ".meshproof-cache"
+CACHE_ENV = "MESHPROOF_CACHE_DIR"
+CACHE_FLAG = "--cache-dir"
+
+
+def cache_root(option: Path | None = None) -> Path:
+    """Where meshproof keeps its cache: `--cache-dir`, else `$MESHPROOF_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/meshproof`, else `~/.cache/meshproof` — never inside the checkout
+    unless asked, so running a project's gate leaves its working tree clean."""
+    if option is not None:
+        if option.exists() and not option.is_dir():
+            raise OutputError(f"{CACHE_FLAG} {option} is a file, not a directory; pass a "
+                              "directory (or --no-cache)")
+        return option
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "meshproof"
 
 
 @functools.cache
@@ -61,7 +80,7 @@ def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate:
 
 
 class GateCache:
-    """A directory of `<key>.json` entries (by default `.meshproof-cache/gate/`)."""
+    """A directory of `<key>.json` entries (by default `~/.cache/meshproof/gate/`)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -1,11 +1,14 @@
 """JUnit XML for the gate: one testcase per case x property (plus `numerics` when the case
 simulates), so CI shows exactly which proof of which launch broke.
 
-classname is the case name and name the property. A property that contradicts its
-expectation is a <failure> whose text is the counterexample in `file:line` form; an unknown
-property or a case that raised is an <error> (not proved is not passing); an expected
-violation that occurred passes and carries its counterexample in <system-out>. What
-passes and what fails is the judge's (`gate.judge`); this module only words it.
+classname is the case name and name the property; a testcase whose property has a
+counterexample carries `file` and `line`, its first diagnostic's kernel line, so CI links
+it there; the suite is named by the matrix path relative to the working directory. A
+property that contradicts its expectation is a <failure> whose text is the
+counterexample in `file:line` form; an unknown property or a case that raised is an
+<error> (not proved is not passing); an expected violation that occurred passes and
+carries its counterexample in <system-out>. What passes and what fails is the judge's
+(`gate.judge`); this module only words it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from meshproof.gate.judge import (
     JudgedNumerics,
     JudgedProperty,
 )
+from meshproof.gate.locations import report_path, suite_path
 from meshproof.gate.runner import CaseResult, GateResult
 from meshproof.outputs import check_writable, write_text
 from meshproof.verify.properties import Property
@@ -102,7 +106,7 @@ def _judged_numerics(case: str, judged: JudgedNumerics) -> JUnitOutcome:
 
 def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
     suites = ET.Element("testsuites", name="meshproof gate")
-    suite = ET.SubElement(suites, "testsuite", name=suite_name or gate.matrix.as_posix())
+    suite = ET.SubElement(suites, "testsuite", name=suite_name or suite_path(gate.matrix))
     counts = {"tests": 0, "failures": 0, "errors": 0}
     total = 0.0
     for result in gate.results:
@@ -112,6 +116,11 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
         for name, outcome in outcomes:
             element = ET.SubElement(suite, "testcase", classname=result.case.name, name=name,
                                     time=f"{outcome.seconds:.3f}")
+            place = _first_place(result, name)
+            if place is not None:
+                # GitLab and the GitHub JUnit reporters link a testcase to this line
+                element.set("file", report_path(place[0]))
+                element.set("line", str(place[1]))
             counts["tests"] += 1
             total += outcome.seconds
             if outcome.kind is Kind.PASS:
@@ -127,6 +136,14 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
             element.set(key, str(value))
         element.set("time", f"{total:.3f}")
     return suites
+
+
+def _first_place(result: CaseResult, name: str) -> tuple[str, int] | None:
+    """The kernel line of the counterexample's first located diagnostic, if any."""
+    if name == NUMERICS or result.outcome is None:
+        return None
+    got = result.outcome.property(Property(name))
+    return got.first_place if got is not None else None
 
 
 def check_junit_target(path: Path) -> None:

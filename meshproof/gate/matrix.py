@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ DEFAULT_TIMEOUT_S = 60.0
 
 CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
              "cube_start", "mesh", "queue_depth", "args", "sharded", "timeout", "rlimit",
-             "simulate", "expect")
+             "trace_timeout", "simulate", "expect")
 REQUIRED_KEYS = ("name", "expect")
 
 
@@ -56,6 +57,9 @@ class GateCase:
     timeout: float = DEFAULT_TIMEOUT_S   # wall-clock seconds per solver call
     rlimit: int | None = None            # deterministic Z3 resource limit per call
     simulate: bool = False
+    # wall-clock (and CPU) seconds for importing and tracing the kernel in its child
+    # process; None: the gate's --trace-timeout (default 60)
+    trace_timeout: float | None = None
 
     @property
     def expectation(self) -> Expectation:
@@ -89,6 +93,8 @@ class GateCase:
         out["timeout"] = self.timeout
         if self.rlimit is not None:
             out["rlimit"] = self.rlimit
+        if self.trace_timeout is not None:
+            out["trace_timeout"] = self.trace_timeout
         out["simulate"] = self.simulate
         return out
 
@@ -189,7 +195,9 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         args=check_args(raw.get("args", {}), where),
         sharded=check_sharded(raw.get("sharded"), where),
         timeout=check_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
-        rlimit=_int(raw, "rlimit", 1, where), simulate=simulate)
+        rlimit=_int(raw, "rlimit", 1, where), simulate=simulate,
+        trace_timeout=check_timeout(raw["trace_timeout"], where, "trace_timeout")
+        if "trace_timeout" in raw else None)
 
 
 def is_wiring_file(wiring: str) -> bool:
@@ -280,22 +288,31 @@ def check_sharded(value: object, where: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def check_timeout(value: object, where: str) -> float:
+def check_timeout(value: object, where: str, key: str = "timeout") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: timeout must be a positive number of seconds, got "
+        raise ConfigError(f"{where}: {key} must be a positive number of seconds, got "
                           f"{value!r}")
     return float(value)
 
 
-def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[KernelRef, Launch]:
-    """Resolve the kernel and build the launch, as the CLI's launch flags would.
+def cube_pes(pes: int | None) -> int:
+    """PEs per cube of the system, as `--pes` makes it (spec/machine.md §3): 8 as on the
+    hardware, more only if `pes` asks for more; `pes` launches PEs 0..pes-1 of each."""
+    return max(pes or 0, 8)
+
+
+def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
+                 resolver: Callable[[str], KernelRef] = resolve_kernel
+                 ) -> tuple[KernelRef, Launch]:
+    """Resolve the kernel (with `resolver`, e.g. model/isolation.py's) and build the
+    launch, as the CLI's launch flags would.
 
     `kernel` overrides the case's kernel name (the pytest helper passes function objects).
     """
     # named as written in the matrix, not by the absolute path it resolved to, so the
     # verdict, JSON output and cache key do not depend on where the checkout lives
-    ref = kernel or replace(resolve_kernel(case.kernel_path or case.kernel), name=case.kernel)
+    ref = kernel or replace(resolver(case.kernel_path or case.kernel), name=case.kernel)
     wiring = case.wiring_path or case.wiring
     sharded = case.sharded if case.sharded is not None else DEFAULT_SHARDED
     if case.panel is not None:
@@ -312,15 +329,14 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None) -> tuple[Kerne
         merged = dict(base.args)
         merged.update(dict(case.args))
         opts = LaunchOptions(
-            system=parse_system(case.system, case.pes or 8) if case.system else base.system,
+            system=parse_system(case.system, cube_pes(case.pes)) if case.system else base.system,
             pes=case.pes, wiring=wiring or base.wiring,
             cubes=case.cubes if case.cubes is not None else base.cubes,
             cube_start=case.cube_start if case.cube_start is not None else base.cube_start,
             mesh=case.mesh or base.mesh, args=tuple(sorted(merged.items())),
             sharded=sharded, queue_depth=case.queue_depth, groups=base.groups)
     else:
-        # a system of SIPSxROWSxCOLS cubes with at least `pes` PEs each, as `--pes` does
-        system = parse_system(case.system or "1x4x4", max(case.pes or 8, 1))
+        system = parse_system(case.system or "1x4x4", cube_pes(case.pes))
         opts = LaunchOptions(system=system, pes=case.pes, wiring=wiring,
                              cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
                              args=case.args, sharded=sharded, queue_depth=case.queue_depth)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from meshproof.errors import InternalError
+from meshproof.gate.findings import Finding, Located, locate
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import Property
 from meshproof.verify.result import NumericResult, PropertyResult, Status, Verdict
@@ -30,14 +31,24 @@ class PropertyOutcome:
     summary: str = ""                   # the counterexample's summary ("" if none)
     diagnostics: tuple[str, ...] = ()   # formatted `file:line: rank (...): error: ...`
     seconds: float = 0.0
+    located: Located = field(default_factory=Located)  # the diagnostics placed for CI
 
     @staticmethod
-    def of(result: PropertyResult) -> PropertyOutcome:
+    def of(result: PropertyResult, schedule: Schedule | None = None) -> PropertyOutcome:
         cex = result.counterexample
         return PropertyOutcome(result.name, result.status, result.message,
                                cex.summary if cex else "",
                                tuple(d.format() for d in cex.diagnostics) if cex else (),
-                               result.seconds)
+                               result.seconds, locate(result, schedule))
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.located.findings
+
+    @property
+    def first_place(self) -> tuple[str, int] | None:
+        """The file and line of the counterexample's first located diagnostic."""
+        return next(((f.place.file, f.place.line) for f in self.findings if f.place), None)
 
     @property
     def has_counterexample(self) -> bool:
@@ -48,12 +59,14 @@ class PropertyOutcome:
         lines = [self.summary or self.message] if (self.summary or self.message) else []
         return "\n".join([*lines, *self.diagnostics])
 
-    def to_json(self, timings: bool = False) -> dict[str, Any]:
+    def to_json(self, timings: bool = False, located: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name.value, "status": self.status.value,
                                "message": self.message, "summary": self.summary,
                                "diagnostics": list(self.diagnostics)}
         if timings:
             out["seconds"] = self.seconds
+        if located:
+            out["located"] = self.located.to_json()
         return out
 
     @staticmethod
@@ -61,7 +74,8 @@ class PropertyOutcome:
         return PropertyOutcome(Property(data["name"]), Status(data["status"]),
                                str(data["message"]), str(data["summary"]),
                                tuple(str(d) for d in data["diagnostics"]),
-                               float(data.get("seconds", 0.0)))
+                               float(data.get("seconds", 0.0)),
+                               Located.from_json(data.get("located")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +188,8 @@ class CaseOutcome:
     @staticmethod
     def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
            refused: str, *, numerics: bool) -> CaseOutcome:
-        props = tuple(PropertyOutcome.of(p) for p in verdict.properties) if verdict else ()
+        props = tuple(PropertyOutcome.of(p, schedule) for p in verdict.properties) \
+            if verdict else ()
         numeric = explain(NumericOutcome.of(simulation, refused), verdict, simulation) \
             if numerics else None
         return CaseOutcome(props, numeric,
@@ -196,7 +211,7 @@ class CaseOutcome:
         return next((p for p in self.properties if p.name is name), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"properties": [p.to_json(timings=True) for p in self.properties],
+        return {"properties": [p.to_json(timings=True, located=True) for p in self.properties],
                 "numeric": self.numeric.to_json() if self.numeric else None,
                 "min_queue_depth": self.min_queue_depth,
                 "rendezvous": self.rendezvous.value if self.rendezvous else None,

@@ -1,9 +1,10 @@
 """The one pipeline: trace a launch, verify it, simulate it — for the gate, the report,
 the pytest helpers and the CLI alike.
 
-The stages are passed in (`tracer`, `verifier`, `simulator`, bundled as a `Pipeline` by
-the callers above), so a child-process tracer, a fake verifier in a test, or a tool's
-own simulator plugs in without touching this module.
+The stages are passed in (`resolver`, `tracer`, `verifier`, `simulator`, bundled as a
+`Pipeline` by the callers above), so a child-process tracer (model/isolation.py, what the
+commands use), a fake verifier in a test, or a tool's own simulator plugs in without
+touching this module.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from meshproof.errors import SimulationRefused
 from meshproof.gate.outcome import CaseOutcome
 from meshproof.model.launch import Launch
-from meshproof.model.loader import KernelRef
+from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
 from meshproof.sim.config import SimConfig
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from meshproof.gate.cache import GateCache
     from meshproof.sim.result import SimResult
 
+Resolver = Callable[[str], KernelRef]
 Tracer = Callable[[KernelRef, Launch], Schedule]
 Verifier = Callable[[Schedule, VerifyConfig], Verdict]
 Simulator = Callable[[Schedule, SimConfig], "SimResult"]
@@ -42,9 +44,11 @@ def simulate_schedule(schedule: Schedule, config: SimConfig) -> SimResult:
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
-    """The stages a case runs through (module-level functions, so worker processes can
-    receive them)."""
+    """The stages a case runs through (module-level functions or frozen records, so worker
+    processes can receive them). `resolver` finds a kernel by its name or
+    `path::function` (importing its file); the defaults run everything in-process."""
 
+    resolver: Resolver = resolve_kernel
     tracer: Tracer = trace
     verifier: Verifier = verify_schedule
     simulator: Simulator = simulate_schedule

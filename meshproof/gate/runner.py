@@ -7,7 +7,9 @@ else 0.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -15,19 +17,28 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import BadInput, ConfigError, InternalError, MeshproofError
+from meshproof.errors import (
+    BadInput,
+    ConfigError,
+    InternalError,
+    MeshproofError,
+    TraceCrashed,
+    TraceLimitExceeded,
+)
 from meshproof.exitcodes import ExitCode
-from meshproof.gate.cache import CACHE_DIR_NAME, GateCache
+from meshproof.gate.cache import GateCache, cache_root
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
 from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case
 from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.model.isolation import limit_stage
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
+from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
 
 GATE_SCHEMA = "meshproof/gate-v1"
 
@@ -136,14 +147,26 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
     return verify_config, SimConfig(timing=False)
 
 
+def case_pipeline(case: GateCase, pipeline: Pipeline) -> Pipeline:
+    """The pipeline a case runs through: its own `trace_timeout`, if it has one, for an
+    isolated resolver and tracer."""
+    if case.trace_timeout is None:
+        return pipeline
+    knob = f"the trace_timeout key of case {case.name!r}"
+    return replace(pipeline,
+                   resolver=limit_stage(pipeline.resolver, case.trace_timeout, knob),
+                   tracer=limit_stage(pipeline.tracer, case.trace_timeout, knob))
+
+
 def evaluate(case: GateCase, *, kernel: KernelRef | None = None,
              cache: GateCache | None = None, pipeline: Pipeline = Pipeline()) -> CaseResult:
-    """Run one case through the pipeline and judge it; errors of the kernel become an
-    ERROR result."""
+    """Run one case through the pipeline and judge it; errors of the kernel (a trace
+    limit expiring included) become an ERROR result, which is never cached."""
     start = time.perf_counter()
     spec: LaunchSpec | None = None
+    pipeline = case_pipeline(case, pipeline)
     try:
-        ref, launch = resolve_case(case, kernel)
+        ref, launch = resolve_case(case, kernel, resolver=pipeline.resolver)
         spec = launch.spec
         verify_config, sim_config = case_configs(case, spec)
         outcome = run_case(ref, launch, simulate=case.simulate, verify_config=verify_config,
@@ -163,19 +186,23 @@ def _error(case: GateCase, message: str, start: float, spec: LaunchSpec | None) 
                       seconds=time.perf_counter() - start, launch=spec)
 
 
-def check_matrix(matrix: GateMatrix) -> None:
-    """Resolve every kernel and build every launch now, so a bad case is a bad file (exit 2)
-    before anything is proved, not a failure discovered minutes later."""
+def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
+    """Resolve every kernel (with the pipeline's resolver) and build every launch now, so a
+    bad case is a bad file (exit 2) before anything is proved, not a failure discovered
+    minutes later."""
     for index, case in enumerate(matrix.cases, start=1):
         try:
-            resolve_case(case)
+            resolve_case(case, resolver=case_pipeline(case, pipeline).resolver)
+        except (TraceLimitExceeded, TraceCrashed):
+            continue  # the kernel file's own fault, not the matrix's: an error row
         except BadInput as exc:
             # the same `FILE: case #N (NAME):` prefix as the file's own errors
             raise ConfigError(f"{matrix.path}: case #{index} ({case.name}): {exc}") from None
 
 
-def default_cache(matrix_path: Path) -> GateCache:
-    return GateCache(matrix_path.resolve().parent / CACHE_DIR_NAME / "gate")
+def default_cache(directory: Path | None = None) -> GateCache:
+    """The gate's cache under `cache_root(directory)` (`--cache-dir`, the environment)."""
+    return GateCache(cache_root(directory) / "gate")
 
 
 def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = None,
@@ -193,7 +220,9 @@ def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = Non
         context = multiprocessing.get_context("spawn")
         workers = min(jobs, len(matrix.cases))
         cache_dir = cache.directory if cache else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                   initializer=_worker_init)
+        try:
             futures = {pool.submit(_evaluate_in_worker, case, cache_dir, pipeline): i
                        for i, case in enumerate(matrix.cases)}
             for future in as_completed(futures):
@@ -201,7 +230,33 @@ def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = Non
                 results[i] = future.result()
                 if on_result:
                     on_result(results[i])
+        except BaseException:  # Ctrl-C, SIGTERM, a worker that died: no case goes on
+            _abandon(pool)
+            raise
+        pool.shutdown()
     return GateResult(matrix.path, tuple(results[i] for i in range(len(matrix.cases))))
+
+
+def _worker_init() -> None:
+    """A worker leaves Ctrl-C to the gate's process, which ends every worker; Z3 would
+    otherwise turn it into the end of one solver call, and the worker would go on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_ctrl_c_to_the_caller()
+
+
+def _abandon(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now: an interrupted case is never
+    finished, so never cached."""
+    # the executor keeps its processes private; terminating them is the only way to stop
+    # a case under way
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError):
+            process.terminate()
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            process.join(5)
 
 
 def _evaluate_in_worker(case: GateCase, cache_dir: Path | None,

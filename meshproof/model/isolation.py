@@ -13,42 +13,38 @@ network and environment (README, "What running a kernel means").
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import faulthandler
-import gc
+import hashlib
 import math
-import mmap
 import multiprocessing
 import os
 import pickle
 import resource
 import signal
-import sys
 import tempfile
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from multiprocessing.process import BaseProcess
-from types import FrameType
+from pathlib import Path
 from typing import Any
 
 from meshproof.errors import (
     InternalError,
     KernelLoadError,
     LaunchError,
-    MeshproofError,
     TraceCpuLimit,
     TraceCrashed,
     TraceError,
-    TraceMemoryLimit,
+    TraceLimitExceeded,
     TraceTimeout,
 )
+from meshproof.model.isolation_child import Job, Reply, child_main, limit_text
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, describe_exception, resolve_kernel
-from meshproof.model.op_pack import PackedPrograms, pack_programs, unpack_programs
+from meshproof.model.op_pack import unpack_programs
 from meshproof.model.schedule import Schedule
-from meshproof.model.trace import TraceStopped, trace
+from meshproof.model.trace import trace
 
 DEFAULT_WALL_SECONDS = 60.0
 DEFAULT_CPU_SECONDS = 60.0
@@ -56,8 +52,8 @@ DEFAULT_MEMORY_MB = 4096
 # After its own timer fires the child has this long to report where it was, before the
 # parent kills it: a kernel stuck in C code (or swallowing the stop) cannot delay the answer.
 KILL_GRACE_SECONDS = 2.0
-_MIB = 1 << 20
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The CPU limit a single timeout sets lies this far beyond its wall-clock limit.
+CPU_MARGIN_SECONDS = 1.0
 
 
 class StartMethod(Enum):
@@ -117,28 +113,56 @@ class TraceLimits:
                               f"got {self.memory_mb!r} ({self.knobs.memory})")
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
-    kernel: KernelRef | str  # a KernelRef only when forked: its function may not pickle
-    launch: Launch
-    limits: TraceLimits
-    workdir: str             # the kernel's working directory
-    reply_path: str          # where the child leaves its _Reply
-    parent: int              # the caller's pid; 0 when a fork server is the parent
+    @staticmethod
+    def of_timeout(seconds: float, knob: str, base: TraceLimits | None = None) -> TraceLimits:
+        """`base` (default: the defaults) with a wall-clock limit of `seconds` and a CPU limit
+        one second more (so a busy host loop is ended by the clock, and named so), both
+        raised with `knob`: what the CLI's --trace-timeout and the gate's trace_timeout give."""
+        base = base or TraceLimits()
+        cpu = seconds + CPU_MARGIN_SECONDS if math.isfinite(seconds) and seconds > 0 else seconds
+        return replace(base, wall_seconds=seconds, cpu_seconds=cpu,
+                       knobs=replace(base.knobs, wall=knob, cpu=knob))
 
 
 @dataclass(frozen=True, slots=True)
-class _Reply:
-    """The child's answer: the traced programs, or the error to raise in the parent."""
+class IsolatedTracer:
+    """A pipeline tracer (gate/pipeline.py's `Tracer`) that traces in a child process.
 
-    programs: PackedPrograms | None = None
-    error: type[MeshproofError] | None = None
-    message: str = ""
+    A frozen record rather than a closure, so that the gate's worker processes receive it.
+    """
+
+    limits: TraceLimits = field(default_factory=TraceLimits)
+    start: StartMethod | None = None
+
+    def __call__(self, kernel: KernelRef, launch: Launch) -> Schedule:
+        return trace_isolated(kernel, launch, self.limits, start=self.start)
+
+
+@dataclass(frozen=True, slots=True)
+class IsolatedResolver:
+    """A pipeline resolver (`resolve_kernel`'s signature) that imports a kernel file in a
+    child process under `limits` before the caller imports it (`load_isolated`)."""
+
+    limits: TraceLimits = field(default_factory=TraceLimits)
+    start: StartMethod | None = None
+
+    def __call__(self, spec: str) -> KernelRef:
+        return load_isolated(spec, self.limits, start=self.start)
+
+
+def limit_stage(stage: Any, seconds: float, knob: str) -> Any:
+    """`stage` with a timeout of `seconds` (`TraceLimits.of_timeout`) if it
+    is an isolated tracer or resolver; any other stage (an in-process trace, a test's
+    fake) as it is."""
+    if isinstance(stage, IsolatedTracer | IsolatedResolver):
+        return replace(stage, limits=TraceLimits.of_timeout(seconds, knob, stage.limits))
+    return stage
 
 
 def trace_isolated(kernel: KernelRef | str, launch: Launch,
                    limits: TraceLimits | None = None, *,
-                   start: StartMethod | None = None) -> Schedule:
+                   start: StartMethod | None = None,
+                   tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Schedule:
     """`trace(kernel, launch)` in a child process under `limits`.
 
     `kernel` is a resolved KernelRef or what `resolve_kernel` takes (a built-in name or
@@ -149,39 +173,117 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     """
     limits = limits or TraceLimits()
     method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
+    name = launch.spec.kernel
+    reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
+                       f"the trace process of kernel {name}", tracer)
+    if reply.programs is not None:
+        return Schedule(launch.spec, launch.wiring, unpack_programs(reply.programs))
+    raise InternalError(f"tracing {name} in a child process failed: {reply.message}")
+
+
+# Kernel files (path, content hash) already imported in a child: without trouble (the
+# caller imports them itself from then on), or ended by a limit or a death (the same
+# error again, without waiting for the limit a second time).
+_IMPORTED_SAFELY: set[tuple[str, str]] = set()
+_IMPORT_FAILED: dict[tuple[str, str], TraceError] = {}
+
+
+def load_isolated(spec: str, limits: TraceLimits | None = None, *,
+                  start: StartMethod | None = None) -> KernelRef:
+    """`resolve_kernel(spec)`, after a child process has imported the kernel file under
+    `limits`: top-level code that never ends, eats memory or kills its process is one
+    TraceError (exit 2) instead of a hang of the caller. Built-in kernels, and a file
+    already imported this way (same contents), are resolved directly.
+
+    The file's top-level code therefore runs once more, in the child; code that behaves
+    differently the second time is not covered.
+    """
+    key = _file_key(spec)
+    if key is None or key in _IMPORTED_SAFELY:
+        return resolve_kernel(spec)
+    if key in _IMPORT_FAILED:
+        failed = _IMPORT_FAILED[key]
+        raise type(failed)(str(failed))
+    limits = limits or TraceLimits()
+    file = spec.rpartition("::")[0]
+    try:
+        _run_child(spec, None, limits, start or StartMethod.default(),
+                   f"importing kernel file {file}", f"the process importing kernel file {file}")
+    except (TraceLimitExceeded, TraceCrashed) as exc:
+        _IMPORT_FAILED[key] = exc
+        raise
+    _IMPORTED_SAFELY.add(key)
+    return resolve_kernel(spec)
+
+
+def _file_key(spec: str) -> tuple[str, str] | None:
+    """(absolute path, content hash) of a `path::function` spec's file; None for anything
+    `resolve_kernel` answers without importing a file (a built-in, a malformed spec)."""
+    from meshproof.kernels import BUILTIN_KERNELS
+
+    if spec in BUILTIN_KERNELS or "::" not in spec:
+        return None
+    path = Path(spec.rpartition("::")[0])
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None  # resolve_kernel says what is wrong with the path
+    return str(path.resolve()), hashlib.sha256(data).hexdigest()
+
+
+def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimits,
+               method: StartMethod, what: str, process: str,
+               tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Reply:
+    """Run one Job in a child; return its reply, or raise the error it carries, or the
+    error of a limit or a death."""
     context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
     if method is StartMethod.FORKSERVER:  # its children then start with meshproof imported
         context.set_forkserver_preload([__name__, "meshproof.kernels"])
-    name = launch.spec.kernel
     with tempfile.TemporaryDirectory(prefix="meshproof-trace-",
                                      ignore_cleanup_errors=True) as scratch:
         workdir = os.path.join(scratch, "cwd")
         os.mkdir(workdir)
-        job = _Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch, limits,
-                   workdir, os.path.join(scratch, "reply.pickle"),
-                   0 if method is StartMethod.FORKSERVER else os.getpid())
-        child = context.Process(target=_child_main, args=(job,), daemon=True,
-                                name=f"meshproof-trace {name}")
+        job = Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch, limits,
+                  what, workdir, os.getcwd(), os.path.join(scratch, "reply.pickle"),
+                  0 if method is StartMethod.FORKSERVER else os.getpid(), tracer)
+        child = context.Process(target=child_main, args=(job,), daemon=True,
+                                name=f"meshproof {what}")
         cpu_before = _children_cpu()
         try:
-            child.start()
+            with _signals_held():
+                child.start()
             child.join(limits.wall_seconds + KILL_GRACE_SECONDS)
             timed_out = child.exitcode is None
-        finally:  # also on Ctrl-C: the child never outlives the call
+        finally:  # also on Ctrl-C or SIGTERM: the child never outlives the call
             if child.pid is not None:
                 if child.exitcode is None:
                     _kill(child)
                 child.join()
         reply = _read_reply(job.reply_path)
         if reply is None and timed_out:
-            raise TraceTimeout(_limit_text(name, "wall", limits))
+            raise TraceTimeout(limit_text(what, "wall", limits))
         if reply is None:
-            raise _died(child.exitcode, name, limits, _children_cpu() - cpu_before)
-    if reply.programs is not None:
-        return Schedule(launch.spec, launch.wiring, unpack_programs(reply.programs))
+            raise _died(child.exitcode, what, process, limits, _children_cpu() - cpu_before)
     if reply.error is not None:
         raise reply.error(reply.message)
-    raise InternalError(f"tracing {name} in a child process failed: {reply.message}")
+    if not reply.done:
+        raise InternalError(f"{what} in a child process failed: {reply.message}")
+    return reply
+
+
+# Ctrl-C and SIGTERM wait while the child is forked: raised inside os.fork's at-fork
+# callbacks (logging registers one), their exception would be swallowed as "unraisable".
+# The child unblocks them (isolation_child._fence) once it has its own dispositions.
+HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _spec_of(kernel: KernelRef | str) -> str:
@@ -194,7 +296,7 @@ def _spec_of(kernel: KernelRef | str) -> str:
     return kernel.spec
 
 
-def _read_reply(path: str) -> _Reply | None:
+def _read_reply(path: str) -> Reply | None:
     try:
         with open(path, "rb") as file:
             reply = pickle.load(file)
@@ -203,7 +305,7 @@ def _read_reply(path: str) -> _Reply | None:
     except Exception as exc:  # written by our own child: a meshproof bug
         raise InternalError(f"the trace process left an unreadable result "
                             f"({describe_exception(exc)}); please report") from None
-    if not isinstance(reply, _Reply):
+    if not isinstance(reply, Reply):
         raise InternalError("the trace process left a result of the wrong type; please report")
     return reply
 
@@ -218,156 +320,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _died(code: int | None, name: str, limits: TraceLimits, cpu_used: float) -> TraceError:
+def _died(code: int | None, what: str, process: str, limits: TraceLimits,
+          cpu_used: float) -> TraceError:
     """Why the child ended by itself without a reply."""
     # SIGXCPU at the soft CPU limit, SIGKILL at the hard one (if the kernel ignored SIGXCPU)
     if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_used >= limits.cpu_seconds):
-        return TraceCpuLimit(_limit_text(name, "cpu", limits))
+        return TraceCpuLimit(limit_text(what, "cpu", limits))
     if code == -signal.SIGKILL:
-        return TraceCrashed(f"the trace process of kernel {name} was killed (SIGKILL) without "
-                            "a result: by the system's out-of-memory killer, or another "
-                            f"process; if memory ran out, lower {limits.knobs.memory} below "
-                            "the free memory, or shrink the launch")
+        return TraceCrashed(f"{process} was killed (SIGKILL) without a result: by the "
+                            "system's out-of-memory killer, or another process; if memory ran "
+                            f"out, lower {limits.knobs.memory} below the free memory, or "
+                            "shrink the launch")
     if code is not None and code < 0:
-        return TraceCrashed(f"the trace process of kernel {name} died of "
-                            f"{signal.Signals(-code).name} without a result; the kernel (or C "
-                            "code it calls) crashed or was killed")
-    return TraceCrashed(f"the trace process of kernel {name} exited with code {code} without "
-                        "a result; kernels must not end the process (os._exit)")
-
-
-def _limit_text(name: str, which: str, limits: TraceLimits) -> str:
-    if which == "cpu":
-        return (f"tracing {name} used more than its CPU limit of {limits.cpu_seconds:g} s; make "
-                f"the kernel's host loops end, or raise the limit with {limits.knobs.cpu}")
-    return (f"tracing {name} did not finish within its wall-clock limit of "
-            f"{limits.wall_seconds:g} s; make the kernel's host loops end, or raise the limit "
-            f"with {limits.knobs.wall}")
-
-
-# --- the child ---------------------------------------------------------------------------
-
-def _child_main(job: _Job) -> None:
-    """Runs in the child: leaves one _Reply in job.reply_path and ends the process."""
-    # The inherited heap stays out of the child's collections: a full collection would
-    # touch, and so copy, every page the fork shares with the parent.
-    gc.freeze()
-    # address space set aside (not touched) and given back on MemoryError, so that the
-    # reply can still be built
-    reserve = mmap.mmap(-1, 8 * _MIB)
-    name = job.launch.spec.kernel
-    try:
-        _fence(job)
-        kernel = job.kernel if isinstance(job.kernel, KernelRef) else \
-            resolve_kernel(job.kernel)
-        # after resolving, so that a relative kernel path means what it meant to the caller
-        os.chdir(job.workdir)
-        schedule = trace(kernel, job.launch)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        reply = _Reply(programs=pack_programs(schedule.programs))
-    except TraceMemoryLimit as exc:
-        reserve.close()
-        reply = _Reply(error=TraceMemoryLimit, message=_memory_text(str(exc), job.limits))
-    except MemoryError:
-        reserve.close()
-        reply = _Reply(error=TraceMemoryLimit, message=_memory_text(
-            f"tracing {name} ran out of memory", job.limits))
-    except TraceStopped as stop:  # a limit expired outside the kernel's own frames
-        reply = _Reply(error=stop.error, message=stop.reason)
-    except MeshproofError as exc:
-        reply = _Reply(error=type(exc), message=str(exc))
-    except BaseException as exc:  # a meshproof bug: the trace wraps the kernel's exceptions
-        reply = _Reply(message=describe_exception(exc))
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    _write_reply(job.reply_path, reply)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    # Now, without waiting for threads the kernel may have started, nor running the
-    # parent's exit handlers a forked child inherited.
-    os._exit(0)
-
-
-def _write_reply(path: str, reply: _Reply) -> None:
-    try:
-        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # e.g. an error type the kernel file defined
-        data = pickle.dumps(_Reply(message="cannot send the result: "
-                                           f"{describe_exception(exc)}"))
-    partial = path + ".partial"
-    with open(partial, "wb") as file:
-        file.write(data)
-    os.replace(partial, path)  # whole or absent, even if the child is killed half-way
-
-
-def _fence(job: _Job) -> None:
-    limits = job.limits
-    name = job.launch.spec.kernel
-    # Ctrl-C goes to the whole foreground process group: the parent handles it and kills
-    # the child, which must not print a traceback of its own meanwhile.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(job.parent)
-    faulthandler.disable()  # a crash is reported as one line, by the parent
-    _set_limit(resource.RLIMIT_CORE, 0)
-    cpu = math.ceil(limits.cpu_seconds)
-    _set_limit(resource.RLIMIT_CPU, cpu, cpu + 2)  # SIGXCPU first, SIGKILL two seconds on
-    if limits.memory_mb is not None:
-        _set_limit(resource.RLIMIT_AS, _address_space() + limits.memory_mb * _MIB)
-    signal.signal(signal.SIGXCPU, _stop_on(TraceCpuLimit, _limit_text(name, "cpu", limits)))
-    signal.signal(signal.SIGALRM, _stop_on(TraceTimeout, _limit_text(name, "wall", limits)))
-    signal.setitimer(signal.ITIMER_REAL, limits.wall_seconds)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    # Fresh stream objects: a lock another thread of the parent held at fork time would
-    # otherwise stay held in the child, and the kernel's first print would hang.
-    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
-                      closefd=False, buffering=1)
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
-                      closefd=False, buffering=1)
-
-
-def _die_with_parent(parent: int) -> None:
-    """If the caller is killed outright (SIGKILL, SIGTERM), take the child with it (Linux);
-    elsewhere the child's own timers end it."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if parent and os.getppid() != parent:  # the caller died before prctl took effect
-        os._exit(1)
-
-
-def _stop_on(error: type[TraceError], reason: str) -> Callable[[int, FrameType | None], None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        raise TraceStopped(error, reason)
-
-    return handler
-
-
-def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
-    _, current_hard = resource.getrlimit(which)
-    want_hard = soft if hard is None else hard
-    if current_hard != resource.RLIM_INFINITY:
-        want_hard = min(want_hard, current_hard)
-        soft = min(soft, want_hard)
-    resource.setrlimit(which, (soft, want_hard))
-
-
-def _address_space() -> int:
-    """The process's address-space size in bytes (what RLIMIT_AS counts); 0 if unknown."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _memory_text(message: str, limits: TraceLimits) -> str:
-    fix = message.rfind("; ")
-    head = message[:fix] if fix >= 0 else message
-    return (f"{head} (its limit: {limits.memory_mb} MiB more than it started with); shrink "
-            f"the launch or the kernel's shapes and loop counts, or raise the limit with "
-            f"{limits.knobs.memory}")
-
+        return TraceCrashed(f"{process} died of {signal.Signals(-code).name} without a "
+                            "result; the kernel (or C code it calls) crashed or was killed")
+    return TraceCrashed(f"{process} exited with code {code} without a result; kernels must "
+                        "not end the process (os._exit)")

@@ -20,12 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import KernelLoadError
+from meshproof.errors import KernelLoadError, TraceError
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.tensor import TensorHandle
 from meshproof.model.tracer import KernelFn, KernelSite
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+class TraceStopped(BaseException):
+    """Raised into a running import or trace by its supervisor (model/isolation_child.py's
+    signal handlers) when a limit expires. A BaseException, so that a kernel's `except
+    Exception:` does not swallow it; `load_module` and `trace` turn it into `error` at the
+    kernel line they were on."""
+
+    def __init__(self, error: type[TraceError], reason: str) -> None:
+        super().__init__(reason)
+        self.error = error
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +59,13 @@ class KernelRef:
 
 
 def display_path(path: Path) -> str:
-    """A stable, short path for diagnostics: package-relative or cwd-relative if possible."""
+    """The path diagnostics print, one the user can open from where they run meshproof:
+    relative to the working directory if the file lies below it (a checkout's
+    `meshproof/kernels/mesh_mlo.py`, a project's `kernels/attn.py`), else absolute (an
+    installed meshproof's built-in kernels, in site-packages)."""
     real = path.resolve()
-    for base in (_PACKAGE_ROOT, Path.cwd().resolve()):
-        with contextlib.suppress(ValueError):
-            return real.relative_to(base).as_posix()
+    with contextlib.suppress(ValueError, OSError):
+        return real.relative_to(Path.cwd().resolve()).as_posix()
     return real.as_posix()
 
 
@@ -167,6 +179,11 @@ def load_module(path: Path) -> Any:
         except KeyboardInterrupt:
             sys.modules.pop(mod_name, None)
             raise
+        except TraceStopped as stop:  # a limit of the import's child process expired
+            sys.modules.pop(mod_name, None)
+            line = innermost_line(stop, str(real))
+            where = f"{path}:{line}" if line else str(path)
+            raise stop.error(f"{where}: error: {stop.reason}") from None
         except BaseException as exc:  # the module raised (or called sys.exit) while importing
             sys.modules.pop(mod_name, None)
             line = innermost_line(exc, str(real))

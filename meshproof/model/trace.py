@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from meshproof.errors import KernelRaised, MeshproofError, TraceError, TraceMemoryLimit
+from meshproof.errors import KernelRaised, MeshproofError, TraceMemoryLimit
 from meshproof.model import tensor
 from meshproof.model.launch import Launch
 from meshproof.model.loader import (
     KernelRef,
+    TraceStopped,
     describe_exception,
     innermost_line,
     kernbench_shim,
@@ -15,16 +16,7 @@ from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
 
-
-class TraceStopped(BaseException):
-    """Raised into a running trace by its supervisor (model/isolation.py's signal handlers)
-    when a limit expires. A BaseException, so that a kernel's `except Exception:` does not
-    swallow it; `trace` turns it into `error` at the kernel line the trace was on."""
-
-    def __init__(self, error: type[TraceError], reason: str) -> None:
-        super().__init__(reason)
-        self.error = error
-        self.reason = reason
+__all__ = ["TraceStopped", "trace"]
 
 
 def trace(kernel: KernelRef, launch: Launch) -> Schedule:

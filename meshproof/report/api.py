@@ -12,15 +12,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from meshproof import interrupts
 from meshproof.errors import OutputError
 from meshproof.outputs import write_text
 from meshproof.panels import SCALES
+from meshproof.report.html import HTML_FILE, write_html
 from meshproof.report.pages import write_pages
+from meshproof.report.stability import keep_stable_values
 from meshproof.report.sweep import SWEEP_SCHEMA, Progress, SweepOptions, dumps_sweep, run_sweep
 
 # What the report owns inside its directory; anything else there (e.g. the verify
 # benchmark's JSON) is carried over untouched.
-OWNED = ("README.md", "sweep.json", "figures", "diagrams")
+OWNED = ("README.md", "sweep.json", "figures", "diagrams", HTML_FILE)
 
 
 def _outputs(sweep: dict[str, Any], tmp: Path, out: Path, fast: bool) -> list[str]:
@@ -108,6 +111,7 @@ def _carry_over(out: Path, tmp: Path, keep: tuple[str, ...]) -> None:
 def _swap(tmp: Path, out: Path) -> None:
     """Replace `out` by `tmp`: two renames, the old tree removed only afterwards."""
     old = out.absolute().parent / f".{out.name}.old-{os.getpid()}"
+    interrupts.check()  # an interrupted report is never swapped in
     try:
         if out.exists():
             os.replace(out, old)
@@ -157,10 +161,20 @@ def _sweep_shape_problem(data: dict[str, Any]) -> str:
     return ""
 
 
+def _previous_sweep(out: Path) -> dict[str, Any] | None:
+    """The report on file, whose measured numbers a rerun keeps if they only moved by
+    noise (report/stability.py); None when there is none, or it is not usable."""
+    try:
+        return load_sweep(out / "sweep.json") if (out / "sweep.json").is_file() else None
+    except OutputError:
+        return None
+
+
 def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
                  options: SweepOptions | None = None,
-                 progress: Progress | None = None) -> ReportOutcome:
-    """Run the sweep (or reuse `out/sweep.json` with `fast`) and write the report to `out`."""
+                 progress: Progress | None = None, html: bool = False) -> ReportOutcome:
+    """Run the sweep (or reuse `out/sweep.json` with `fast`) and write the report to `out`;
+    with `html`, also the single-file `report.html` beside README.md."""
     if scale not in SCALES:
         raise OutputError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
     _check_out(out)
@@ -174,10 +188,13 @@ def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
         else:
             _carry_over(out, tmp, ())
             opts = replace(options or SweepOptions(), scale=scale)
-            sweep = run_sweep(opts, tmp / "diagrams", progress)
+            sweep = keep_stable_values(run_sweep(opts, tmp / "diagrams", progress),
+                                       _previous_sweep(out))
             write_text(tmp / "sweep.json", dumps_sweep(sweep))
         # the verify benchmark's JSON, if any, was carried over into tmp
         notes = _outputs(sweep, tmp, out, fast)
+        if html:
+            write_html(tmp)
         _swap(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

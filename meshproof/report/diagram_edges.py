@@ -16,9 +16,9 @@ from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.report import style
 from meshproof.report.diagram_canvas import DiagramCanvas
-from meshproof.report.diagram_labels import payload_text
+from meshproof.report.diagram_labels import count_text, payload_text
 from meshproof.report.diagram_lanes import LaneNode, NodeKind
-from meshproof.report.dot import Attrs, label_lines
+from meshproof.report.dot import Attrs
 from meshproof.report.faults import FaultMarks
 from meshproof.report.messages import Message, MessageTable
 from meshproof.verify.result import Role
@@ -61,21 +61,40 @@ def _message_edge(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, 
     elif not delivered:
         when = "never received"
     else:
-        when = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
-    attrs: Attrs = {"label": label_lines([when, payload_text(schedule, burst)]),
+        when = f"s{steps[0]}" if len(steps) == 1 else f"s{steps[0]}-{steps[-1]}"
+    ends = _ends(schedule, burst)
+    # a short label at the receiving end (labels at the middle of parallel edges ran
+    # together; each recv node has its own end); the shapes and the link are in the tooltip
+    attrs: Attrs = {"headlabel": f"{when} {count_text(schedule, burst)}",
+                    "tooltip": f"{when.replace('s', 'step ', 1) if steps else when}: "
+                               f"{payload_text(schedule, burst)}, {ends}",
+                    "headtooltip": f"{payload_text(schedule, burst)}, {ends}",
+                    "labelfontsize": 7, "labeldistance": 3.2, "labelangle": -20,
+                    "labelfontcolor": style.MESSAGE,
                     "color": style.MESSAGE, "fontcolor": style.MESSAGE, "penwidth": 1.2}
     mismatched = any(
         any(mk.role is Role.MISMATCHED for mk in marks.ops.get(
             (schedule.programs[m.recv.rank].endpoint, m.recv.op), ()))
         for m in burst if m.recv is not None)
+    canvas.drawn.add("message")
     if mismatched:
-        attrs.update(color=style.FAULT, fontcolor=style.FAULT, penwidth=2)
+        attrs.update(color=style.FAULT, fontcolor=style.FAULT, labelfontcolor=style.FAULT,
+                     penwidth=2)
         canvas.faults += 1
+        canvas.drawn.add("fault")
     elif not delivered:
+        canvas.drawn.add("undelivered")
         # time does not flow along an undelivered message: do not let it rank the lanes
         attrs.update(color=style.UNDELIVERED, fontcolor=style.UNDELIVERED,
-                     style="dashed", constraint="false")
+                     labelfontcolor=style.UNDELIVERED, style="dashed")
     canvas.graph.edge(s_node, r_node, **attrs)
+
+
+def _ends(schedule: Schedule, burst: list[Message]) -> str:
+    first = burst[0]
+    src = schedule.programs[first.send.rank].endpoint.label if first.send else "?"
+    dst = schedule.programs[first.recv.rank].endpoint.label if first.recv else "?"
+    return f"{src} -> {dst}"
 
 
 def draw_port_faults(canvas: DiagramCanvas, schedule: Schedule, msgs: MessageTable,
@@ -121,6 +140,7 @@ def draw_wait_for(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks) 
                           style="bold" if in_cycle else "dashed",
                           penwidth=2.5 if in_cycle else 1.5, constraint="false")
         canvas.faults += 1
+        canvas.drawn.add("wait_for")
 
 
 def _blocked_node(canvas: DiagramCanvas, marks: FaultMarks, ep: Endpoint,

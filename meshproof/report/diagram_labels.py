@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from meshproof.model.schedule import OpKind, RankProgram, Schedule
+from meshproof.model.schedule import Op, OpKind, RankProgram, Schedule
 from meshproof.report import style
 from meshproof.report.diagram_lanes import LaneNode, NodeKind
 from meshproof.report.dot import Attrs, label_lines
@@ -77,11 +77,27 @@ def fault_lines(marks: list[OpMark], kind: OpKind, blocked_at: str = "") -> list
             out.append("MISMATCHED shape/dtype")
         elif role is Role.BLOCKED:
             out.append(f"BLOCKED{blocked_at} (deadlock)")
-        elif role is Role.MERGE:
-            out += ["MERGE: " + line for line in
-                    textwrap.wrap(m.message, 44, max_lines=2, placeholder=" ...")[:1]]
-            out += textwrap.wrap(m.message, 44, max_lines=3, placeholder=" ...")[1:]
+        elif role in _WRAPPED:
+            lines = textwrap.wrap(m.message, 44, max_lines=3, placeholder=" ...")
+            out += [f"{_WRAPPED[role]}: {lines[0]}", *lines[1:]] if lines else [_WRAPPED[role]]
     return out
+
+
+# faults whose message is the explanation: shown wrapped under a short head
+_WRAPPED = {Role.MERGE: "MERGE", Role.DEPARTURE: "NOT ATTENTION", Role.NUMERIC: "NUMERIC"}
+
+
+def count_text(schedule: Schedule, group: list[Message]) -> str:
+    """A burst in a few characters: `3x f32` (one message: its dtype)."""
+    dtypes = sorted({_op(schedule, m).dtype.value for m in group})
+    kind = "/".join(dtypes)
+    return f"{len(group)}x {kind}" if len(group) > 1 else kind
+
+
+def _op(schedule: Schedule, m: Message) -> Op:
+    ref = m.send if m.send is not None else m.recv
+    assert ref is not None  # a message has a send or a recv, else it would not exist
+    return schedule.programs[ref.rank].ops[ref.op]
 
 
 def payload_text(schedule: Schedule, group: list[Message]) -> str:

@@ -152,3 +152,26 @@ def _cap(nodes: list[LaneNode], ep: Endpoint, marks: FaultMarks,
     if run:
         fold()
     return out, folded
+
+
+def lane_order(schedule: Schedule, ranks: list[int]) -> list[int]:
+    """Ranks in row-major mesh order: grid row, then SIP and column (SIPs stand side by
+    side), then PE — so a 2x4 sub-mesh reads c0 c1 c2 c3 / c4 c5 c6 c7."""
+    system = schedule.launch.system
+
+    def key(r: int) -> tuple[int, int, int, int]:
+        ep = schedule.programs[r].endpoint
+        c = system.coord(ep.cube)
+        return (c.row, c.sip, c.col, ep.pe)
+
+    return sorted(ranks, key=key)
+
+
+def head_label(schedule: Schedule, rank: int) -> list[str]:
+    """A lane's head: the endpoint, and where its cube sits."""
+    system = schedule.launch.system
+    ep = schedule.programs[rank].endpoint
+    c = system.coord(ep.cube)
+    where = f"cube {ep.cube}: row {c.row}, col {c.col}" + \
+        (f", SIP {c.sip}" if system.n_sips > 1 else "")
+    return [ep.label, where]

@@ -29,11 +29,13 @@ def check_diagram_target(path: Path) -> None:
 
 def write_schedule_diagram(schedule: Schedule, verdict: Verdict, path: Path,
                            options: DiagramOptions | None = None,
-                           renderer: str = "auto") -> RenderOutcome:
-    """Draw `schedule` with the faults `verdict` found to `path`."""
+                           renderer: str = "auto", keep_dot: bool = True) -> RenderOutcome:
+    """Draw `schedule` with the faults `verdict` found to `path` (and its .dot source with
+    `keep_dot`, or when no renderer could draw it)."""
     check_diagram_path(path)
     diagram = schedule_diagram(schedule, verdict, options or DiagramOptions())
-    return render_dot(diagram.source, path, renderer=renderer)
+    return render_dot(diagram.source, path, engine=diagram.engine, renderer=renderer,
+                      keep_dot=keep_dot)
 
 
 def write_topology_diagram(schedule: Schedule, path: Path,

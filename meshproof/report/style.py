@@ -22,7 +22,13 @@ LAUNCH_FILL = "#dcebfa"     # launched cubes in the topology diagram
 IDLE_FILL = "#f7f7f7"
 USED_LINK = "#2b5fad"
 LINK = "#b4b4b4"
-FONT = "Helvetica"
+# Diagrams are laid out with DejaVu Sans, the widest face of the stack (graphviz knows its
+# metrics), and the SVG asks for the stack: where DejaVu Sans is missing, the narrower
+# Liberation Sans / Arial still fits every box. Helvetica alone is absent on most Linux
+# machines, and its fallback overflowed the boxes laid out for it.
+FONT = "DejaVu Sans"
+FONT_STACK = "DejaVu Sans,Liberation Sans,Arial,Helvetica,sans-serif"
+FONT_CSS = '"DejaVu Sans", "Liberation Sans", Arial, Helvetica, sans-serif'
 
 # Figures (matplotlib): one colour per op-log series, colour-blind-safe (Okabe-Ito).
 SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",

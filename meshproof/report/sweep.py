@@ -1,10 +1,13 @@
 """The report's sweep: every case through the pipeline (`gate.pipeline.run_case`), judged
 by the gate's judge, drawn; the `sweep-v1` JSON.
 
-The JSON holds no wall-clock values and rounds floats to 6 significant digits, so a rerun
-on the same machine writes the same bytes (and small BLAS differences elsewhere do not
-show). A case whose schedule deadlocks is not simulated (the simulator refuses it); the
-record says so.
+The JSON holds no wall-clock values, so a rerun on the same machine writes the same bytes.
+Floats the timing model computes (exact float64 arithmetic over the IR) keep 6
+significant digits; errors measured by the numpy simulation keep stability.MEASURED_DIGITS (2),
+because BLAS and CPU differences move their third digit (2.72e-04 on one machine, 2.73e-04
+on the next); a rerun also keeps the values already on file when they moved by less than
+that noise (report/stability.py). A case whose schedule deadlocks is not simulated (the
+simulator refuses it); the record says so.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from meshproof.report.headline import (
 from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
 from meshproof.report.schedule_diagram import schedule_diagram
+from meshproof.report.stability import measured
 from meshproof.report.topology_diagram import topology_diagram
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
@@ -64,7 +68,7 @@ class SweepOptions:
     scaling: bool = True
     step_meshes: tuple[tuple[int, int], ...] = STEP_MESHES
     diagrams: bool = True
-    renderer: str = "auto"
+    renderer: str = "reproducible"   # committed diagrams: the same bytes on every machine
     verify_config: VerifyConfig = field(default_factory=VerifyConfig)
     seed: int = 0
     pipeline: Pipeline = field(default_factory=Pipeline)
@@ -100,10 +104,10 @@ def sig(x: float | None, digits: int = 6) -> float | None:
 
 
 def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
-    ref, launch = resolve_case(rc.case)
+    p = options.pipeline
+    ref, launch = resolve_case(rc.case, resolver=p.resolver)
     sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
                            inputs=rc.inputs)
-    p = options.pipeline
     return run_case(ref, launch, simulate=True, verify=verify,
                     verify_config=options.verify_config, sim_config=sim_config,
                     tracer=p.tracer, verifier=p.verifier, simulator=p.simulator)
@@ -131,7 +135,8 @@ def _sim_record(outcome: CaseOutcome) -> dict[str, Any]:
     out: dict[str, Any] = {"op_log": result.op_log.to_json(), "ok": result.ok}
     if result.numeric is not None:
         n = result.numeric
-        out["numeric"] = {"rel_err": sig(n.rel_err), "max_abs_err": sig(n.max_abs_err),
+        out["numeric"] = {"rel_err": measured(n.rel_err),
+                          "max_abs_err": measured(n.max_abs_err),
                           "tolerance": sig(n.tolerance), "ok": n.ok, "message": n.message}
     if result.timing is not None:
         out["timing"] = {"latency_s": sig(result.timing.latency_s),
@@ -143,7 +148,7 @@ def _draw(schedule: Schedule, verdict: Verdict, name: str, out_dir: Path,
           renderer: str) -> dict[str, Any]:
     sd = schedule_diagram(schedule, verdict)
     td = topology_diagram(schedule)
-    sched = render_dot(sd.source, out_dir / f"{name}.svg", renderer=renderer)
+    sched = render_dot(sd.source, out_dir / f"{name}.svg", engine=sd.engine, renderer=renderer)
     topo = render_dot(td.source, out_dir / f"{name}_topology.svg", engine="neato",
                       renderer=renderer)
     return {"schedule": _rel(sched, out_dir), "topology": _rel(topo, out_dir),

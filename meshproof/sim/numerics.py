@@ -180,7 +180,9 @@ class GroupEvaluator:
         if buf is None:
             raise HarnessError(
                 f"{self._where(i, op)}: error: load from {op.ptr}, which the harness does not "
-                f"provide and the kernel never stored to (buffers: {', '.join(sorted(mem))})")
+                f"provide and the kernel never stored to (buffers: {', '.join(sorted(mem))}); "
+                f"if {op.ptr} holds K or V, name the K and V buffers with --sharded (the "
+                f"harness fills the first two with K and V), e.g. --sharded {op.ptr},...")
         n = math.prod(op.shape)
         if op.offset + n > buf.data.shape[1]:
             raise HarnessError(

@@ -80,11 +80,11 @@ class NumericResult:
         bad = [r for r in self.per_rank if not r.ok]
         if not bad:
             return f"within tolerance on all {len(self.per_rank)} checked rank(s)"
-        worst = bad[0]
-        for r in bad:
-            if r.rel_err is None or (worst.rel_err is not None and r.rel_err > worst.rel_err):
-                worst = r
-        what = worst.note or (f"rel_err {worst.rel_err:.3g} > tolerance {self.tolerance:g}"
+        # the worst by the error's first two digits, the first in launch order among
+        # equals: ranks whose errors differ only where BLAS and CPUs differ must not
+        # trade places from one machine to the next
+        worst = min(bad, key=lambda r: -_stable(r.rel_err))
+        what = worst.note or (f"rel_err {worst.rel_err:.2g} > tolerance {self.tolerance:g}"
                               if worst.rel_err is not None else "non-finite output")
         return (f"OUT OF TOLERANCE on {len(bad)} of {len(self.per_rank)} checked rank(s); "
                 f"worst rank {worst.endpoint.describe()}: {what}")
@@ -198,3 +198,10 @@ class SimResult:
                 "numeric": self.numeric.to_json() if self.numeric else None,
                 "timing": self.timing.to_json() if self.timing else None,
                 "op_log": self.op_log.to_json()}
+
+
+def _stable(error: float | None) -> float:
+    """An error rounded to the digits that do not depend on the machine (non-finite: inf)."""
+    if error is None or not math.isfinite(error):
+        return math.inf
+    return float(f"{error:.2g}")

@@ -9,12 +9,19 @@ limit (`rlimit`, same answer on every machine) and a wall-clock timeout (a safet
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import z3
 
+from meshproof import interrupts
 from meshproof.model.channels import OpRef
 from meshproof.model.schedule import Schedule
 
@@ -87,16 +94,70 @@ class SmtLib:
         return solver
 
 
+# Z3's reason when Ctrl-C ended a check: Z3 catches SIGINT itself while it solves, so
+# Python never sees the KeyboardInterrupt (spec/properties.md, "unknown").
+INTERRUPTED_REASON = "interrupted from keyboard"
+
+
 def check(solver: Any) -> Outcome:
+    """Run `solver`; a check Ctrl-C ended raises KeyboardInterrupt: an interrupted run is
+    not an unknown verdict to print, cache or count as expected, it is no verdict."""
     try:
-        result = solver.check()
+        with _cancelled_by_sigterm(solver):
+            result = solver.check()
     except z3.Z3Exception as exc:  # e.g. resource limits hit inside a tactic
         return Outcome(SatResult.UNKNOWN, f"z3 error: {exc}")
     if result == z3.sat:
         return Outcome(SatResult.SAT, "", solver.model())
     if result == z3.unsat:
         return Outcome(SatResult.UNSAT, "")
-    return Outcome(SatResult.UNKNOWN, str(solver.reason_unknown()))
+    reason = str(solver.reason_unknown())
+    if reason == INTERRUPTED_REASON:
+        interrupts.note(signal.SIGINT)
+        raise KeyboardInterrupt
+    return Outcome(SatResult.UNKNOWN, reason)
+
+
+@contextlib.contextmanager
+def _cancelled_by_sigterm(solver: Any) -> Iterator[None]:
+    """While Z3 solves, a Python signal handler cannot run: SIGTERM (the CLI's handler
+    raises Terminated) would wait for the check to end, up to its whole timeout. So,
+    when Python handles SIGTERM, a watcher thread hears it through the wakeup fd and
+    interrupts Z3, after which the handler runs at once."""
+    if not callable(signal.getsignal(signal.SIGTERM)) or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    heard, wake = os.pipe()
+    stop_heard, stop = os.pipe()
+    os.set_blocking(wake, False)
+    previous = signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            ready, _, _ = select.select([heard, stop_heard], [], [])
+            if stop_heard in ready:
+                return
+            if signal.SIGTERM in os.read(heard, 64):
+                solver.ctx.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, name="meshproof-sigterm", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        os.write(stop, b"x")
+        watcher.join()
+        signal.set_wakeup_fd(previous)
+        for fd in (heard, wake, stop_heard, stop):
+            os.close(fd)
+
+
+def leave_ctrl_c_to_the_caller() -> None:
+    """Z3 stops answering SIGINT itself (for worker processes whose parent handles Ctrl-C
+    and ends them)."""
+    z3.set_param("ctrl_c", False)
 
 
 def op_var_name(schedule: Schedule, ref: OpRef, prefix: str = "t") -> str:
