@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+from typing import Any
 
+import jsonschema
+import pytest
 from helpers import Golden, RunCli, assert_bad_input
+
+from meshproof.schemas import load_schema
 
 FILE = "tests/data/two_batch_groups.toml"
 
@@ -85,3 +91,35 @@ def test_bad_input(run_cli: RunCli) -> None:
                      "--diagram draw(s) one launch, and two_batch_groups is 2 launches")
     assert_bad_input(run_cli(["verify", "--launches", "tests/data/nope.toml"]),
                      "launches file tests/data/nope.toml does not exist")
+
+
+def _check(doc: dict[str, Any]) -> None:
+    name = str(doc["schema"]).removeprefix("meshproof/")
+    jsonschema.Draft202012Validator(load_schema(name)).validate(doc)
+
+
+def test_every_deployment_output_validates_against_its_schema(run_cli: RunCli,
+                                                               tmp_path: Path) -> None:
+    verify = json.loads(run_cli(["verify", "--launches", FILE, "--json"]).out)
+    _check(verify)
+    for launch in verify["launches"]:
+        _check(launch)
+    _check(json.loads(run_cli(["simulate", "--launches", FILE, "--json"]).out))
+    traced = json.loads(run_cli(["trace", "--launches", FILE, "--json"]).out)
+    _check(traced)
+    for schedule in traced["launches"]:
+        _check(schedule)
+    # a violated deployment: the physical-rank bug at cube 8 sends into the group at 0
+    crossing = tmp_path / "crossing.toml"
+    crossing.write_text('mesh = "2x4"\nargs = { S_kv_per_rank = 8, d_head = 4 }\n'
+                        '[[launch]]\nkernel = "mesh_mlo_2d"\ncube_start = 0\n'
+                        '[[launch]]\nkernel = "mesh_mlo_2d_physical_rank"\ncube_start = 8\n',
+                        encoding="utf-8")
+    res = run_cli(["verify", "--launches", str(crossing), "--json"])
+    assert res.code == 1
+    doc = json.loads(res.out)
+    _check(doc)
+    assert doc["separation"]["crossings"] and doc["carried_from"] == [None, None]
+    doc["separation"]["status"] = "unknown"     # separation is an enumeration: decided
+    with pytest.raises(jsonschema.ValidationError):
+        _check(doc)
