@@ -147,3 +147,16 @@ def test_describe_cubes_names_sips_rows_and_columns() -> None:
     assert describe_cubes(SIP, tuple(range(1, 9))) == \
         "SIP 0 row 0 cols 1-3, row 1 cols 0-3, row 2 col 0"
     assert describe_cubes(HEADLINE_SYSTEM, (15, 16)) == "SIP 0 row 3 col 3; SIP 1 row 0 col 0"
+
+
+def test_in_a_trace_child_the_relocatable_trace_says_the_same() -> None:
+    """As every command traces: the relocatable trace runs in the child process too."""
+    from meshproof.model.isolation import IsolatedTracer
+
+    opts = LaunchOptions(system=SIP, mesh="2x4", args=SHAPES, wiring="cube_mesh")
+    good = search_placements(resolve_kernel("mesh_mlo_2d"), opts, IsolatedTracer(), verify)
+    assert good.relocated and good.legal == (0, 4, 8)
+    probe = resolve_kernel(kernel_spec("placement_probes.py::special_at_eight"))
+    bad = search_placements(probe, opts, IsolatedTracer(), verify)
+    assert not bad.relocated and "cube_start via __eq__" in bad.traced_how
+    assert bad.legal == (0, 4)
