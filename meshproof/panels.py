@@ -1,16 +1,20 @@
 """The four GQA Llama-70B panels of the study, at validation and headline scale.
 
-A panel presets a kernel and its launch. `validation` shapes are small enough to verify
-and simulate in seconds; `headline` shapes are the study's (64 q heads, 8 kv heads,
-d_head 128, 1M context): the schedule is traced and verified at that scale, numerics are
-simulated by the benchmark (decode) only.
+A panel presets a kernel and its launch, or several launches of it on one system at once
+(`cube_starts`: the headline multi-user panels are the 8 kv groups, one launch per 2x4
+sub-mesh, 64 cubes busy; meshproof.deploy verifies and simulates them together).
+`validation` shapes are small enough to verify and simulate in seconds; `headline` shapes
+are the study's (64 q heads, 8 kv heads, d_head 128, 1M context): the schedule is traced
+and verified at that scale, numerics are simulated by the benchmark (decode) only.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
+from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.launch import LaunchOptions
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, System
@@ -36,11 +40,24 @@ class Panel:
     cube_start: int
     args: tuple[tuple[str, Scalar], ...]
     groups: GroupMode = GroupMode.LAUNCH   # which ranks form one attention problem
+    users: int = 1                         # B: PEs per cube serving their own user
+    cube_starts: tuple[int, ...] = ()      # several launches at once; () = one at cube_start
 
-    def launch_options(self, queue_depth: int | None = None) -> LaunchOptions:
+    @property
+    def launches(self) -> tuple[int, ...]:
+        """The cube_start of every launch the panel runs at once."""
+        return self.cube_starts or (self.cube_start,)
+
+    @property
+    def is_deployment(self) -> bool:
+        return len(self.launches) > 1
+
+    def launch_options(self, queue_depth: int | None = None,
+                       cube_start: int | None = None) -> LaunchOptions:
+        """One launch: at `cube_start` (default: the panel's first launch)."""
         return LaunchOptions(
             system=self.system, wiring=self.wiring, cubes=self.cubes,
-            cube_start=self.cube_start,
+            cube_start=self.launches[0] if cube_start is None else cube_start,
             mesh=f"{self.mesh[0]}x{self.mesh[1]}" if self.mesh else None,
             args=self.args, queue_depth=queue_depth, groups=self.groups)
 
@@ -49,25 +66,41 @@ class Panel:
                 "S_q": self.S_q, "n_ranks": self.n_ranks, "rank_axis": self.rank_axis,
                 "mesh": f"{self.mesh[0]}x{self.mesh[1]}" if self.mesh else None,
                 "system": self.system.shape_text, "cubes": self.cubes,
-                "cube_start": self.cube_start, "args": dict(self.args),
+                "cube_start": self.cube_start, "cube_starts": list(self.launches),
+                "users": self.users, "args": dict(self.args),
                 "groups": self.groups.value, "description": self.description}
 
 
 def _panel(name: str, description: str, kernel: str, wiring: str, S_q: int, n_ranks: int,
            rank_axis: int, shapes: dict[str, int], *, mesh: tuple[int, int] | None = None,
-           system: System = DEFAULT_SYSTEM, cubes: int = 1, cube_start: int = 0) -> Panel:
-    args: dict[str, Scalar] = {"S_q": S_q, "rank_axis": rank_axis, **shapes}
-    # single-user panels: every cube runs its own 8-PE ring, one attention problem each
-    groups = GroupMode.CUBE if rank_axis == 0 else GroupMode.LAUNCH
+           system: System = DEFAULT_SYSTEM, cubes: int = 1, cube_start: int = 0,
+           users: int = 1, cube_starts: tuple[int, ...] = ()) -> Panel:
+    params = inspect.signature(BUILTIN_KERNELS[kernel].func).parameters
+    args: dict[str, Scalar] = {"S_q": S_q, **shapes}
+    if "rank_axis" in params:
+        args["rank_axis"] = rank_axis
+    # single-user panels: every cube runs its own 8-PE ring, one attention problem each;
+    # batch on batch: PE p of every cube serves user p
+    groups = GroupMode.CUBE if rank_axis == 0 else \
+        GroupMode.PE if users > 1 else GroupMode.LAUNCH
     if mesh is None:
         args["n_ranks"] = n_ranks
     else:
         args["mesh_rows"], args["mesh_cols"] = mesh
+    if "users" in params:
+        args["users"] = users
     return Panel(name, description, kernel, wiring, S_q, n_ranks, rank_axis, mesh, system,
-                 cubes, cube_start, tuple(sorted(args.items())), groups)
+                 cubes, cube_start, tuple(sorted(args.items())), groups, users, cube_starts)
 
 
 _VAL = {"h_q": 8, "h_kv": 1, "d_head": 16, "S_kv_per_rank": 32}
+
+
+HEADLINE_SYSTEM = System(4, 4, 4, 8)
+# the multi-user kv groups: a 2x4 sub-mesh at cube_start 0 and 8 of each SIP
+HEADLINE_GROUP_STARTS = tuple(range(0, HEADLINE_SYSTEM.n_cubes, 8))
+# one kv head (8 q heads) per group, its 1M-token KV split over the group's 8 cubes
+_HEADLINE_GROUP = {"h_q": 8, "h_kv": 1, "d_head": 128, "S_kv_per_rank": CONTEXT_HEADLINE // 8}
 
 
 def _headline_kv(n: int) -> dict[str, int]:
@@ -90,23 +123,26 @@ PANELS: dict[str, dict[str, Panel]] = {
                "Llama-70B prefill, one user: 64 cubes, each an independent 8-PE line "
                "(1 q head per cube, 1M context)",
                "mesh_kv", "pe_line", 8, 8, 0, _headline_kv(8),
-               system=System(4, 4, 4, 8), cubes=64),
+               system=HEADLINE_SYSTEM, cubes=64),
         _panel("multi_user_prefill",
-               "Llama-70B prefill, batch: KV of one group split over a row of 4 cubes",
-               "mesh_kv", "cube_mesh", 8, 4, 1,
-               {"h_q": 8, "h_kv": 1, "d_head": 128, "S_kv_per_rank": CONTEXT_HEADLINE // 4},
-               system=System(4, 4, 4, 8), cubes=4),
+               "Llama-70B prefill, batch: 8 kv groups at once, each group's KV split over a "
+               "2x4 sub-mesh and circulated along a snake path (cube_start 0 and 8 in each "
+               "of 4 SIPs: 64 cubes busy, PE 0 of each)",
+               "mesh_kv_snake", "cube_mesh", 8, 8, 1, _HEADLINE_GROUP, mesh=(2, 4),
+               system=HEADLINE_SYSTEM, cubes=8, cube_starts=HEADLINE_GROUP_STARTS),
         _panel("single_user_decode",
                "Llama-70B decode, one user: 64 cubes, each an independent 8-PE line "
                "(1 q head per cube, 8 cubes per kv group, 8 groups, 1M context)",
                "mesh_mlo_1d", "pe_line", 1, 8, 0, _headline_kv(8),
-               system=System(4, 4, 4, 8), cubes=64),
+               system=HEADLINE_SYSTEM, cubes=64),
         _panel("multi_user_decode",
-               "Llama-70B decode, batch: one 8-cube kv group on a 2x4 sub-mesh at cube 8 "
-               "(the other 7 groups are the same schedule at cube_start 0, 16, ..., 56)",
-               "mesh_mlo_2d", "cube_mesh", 1, 8, 1,
-               {"h_q": 8, "h_kv": 1, "d_head": 128, "S_kv_per_rank": CONTEXT_HEADLINE // 8},
-               mesh=(2, 4), system=System(4, 4, 4, 8), cubes=8, cube_start=8),
+               "Llama-70B decode, batch on batch (B=8): 8 kv groups at once on 2x4 "
+               "sub-meshes (cube_start 0 and 8 in each of 4 SIPs: 64 cubes, 512 PEs); PE p "
+               "of every cube serves user p, whose all-reduce runs over the PEs p of its "
+               "group's 8 cubes",
+               "mesh_mlo_2d_batch", "cube_mesh_all_pes", 1, 8, 1, _HEADLINE_GROUP,
+               mesh=(2, 4), system=HEADLINE_SYSTEM, cubes=8, users=8,
+               cube_starts=HEADLINE_GROUP_STARTS),
     ]},
 }
 

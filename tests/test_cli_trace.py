@@ -46,7 +46,8 @@ def test_list_json_schema(run_cli: Run, golden: Golden) -> None:
         assert set(k) == {"name", "description", "harness", "known_bad", "wiring"}
         assert k["description"] and "\n" not in k["description"]
         assert k["known_bad"] == k["description"].startswith("KNOWN BAD")
-    assert [w["name"] for w in doc["wirings"]] == ["pe_line", "pe_ring", "cube_mesh", "cube_ring"]
+    assert [w["name"] for w in doc["wirings"]] == ["pe_line", "pe_ring", "cube_mesh",
+                                                 "cube_mesh_all_pes", "cube_ring"]
     assert set(doc["panels"]) == {"validation", "headline"}
     for panels in doc["panels"].values():
         assert [p["name"] for p in panels] == list(PANEL_NAMES)
@@ -111,7 +112,7 @@ def test_trace_json_golden_of_a_kernbench_kernel(run_cli: Run, golden: Golden) -
        s_q=st.integers(1, 2))
 def test_trace_json_bytes_are_deterministic(run_cli: Run, name: str, n: int, s_q: int) -> None:
     args = ["trace", name, "--arg", f"S_q={s_q}", "--json"]
-    if "2d" in name:
+    if BUILTIN_KERNELS[name].mesh is not None:   # a sub-mesh kernel
         args += ["--mesh", f"1x{n}"]
     else:
         args += ["--arg", f"n_ranks={n}"]

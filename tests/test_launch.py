@@ -13,7 +13,7 @@ from meshproof.cli.options import parse_arg, resolve_launch
 from meshproof.errors import LaunchError, TopologyError, WiringError
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
-from meshproof.model.schedule import Harness, OpKind
+from meshproof.model.schedule import GroupMode, Harness, OpKind
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.trace import trace
 from meshproof.panels import PANEL_NAMES, PANELS, SCALES, get_panel
@@ -229,8 +229,16 @@ def test_panels_table_matches_the_study() -> None:
         p = PANELS["validation"][name]
         assert (p.kernel, p.wiring, p.S_q, p.n_ranks, p.rank_axis) == (kernel, wiring, s_q, n, axis)
     assert PANELS["validation"]["multi_user_decode"].mesh == (1, 4)
-    head = PANELS["headline"]["multi_user_decode"]
-    assert (head.mesh, head.cube_start, head.cubes) == ((2, 4), 8, 8)
+    # headline multi-user: all 8 kv groups at once, on 2x4 sub-meshes at cube_start 0 and 8
+    # of each of 4 SIPs; decode is batch on batch (PE p of every cube serves user p)
+    for name, kernel, wiring, users in (
+            ("multi_user_decode", "mesh_mlo_2d_batch", "cube_mesh_all_pes", 8),
+            ("multi_user_prefill", "mesh_kv_snake", "cube_mesh", 1)):
+        head = PANELS["headline"][name]
+        assert (head.kernel, head.wiring, head.mesh, head.cubes, head.users) == \
+            (kernel, wiring, (2, 4), 8, users)
+        assert head.launches == (0, 8, 16, 24, 32, 40, 48, 56) and head.is_deployment
+        assert head.groups is (GroupMode.PE if users == 8 else GroupMode.LAUNCH)
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -242,8 +250,8 @@ def test_every_panel_traces(name: str, scale: str) -> None:
     active = sched.active
     n_cubes = sched.launch.n_cubes
     if panel.rank_axis == 1:
-        # PEs other than 0 return at once; one rank per launched cube
-        assert [p.endpoint.pe for p in active] == [0] * panel.n_ranks
+        # PEs 0..users-1 of every launched cube serve a user each; the others return at once
+        assert [p.endpoint.pe for p in active] == list(range(panel.users)) * panel.n_ranks
     else:
         assert len(active) == panel.n_ranks * n_cubes
     gemms = sum(1 for p in active for op in p.ops if op.kind is OpKind.DOT)

@@ -1,5 +1,6 @@
 """The pipeline runs one way: model/ below verify/ and sim/, which sit side by side below
-gate/, report/ and cli/ (spec/README.md, DESIGN §1). Checked on the import statements."""
+deploy/, gate/, report/ and cli/ (spec/README.md, DESIGN §1). Checked on the import
+statements."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ FORBIDDEN = {
     "sim": ("meshproof.verify", "meshproof.gate", "meshproof.report", "meshproof.cli",
             "meshproof.panels", "meshproof.testing"),
     "gate": ("meshproof.report", "meshproof.cli", "meshproof.testing"),
+    # several launches at once, placements: above verify/ and sim/, below gate/
+    "deploy": ("meshproof.gate", "meshproof.report", "meshproof.cli", "meshproof.testing"),
     "report": ("meshproof.cli", "meshproof.testing"),
 }
 
@@ -39,3 +42,12 @@ def test_a_layer_imports_nothing_above_it(layer: str) -> None:
            for path in sorted((PACKAGE / layer).rglob("*.py")) for name in _imports(path)
            if name.startswith(FORBIDDEN[layer])]
     assert bad == []
+
+
+def test_deploy_verifies_without_the_simulator_and_simulates_without_the_verifier() -> None:
+    """deploy/verify.py and deploy/simulate.py keep the back-ends apart, as gate/ does."""
+    verify_side = _imports(PACKAGE / "deploy" / "verify.py")
+    sim_side = _imports(PACKAGE / "deploy" / "simulate.py")
+    assert not [n for n in verify_side if n.startswith("meshproof.sim")]
+    assert not [n for n in sim_side if n.startswith(("meshproof.verify.api",
+                                                     "meshproof.verify.registry"))]

@@ -103,10 +103,11 @@ def test_gate_json_is_gate_v1(run_cli: RunCli) -> None:
         assert errors(json.loads(res.out)) == []
 
 
-def test_the_committed_sweep_is_sweep_v1() -> None:
-    sweep = REPO_ROOT / "reports" / "sweep.json"
+@pytest.mark.parametrize("where", ["reports", "reports/headline"])
+def test_the_committed_sweep_is_sweep_v1(where: str) -> None:
+    sweep = REPO_ROOT / where / "sweep.json"
     if not sweep.is_file():
-        pytest.skip("reports/sweep.json is not present")
+        pytest.skip(f"{where}/sweep.json is not present")
     assert errors(json.loads(sweep.read_text(encoding="utf-8"))) == []
 
 

@@ -551,7 +551,7 @@ def builtin_launches(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     shapes = {"S_q": draw(st.integers(1, 3)), "S_kv_per_rank": draw(st.sampled_from([4, 8])),
               "h_kv": draw(st.integers(1, 2)), "d_head": draw(st.sampled_from([4, 8]))}
     shapes["h_q"] = shapes["h_kv"] * draw(st.integers(1, 2))
-    if "2d" in name:
+    if BUILTIN_KERNELS[name].mesh is not None:   # a sub-mesh kernel
         rows, cols = draw(st.integers(1, 2)), draw(st.integers(1, 4))
         start = draw(st.integers(0, 16 - rows * cols))
         opts: dict[str, Any] = {"mesh": f"{rows}x{cols}", "cube_start": start,

@@ -21,6 +21,7 @@ from meshproof.model.wiring import (
     Wiring,
     build_wiring,
     cube_mesh,
+    cube_mesh_all_pes,
     cube_ring,
     load_wiring_file,
     pe_line,
@@ -162,6 +163,32 @@ def test_cube_mesh_facts_of_the_study() -> None:
         "cube 4 (SIP 0, row 1, col 0), pe 0 has no W link in cube_mesh"
 
 
+@settings(max_examples=40, deadline=None)
+@given(systems)
+def test_cube_mesh_all_pes_is_cube_mesh_for_every_pe_index(system: System) -> None:
+    w = cube_mesh_all_pes(system)
+    assert_symmetric(w)
+    base = cube_mesh(system)
+    assert len(w.links) == system.pes * len(base.links)
+    for cube in range(system.n_cubes):
+        for pe in range(system.pes):
+            for d in Direction:
+                there = base.neighbour(Endpoint(cube, 0), d)
+                want = Endpoint(there.cube, pe) if there is not None else None
+                assert w.neighbour(Endpoint(cube, pe), d) == want
+
+
+def test_cube_mesh_all_pes_links_pe_p_to_pe_p_of_the_neighbouring_cubes() -> None:
+    w = cube_mesh_all_pes(System(2, 4, 4, 8))
+    assert w.neighbour(Endpoint(0, 5), E) == Endpoint(1, 5)
+    assert w.neighbour(Endpoint(0, 5), S) == Endpoint(4, 5)
+    assert w.neighbour(Endpoint(3, 7), E) == Endpoint(16, 7)    # across the SIP edge
+    assert w.neighbour(Endpoint(4, 2), W) is None                # no wrap inside a SIP
+    assert w.neighbour(Endpoint(1, 3), W) == Endpoint(0, 3)      # not PE 2: no NOC links
+    assert w.missing_link_reason(Endpoint(4, 2), W) == \
+        "cube 4 (SIP 0, row 1, col 0), pe 2 has no W link in cube_mesh_all_pes"
+
+
 def test_cube_mesh_two_sips_join_facing_edge_cubes() -> None:
     system = System(2, 4, 4, 8)
     w = cube_mesh(system)
@@ -180,8 +207,8 @@ def test_build_wiring_names_and_unknown() -> None:
         assert build_wiring(name, system, 0, 4).name == name
     with pytest.raises(WiringError) as info:
         build_wiring("mesh", system)
-    assert str(info.value) == ("unknown wiring 'mesh': use one of cube_mesh, cube_ring, pe_line, "
-                               "pe_ring or a path to a .toml wiring file")
+    assert str(info.value) == ("unknown wiring 'mesh': use one of cube_mesh, cube_mesh_all_pes, "
+                               "cube_ring, pe_line, pe_ring or a path to a .toml wiring file")
     with pytest.raises(WiringError, match=r"wiring file nope\.toml does not exist"):
         build_wiring("nope.toml", system)
 

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace": ("meshproof.cli.trace_cmd", "trace_cmd"),
     "verify": ("meshproof.cli.verify_cmd", "verify_cmd"),
     "simulate": ("meshproof.cli.simulate_cmd", "simulate_cmd"),
+    "placements": ("meshproof.cli.placements_cmd", "placements_cmd"),
     "gate": ("meshproof.cli.gate_cmd", "gate_cmd"),
     "report": ("meshproof.cli.report_cmd", "report_cmd"),
 }

@@ -6,11 +6,13 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
 
+from meshproof.deploy.launches import LaunchList, load_launches
 from meshproof.errors import LaunchError
 from meshproof.gate.matrix import cube_pes
 from meshproof.gate.pipeline import Pipeline, Resolver
@@ -103,6 +105,9 @@ def launch_options(func: F) -> F:
                      "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
         click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
                      help="A rank whose KV slice is empty (numeric_safety). Repeatable."),
+        click.option("--launches", "launches_file", type=click.Path(path_type=Path),
+                     default=None, help="A TOML file of several launches run at once "
+                     "(instead of KERNEL and the launch flags)."),
     ]
     for deco in reversed(decorators):
         func = deco(func)
@@ -188,6 +193,23 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
                    empty_shards: tuple[str, ...] = (), harness: str | None = None, *,
                    resolver: Resolver = resolve_kernel) -> tuple[KernelRef, Launch]:
     """The kernel (found with `resolver`) and the launch the flags describe."""
+    ref, opts = resolve_options(kernel, panel, scale, system_text, pes, wiring, cubes,
+                                cube_start, mesh, arg_items, sharded, queue_depth, groups,
+                                outputs, softmax_scale, empty_shards, harness,
+                                resolver=resolver)
+    return ref, build_launch(ref, opts)
+
+
+def resolve_options(kernel: str | None, panel: str | None, scale: str,
+                    system_text: str | None, pes: int | None, wiring: str | None,
+                    cubes: int | None, cube_start: int | None, mesh: str | None,
+                    arg_items: tuple[str, ...], sharded: str, queue_depth: int | None,
+                    groups: str | None = None, outputs: str | None = None,
+                    softmax_scale: float | None = None, empty_shards: tuple[str, ...] = (),
+                    harness: str | None = None, *, resolver: Resolver = resolve_kernel
+                    ) -> tuple[KernelRef, LaunchOptions]:
+    """The kernel (found with `resolver`) and the launch options the flags describe (not
+    yet built)."""
     user_args = _unique_args(arg_items)
     problem = problem_options(groups, outputs, softmax_scale, empty_shards)
     if harness is not None:
@@ -230,8 +252,46 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
         opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
                              cube_start=cube_start or 0, mesh=mesh, args=user_args,
                              sharded=sharded_names, queue_depth=queue_depth, **problem)
-    ref = resolver(kernel_name)
-    return ref, build_launch(ref, opts)
+    return resolver(kernel_name), opts
+
+
+# each launch flag: its spelling, and its value when the user does not give it
+_FLAGS: dict[str, tuple[str, object]] = {
+    "kernel": ("KERNEL", None), "panel": ("--panel", None), "system_text": ("--system", None),
+    "pes": ("--pes", None), "wiring": ("--wiring", None), "cubes": ("--cubes", None),
+    "cube_start": ("--cube-start", None), "mesh": ("--mesh", None), "arg_items": ("--arg", ()),
+    "sharded": ("--sharded", ",".join(DEFAULT_SHARDED)), "queue_depth": ("--queue-depth", None),
+    "groups": ("--groups", None), "outputs": ("--outputs", None),
+    "softmax_scale": ("--softmax-scale", None), "empty_shards": ("--empty-shard", ()),
+    "harness": ("--harness", None)}
+
+
+def resolve_launches(opts: dict[str, Any],
+                     resolver: Resolver = resolve_kernel) -> LaunchList | None:
+    """Several launches at once, or None for one (then `resolve_launch(**opts)`).
+
+    Takes `launches_file` out of `opts`. A `--launches FILE` describes every launch, so no
+    other launch flag may be given; a panel that is several launches (the headline
+    multi-user panels) gives one launch per cube_start, each with the flags applied,
+    unless --cube-start picks one of them.
+    """
+    path = opts.pop("launches_file", None)
+    if path is not None:
+        given = [flag for key, (flag, unset) in _FLAGS.items()
+                 if opts.get(key, unset) != unset]
+        if given:
+            raise LaunchError(f"--launches {path} describes every launch; drop "
+                              f"{', '.join(given)} (put them in the file)")
+        return load_launches(path, resolver)
+    panel = opts.get("panel")
+    if panel is None or opts.get("cube_start") is not None:
+        return None
+    preset = get_panel(panel, opts.get("scale", "validation"))
+    if not preset.is_deployment:
+        return None
+    launches = tuple(resolve_launch(**{**opts, "cube_start": k}, resolver=resolver)
+                     for k in preset.launches)
+    return LaunchList(f"{preset.name} ({opts.get('scale')})", launches)
 
 
 def _unique_args(arg_items: tuple[str, ...]) -> tuple[tuple[str, Scalar], ...]:

@@ -12,6 +12,7 @@ from meshproof.cli.options import (
     current_pipeline,
     launch_options,
     resolve_launch,
+    resolve_launches,
     trace_limit_options,
     trace_limits,
 )
@@ -61,9 +62,16 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
                        numerics=not no_numerics)
+    listed = resolve_launches(opts, pipeline.resolver)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
+
+        refuse_single_launch_options(listed, **{"--diagram": diagram,
+                                                "--perfetto": perfetto_path})
+        return simulate_launches(listed, pipeline, config, as_json)
+    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     # the diagram draws what the verifier finds, so --diagram verifies first
     outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),

@@ -11,6 +11,7 @@ from meshproof.cli.options import (
     current_pipeline,
     launch_options,
     resolve_launch,
+    resolve_launches,
     trace_limit_options,
     trace_limits,
 )
@@ -57,6 +58,11 @@ def list_cmd(as_json: bool) -> int:
 def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    listed = resolve_launches(opts, pipeline.resolver)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import trace_deployment
+
+        return trace_deployment(listed, pipeline, as_json)
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     schedule = pipeline.tracer(kernel, launch)
     if as_json:

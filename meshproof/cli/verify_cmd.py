@@ -16,6 +16,7 @@ from meshproof.cli.options import (
     current_pipeline,
     launch_options,
     resolve_launch,
+    resolve_launches,
     trace_limit_options,
     trace_limits,
 )
@@ -127,6 +128,15 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         check_sarif_target(sarif_path)
     check_diagram(diagram)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    listed = resolve_launches(opts, pipeline.resolver)
+    if listed is not None:  # several launches at once
+        from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
+
+        refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
+                                                "--sarif": sarif_path})
+        return verify_launches(listed, pipeline, VerifyConfig(
+            timeout_s=timeout_s, only=only_props, skip=skip_props, input_bound=input_bound),
+            as_json, not no_timings, console())
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                           keep_smt2=smt2_path is not None, only=only_props, skip=skip_props,

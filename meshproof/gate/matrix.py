@@ -317,6 +317,14 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
     sharded = case.sharded if case.sharded is not None else DEFAULT_SHARDED
     if case.panel is not None:
         preset = get_panel(case.panel, case.scale)
+        if preset.is_deployment and case.cube_start is None:
+            # checking one of them would let the other groups go unchecked
+            raise ConfigError(
+                f"case {case.name}: panel {case.panel} ({case.scale}) is "
+                f"{len(preset.launches)} launches at once (cube_start "
+                f"{', '.join(map(str, preset.launches))}); a gate case checks one launch: "
+                "give cube_start = K, or verify them together with `meshproof verify "
+                f"--panel {case.panel} --scale {case.scale}`")
         base = preset.launch_options(case.queue_depth)
         merged = dict(base.args)
         merged.update(dict(case.args))
@@ -326,7 +334,7 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
             cubes=case.cubes if case.cubes is not None else base.cubes,
             cube_start=case.cube_start if case.cube_start is not None else base.cube_start,
             mesh=case.mesh or base.mesh, args=tuple(sorted(merged.items())),
-            sharded=sharded, queue_depth=case.queue_depth)
+            sharded=sharded, queue_depth=case.queue_depth, groups=base.groups)
     else:
         system = parse_system(case.system or "1x4x4", cube_pes(case.pes))
         opts = LaunchOptions(system=system, pes=case.pes, wiring=wiring,

@@ -8,7 +8,7 @@ from typing import Any
 
 from meshproof.kernels import mesh_kv as _kv
 from meshproof.kernels import mesh_mlo as _mlo
-from meshproof.model.schedule import Scalar
+from meshproof.model.schedule import GroupMode, Scalar
 
 _DECODE_SHAPES: dict[str, Scalar] = {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
                                      "d_head": 8}
@@ -27,6 +27,7 @@ class KernelInfo:
     wiring: str = "pe_line"
     mesh: str | None = None
     cubes: int = 1
+    groups: GroupMode = GroupMode.LAUNCH   # the attention problems the kernel computes
 
 
 def _info(name: str, func: Callable[..., Any], description: str, **kw: Any) -> KernelInfo:
@@ -43,9 +44,17 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           wiring="cube_mesh", mesh="2x4"),
     _info("ring_mlo", _mlo.ring_mlo,
           "decode: closed-ring all-reduce of (m, l, o); needs a ring wiring", wiring="pe_ring"),
+    _info("mesh_mlo_2d_batch", _mlo.mesh_mlo_2d_batch,
+          "decode, batch on batch: PE p of every cube serves user p; each user's 2D "
+          "all-reduce runs over the PEs p of the sub-mesh", wiring="cube_mesh_all_pes",
+          mesh="2x4", groups=GroupMode.PE),
     _info("mesh_kv", _kv.mesh_kv,
           "prefill: each rank's Q rows; KV slices circulate both ways along a line",
           harness="prefill"),
+    _info("mesh_kv_snake", _kv.mesh_kv_snake,
+          "prefill over a cube sub-mesh: KV slices circulate both ways along a snake path "
+          "(E along row 0, S, W along row 1, ...)", harness="prefill", wiring="cube_mesh",
+          mesh="2x4"),
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
           "KNOWN BAD: 2D kernel that ignores cube_start (program_id(1) is physical)",
           known_bad=True, wiring="cube_mesh", mesh="2x4"),

@@ -30,10 +30,12 @@ def _rank(rank_axis: int, cube_start: int, tl: Any) -> int | None:
     if rank_axis == 1:
         if tl.program_id(axis=0) != 0:
             return None
-        return int(tl.program_id(axis=1)) - cube_start
+        local: int = tl.program_id(axis=1) - cube_start  # program_id(1) is physical
+        return local
     if rank_axis != 0:
         raise ValueError(f"rank_axis must be 0 (PEs) or 1 (cubes), got {rank_axis}")
-    return int(tl.program_id(axis=0))
+    pe: int = tl.program_id(axis=0)
+    return pe
 
 
 def _partial(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv_per_rank: int, h_q: int,
@@ -111,15 +113,43 @@ def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
         raise ValueError("mesh_mlo_2d runs over cubes: rank_axis must be 1")
     if tl.program_id(axis=0) != 0:
         return
-    rank = int(tl.program_id(axis=1)) - cube_start  # launch-local: program_id is physical
+    rank = tl.program_id(axis=1) - cube_start  # launch-local: program_id is physical
     if not 0 <= rank < mesh_rows * mesh_cols:
         return
+    _allreduce_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, rank,
+                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl)
+
+
+def _allreduce_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                  S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, rank: int,
+                  mesh_rows: int, mesh_cols: int, sm_scale: float | None, msg_dtype: str,
+                  tl: Any) -> None:
+    """Partial attention of this rank's slice, then the row-then-column all-reduce."""
     row, col = divmod(rank, mesh_cols)
     _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     state = _fanout(state, col, mesh_cols, "E", "W", tl, msg_dtype)   # stage 1: rows
     state = _fanout(state, row, mesh_rows, "S", "N", tl, msg_dtype)   # stage 2: columns
     _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
+
+
+def mesh_mlo_2d_batch(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                      S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, mesh_rows: int,
+                      mesh_cols: int, cube_start: int = 0, users: int | None = None,
+                      sm_scale: float | None = None, msg_dtype: str = "f32", *,
+                      tl: Any) -> None:
+    """Batch on batch: PE p of every cube serves user p (users: all launched PEs unless
+    `users` says fewer). User p's KV is split over the cubes of the sub-mesh, and user p's
+    row-then-column all-reduce runs over the PEs p of those cubes, so PE p needs links to
+    PE p of the neighbouring cubes (cube_mesh_all_pes); cube_mesh links PE 0 only."""
+    user = tl.program_id(axis=0)
+    if user >= (tl.num_programs(axis=0) if users is None else users):
+        return
+    rank = tl.program_id(axis=1) - cube_start  # launch-local: program_id is physical
+    if not 0 <= rank < mesh_rows * mesh_cols:
+        return
+    _allreduce_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, rank,
+                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl)
 
 
 def mesh_mlo_2d_physical_rank(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,

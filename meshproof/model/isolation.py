@@ -22,7 +22,7 @@ import resource
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from multiprocessing.process import BaseProcess
@@ -44,6 +44,7 @@ from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, describe_exception, resolve_kernel
 from meshproof.model.op_pack import unpack_programs
 from meshproof.model.schedule import Schedule
+from meshproof.model.trace import trace
 
 DEFAULT_WALL_SECONDS = 60.0
 DEFAULT_CPU_SECONDS = 60.0
@@ -160,7 +161,8 @@ def limit_stage(stage: Any, seconds: float, knob: str) -> Any:
 
 def trace_isolated(kernel: KernelRef | str, launch: Launch,
                    limits: TraceLimits | None = None, *,
-                   start: StartMethod | None = None) -> Schedule:
+                   start: StartMethod | None = None,
+                   tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Schedule:
     """`trace(kernel, launch)` in a child process under `limits`.
 
     `kernel` is a resolved KernelRef or what `resolve_kernel` takes (a built-in name or
@@ -173,7 +175,7 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
     name = launch.spec.kernel
     reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
-                       f"the trace process of kernel {name}")
+                       f"the trace process of kernel {name}", tracer)
     if reply.programs is not None:
         return Schedule(launch.spec, launch.wiring, unpack_programs(reply.programs))
     raise InternalError(f"tracing {name} in a child process failed: {reply.message}")
@@ -230,7 +232,8 @@ def _file_key(spec: str) -> tuple[str, str] | None:
 
 
 def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimits,
-               method: StartMethod, what: str, process: str) -> Reply:
+               method: StartMethod, what: str, process: str,
+               tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Reply:
     """Run one Job in a child; return its reply, or raise the error it carries, or the
     error of a limit or a death."""
     context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
@@ -242,7 +245,7 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
         os.mkdir(workdir)
         job = Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch, limits,
                   what, workdir, os.getcwd(), os.path.join(scratch, "reply.pickle"),
-                  0 if method is StartMethod.FORKSERVER else os.getpid())
+                  0 if method is StartMethod.FORKSERVER else os.getpid(), tracer)
         child = context.Process(target=child_main, args=(job,), daemon=True,
                                 name=f"meshproof {what}")
         cpu_before = _children_cpu()

@@ -34,6 +34,7 @@ from meshproof.errors import (
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, TraceStopped, describe_exception, resolve_kernel
 from meshproof.model.op_pack import PackedPrograms, pack_programs
+from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
 
 if TYPE_CHECKING:
@@ -53,6 +54,10 @@ class Job:
     caller_cwd: str          # where a relative kernel path is resolved
     reply_path: str          # where the child leaves its Reply
     parent: int              # the caller's pid; 0 when a fork server is the parent
+    # how the child traces: `trace`, or another tracing of the same launch (a module-level
+    # function or a partial of one, so that a fresh interpreter can receive it), e.g. the
+    # placement search's relocatable trace (deploy/placement_trace.py)
+    tracer: Callable[[KernelRef, Launch], Schedule] = trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +123,7 @@ def _run(job: Job) -> Reply:
         return Reply(done=True)
     # after resolving, so that a relative kernel path means what it meant to the caller
     os.chdir(job.workdir)
-    schedule = trace(kernel, job.launch)
+    schedule = job.tracer(kernel, job.launch)
     signal.setitimer(signal.ITIMER_REAL, 0)
     return Reply(programs=pack_programs(schedule.programs), done=True)
 

@@ -37,7 +37,7 @@ class LaunchOptions:
     queue_depth: int | None = None
     harness: str | None = None
     defaults: dict[str, Scalar] = field(default_factory=dict)
-    groups: GroupMode = GroupMode.LAUNCH
+    groups: GroupMode | None = None     # None: the kernel's own (launch for user kernels)
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     softmax_scale: float | None = None     # the reference's scale; also the kernel's sm_scale
     empty_shards: tuple[Endpoint, ...] = ()
@@ -90,7 +90,8 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
         args=tuple(sorted(values.items())), queue_depth=depth,
         sharded=tuple(s for s in sharded if s in ptrs),
-        harness=parse_harness(opts.harness or kernel.harness, kernel.name), groups=opts.groups,
+        harness=parse_harness(opts.harness or kernel.harness, kernel.name),
+        groups=opts.groups if opts.groups is not None else kernel.default_groups,
         outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
         empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes))
     return Launch(spec, wiring, ordered)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from meshproof.errors import KernelLoadError, TraceError
-from meshproof.model.schedule import Scalar
+from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.tensor import TensorHandle
 from meshproof.model.tracer import KernelFn, KernelSite
 
@@ -52,6 +52,7 @@ class KernelRef:
     default_wiring: str = "pe_line"
     default_mesh: str | None = None
     default_cubes: int = 1
+    default_groups: GroupMode = GroupMode.LAUNCH   # which ranks form one attention problem
     # what resolve_kernel was given (a built-in name or path::function), so that a fresh
     # process can find the kernel again (model/isolation.py); "" for a function object
     spec: str = ""
@@ -93,7 +94,7 @@ def resolve_kernel(spec: str) -> KernelRef:
         site = site_of(info.func)
         return KernelRef(spec, info.func, site, info.description, info.harness,
                          tuple(sorted(info.defaults.items())), _hash_file(site.real_file),
-                         info.wiring, info.mesh, info.cubes, spec)
+                         info.wiring, info.mesh, info.cubes, info.groups, spec)
     if "::" not in spec:
         if spec.endswith(".py") or os.sep in spec:
             raise KernelLoadError(f"kernel {spec!r} names a file but no function: write "

@@ -146,6 +146,17 @@ def cube_mesh(system: System) -> Wiring:
                         "side with E/W links between facing edge cubes")
 
 
+def cube_mesh_all_pes(system: System) -> Wiring:
+    """`cube_mesh` for every PE index: PE p of each cube linked E/W/N/S to PE p of its grid
+    neighbours (and across facing SIP edges), so that 8 users' all-reduces run side by
+    side (batch on batch). No links inside a cube: a port reaches one endpoint."""
+    links = [Link(Endpoint(link.src.cube, pe), link.dir, Endpoint(link.dst.cube, pe))
+             for link in cube_mesh(system).links for pe in range(system.pes)]
+    return Wiring.build("cube_mesh_all_pes", system, links,
+                        "every PE p of each cube linked E/W/N/S to PE p of its grid "
+                        "neighbours; SIPs side by side as in cube_mesh")
+
+
 def cube_ring(system: System, cube_start: int, n_cubes: int) -> Wiring:
     cubes = list(range(cube_start, cube_start + n_cubes))
     for cube in cubes:
@@ -163,6 +174,7 @@ BUILTIN_WIRINGS: dict[str, str] = {
     "pe_line": "PE p -E-> PE p+1 inside every cube (open line)",
     "pe_ring": "pe_line plus the wrap-around link (closed ring of PEs)",
     "cube_mesh": "PE 0 of each cube linked to its grid neighbours, multi-SIP",
+    "cube_mesh_all_pes": "every PE p linked to PE p of the neighbouring cubes, multi-SIP",
     "cube_ring": "closed ring over PE 0 of the launched cubes",
 }
 
@@ -176,6 +188,8 @@ def build_wiring(name_or_path: str, system: System, cube_start: int = 0,
         return pe_ring(system)
     if name_or_path == "cube_mesh":
         return cube_mesh(system)
+    if name_or_path == "cube_mesh_all_pes":
+        return cube_mesh_all_pes(system)
     if name_or_path == "cube_ring":
         return cube_ring(system, cube_start, n_cubes)
     if name_or_path.endswith(".toml") or "/" in name_or_path:

@@ -9,9 +9,11 @@ every run with the gate's judge.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from meshproof.gate.matrix import GateCase
+from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.schedule import Scalar
 from meshproof.panels import PANEL_NAMES, get_panel
 from meshproof.sim.inputs import InputKind
@@ -60,8 +62,18 @@ VALIDATION_CASES: tuple[ReportCase, ...] = (
     _case("mesh_mlo_2d_2x4_at8", "mesh_mlo_2d",
           "the same 2D kernel on the second 2x4 sub-mesh (cube_start 8): subtracts cube_start",
           mesh="2x4", wiring="cube_mesh", cube_start=8),
+    _case("mesh_mlo_2d_batch", "mesh_mlo_2d_batch",
+          "batch on batch (B=8): PE p of every cube serves user p, each user's 2D all-reduce "
+          "over the PEs p of a 2x4 sub-mesh (cube_mesh_all_pes)"),
+    _case("mesh_mlo_2d_batch_on_cube_mesh", "mesh_mlo_2d_batch",
+          "the same kernel on cube_mesh, which links PE 0 only: PEs 1-7 use links that do "
+          "not exist (why the study's v1 silenced them)", DL, DF, EOM, AE,
+          wiring="cube_mesh"),
     _case("ring_mlo", "ring_mlo", "closed-ring all-reduce over the 8-PE ring of one cube"),
     _case("mesh_kv", "mesh_kv", "prefill: KV slices circulate both ways along the 8-PE line"),
+    _case("mesh_kv_snake", "mesh_kv_snake",
+          "8-cube prefill on a 2x4 sub-mesh: KV slices circulate along a snake (E along row "
+          "0, S, W along row 1)"),
     _case("mesh_mlo_1d_8cubes", "mesh_mlo_1d",
           "the 1D kernel over 8 cubes of a 4x4 SIP: cube 3 has no E link, cube 4 no W "
           "(IpcqInvalidDirection)", DL, DF, EOM, AE,
@@ -102,17 +114,43 @@ def panel_cases(scale: str) -> tuple[ReportCase, ...]:
         for name in PANEL_NAMES)
 
 
-# gqa_scaling.png: the multi_user panels over Q heads per cube (h_q with one kv head).
+# gqa_scaling.png: the multi_user panels over Q heads per cube (h_q with one kv head), one
+# kv group each; decode also batch on batch (B=8: every PE of a cube serves a user).
 SCALING_PANELS = ("multi_user_prefill", "multi_user_decode")
 SCALING_Q_HEADS = (1, 2, 4)
+SCALING_USERS = {"multi_user_prefill": (1,), "multi_user_decode": (1, 8)}
+# the decode kernel and wiring for B users per cube
+_DECODE_BY_USERS = {1: ("mesh_mlo_2d", "cube_mesh"), 8: ("mesh_mlo_2d_batch", "cube_mesh_all_pes")}
 
 
-def scaling_cases(scale: str = "validation") -> tuple[ReportCase, ...]:
-    return tuple(
-        ReportCase(GateCase(f"scaling_{name}_hq{h_q}", get_panel(name, scale).kernel,
-                            panel=name, scale=scale, args=(("h_q", h_q),)),
-                   f"{name} with {h_q} q head(s) per cube")
-        for name in SCALING_PANELS for h_q in SCALING_Q_HEADS)
+@dataclass(frozen=True, slots=True)
+class ScalingCase:
+    case: ReportCase
+    panel: str
+    h_q: int
+    users: int
+
+
+def _scaling_case(name: str, scale: str, h_q: int, users: int) -> ScalingCase:
+    panel = get_panel(name, scale)
+    kernel, wiring = (panel.kernel, panel.wiring) if "decode" not in name else \
+        _DECODE_BY_USERS[users]
+    params = inspect.signature(BUILTIN_KERNELS[kernel].func).parameters
+    args = {k: v for k, v in panel.args if k in params}
+    args["h_q"] = h_q
+    if "users" in params:
+        args["users"] = users
+    mesh = f"{panel.mesh[0]}x{panel.mesh[1]}" if panel.mesh else None
+    case = GateCase(f"scaling_{name}_b{users}_hq{h_q}", kernel, system=panel.system.shape_text,
+                    wiring=wiring, cubes=None if mesh else panel.cubes, mesh=mesh,
+                    cube_start=panel.launches[0], args=tuple(sorted(args.items())))
+    return ScalingCase(ReportCase(case, f"{name}, B={users}, with {h_q} q head(s) per cube"),
+                       name, h_q, users)
+
+
+def scaling_cases(scale: str = "validation") -> tuple[ScalingCase, ...]:
+    return tuple(_scaling_case(name, scale, h_q, users) for name in SCALING_PANELS
+                 for users in SCALING_USERS[name] for h_q in SCALING_Q_HEADS)
 
 
 # steps_1d_vs_2d.png: mesh sizes; the 1D kernel runs on a closed cube ring over the same

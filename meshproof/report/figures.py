@@ -90,33 +90,44 @@ def comparison_figure(panels: list[tuple[str, dict[str, int]]], path: Path) -> P
         return _save(fig, path)
 
 
+def _series(record: dict[str, Any]) -> tuple[str, int]:
+    """(panel, B): records before batch on batch have one user per cube."""
+    return record["panel"], int(record.get("users", 1))
+
+
+def _series_label(series: tuple[str, int]) -> str:
+    return f"{series[0]} B={series[1]}"
+
+
 def scaling_figure(records: list[dict[str, Any]], path: Path) -> Path:
-    """multi_user panels over Q heads per cube: latency (top) and op counts (bottom),
-    at validation shapes (left) and headline shapes (right)."""
+    """multi_user panels over Q heads per cube, with B users per cube: latency (top) and
+    op counts (bottom), at validation shapes (left) and headline shapes (right)."""
     scales = [s for s in ("validation", "headline") if any(r.get("scale", "validation") == s
                                                           for r in records)]
-    panels = sorted({r["panel"] for r in records})
+    series = sorted({_series(r) for r in records})
     with _style():
         fig = Figure(figsize=(6.2 * len(scales), 7.4), layout="constrained")
         grid = fig.subplots(2, len(scales), squeeze=False)
         for col, scale in enumerate(scales):
             rows = [r for r in records if r.get("scale", "validation") == scale]
-            _scaling_latency(grid[0][col], rows, panels, scale)
-            _scaling_ops(grid[1][col], rows, panels, scale)
+            _scaling_latency(grid[0][col], rows, series, scale)
+            _scaling_ops(grid[1][col], rows, series, scale)
         grid[1][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        fig.suptitle("multi_user panels over Q heads per cube (one kv head per group)")
+        fig.suptitle("multi_user panels over Q heads per cube, B users per cube (one kv "
+                     "group)")
         return _save(fig, path)
 
 
-def _scaling_latency(ax: Any, rows: list[dict[str, Any]], panels: list[str],
+def _scaling_latency(ax: Any, rows: list[dict[str, Any]], series: list[tuple[str, int]],
                      scale: str) -> None:
     unit, factor = ("µs", 1e6) if scale == "validation" else ("ms", 1e3)
-    for i, panel in enumerate(panels):
+    for i, key in enumerate(series):
         pts = sorted((r["h_q"], r["sim"]["timing"]["latency_s"] * factor) for r in rows
-                     if r["panel"] == panel and (r.get("sim") or {}).get("timing"))
+                     if _series(r) == key and (r.get("sim") or {}).get("timing"))
         if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=panel,
-                    color=style.SERIES_COLOURS[i])
+            ax.plot(*zip(*pts, strict=True), marker="o", label=_series_label(key),
+                    color=style.SERIES_COLOURS[i % len(style.SERIES_COLOURS)],
+                    linestyle="-" if key[1] == 1 else "--")
             for x, y in pts:
                 ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(0, 7),
                             ha="center", fontsize=8)
@@ -128,17 +139,20 @@ def _scaling_latency(ax: Any, rows: list[dict[str, Any]], panels: list[str],
     ax.legend(frameon=False, loc="center right")
 
 
-def _scaling_ops(ax: Any, rows: list[dict[str, Any]], panels: list[str], scale: str) -> None:
-    groups = [(p, r) for p in panels for r in sorted(
-        (r for r in rows if r["panel"] == p), key=lambda r: r["h_q"])]
+def _scaling_ops(ax: Any, rows: list[dict[str, Any]], series: list[tuple[str, int]],
+                 scale: str) -> None:
+    groups = [(key, r) for key in series for r in sorted(
+        (r for r in rows if _series(r) == key), key=lambda r: r["h_q"])]
     width = 0.8 / len(OP_SERIES)
-    for j, key in enumerate(OP_SERIES):
-        vals = [int((r.get("sim") or {}).get("op_log", {}).get(key, 0)) for _, r in groups]
+    for j, op in enumerate(OP_SERIES):
+        vals = [int((r.get("sim") or {}).get("op_log", {}).get(op, 0)) for _, r in groups]
         xs = [k - 0.4 + width * (j + 0.5) for k in range(len(groups))]
-        ax.bar(xs, vals, width, label=key, color=style.SERIES_COLOURS[j])
+        ax.bar(xs, vals, width, label=op, color=style.SERIES_COLOURS[j])
     ax.set_xticks(range(len(groups)),
-                  [f"{p.replace('multi_user_', '')}\nh_q={r['h_q']}" for p, r in groups])
+                  [f"{'dec' if 'decode' in p else 'pre'} B={b}\nh_q={r['h_q']}"
+                   for (p, b), r in groups], fontsize=7)
     ax.set_ylabel("ops issued (all ranks)")
+    ax.set_yscale("log")
     ax.set_title(f"op counts, {scale} shapes")
     ax.grid(axis="x", visible=False)
 

@@ -78,6 +78,10 @@ def _launch(record: dict[str, Any]) -> str:
     if args.get("rank_axis") == 1:
         extra.append("rank_axis=1")
     extra.append(f"D={la['queue_depth']}")
+    launches = record.get("launches") or []
+    if len(launches) > 1:   # several launches at once: the first, and how many
+        extra.append(f"+ {len(launches) - 1} more launch(es) at cube_start "
+                     + ", ".join(str(x["cube_start"]) for x in launches[1:]))
     return " ".join([f"`{la['wiring']}`", la["system"], f"{cubes} ×{la['pes']}", *extra])
 
 
@@ -135,16 +139,24 @@ def op_log_table(records: list[dict[str, Any]]) -> list[str]:
 
 
 def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
-                  notes: list[str], facts: list[tuple[str, bool, str]]) -> str:
+                  notes: list[str], facts: list[tuple[str, bool, str]],
+                  sections: list[str] | None = None) -> str:
+    """`sections`: more markdown lines, placed before the figures (the headline's)."""
     scale = sweep["scale"]
     cases, panels = sweep["cases"], sweep["panels"]
-    out = [f"# meshproof report ({scale} scale)", "",
-           f"Every built-in kernel verified ({_words(len(PROPERTY_NAMES))} properties, Z3) "
-           "and simulated (numpy "
-           "reference, modelled timing) on the launch that shows what it does, plus the "
-           "four GQA Llama-70B panels. Regenerate with `meshproof report` (or `make demo`); "
-           "`meshproof report --fast` redraws the figures and this page from `sweep.json` "
-           "without re-running.", ""]
+    intro = (f"Every built-in kernel verified ({_words(len(PROPERTY_NAMES))} properties, "
+             "Z3) and simulated (numpy reference, modelled timing) on the launch that shows "
+             "what it does, plus the four GQA Llama-70B panels. Regenerate with `meshproof "
+             "report` (or `make demo`); `meshproof report --fast` redraws the figures and "
+             "this page from `sweep.json` without re-running.")
+    if scale == "headline":
+        intro = (f"The four GQA Llama-70B panels at the study's shapes, every group of each "
+                 f"verified ({_words(len(PROPERTY_NAMES))} properties) and timed at once, "
+                 "and every built-in kernel at every placement of the headline system. "
+                 "Regenerate with `meshproof report --scale headline`; add `--fast` to "
+                 "redraw the figures and this page from `sweep.json` and the benchmark "
+                 "files without re-running.")
+    out = [f"# meshproof report ({scale} scale)", "", intro, ""]
     n_bad = sum(1 for r in cases + panels if not r.get("as_expected"))
     out.append(f"**{len(cases) + len(panels)} runs; " + (
         "all as expected.**" if n_bad == 0 else f"{n_bad} NOT as expected.**"))
@@ -154,13 +166,15 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
             "*rel err* ‖out − ref‖/‖ref‖ against dense float64 attention · *steps* the "
             "longest chain of dependent hops · *latency* modelled with the assumed hardware "
             f"profile ({sweep.get('hardware_profile', 'default')}).", "",
-            "## Kernels", ""]
-    out += verdict_table(cases)
-    out += ["", "What each case shows:", ""]
-    for r in cases:
-        out.append(f"- `{r['name']}`: {r['why']}. Result: {_cell(_first_problem(r))}")
+            ]
+    if cases:
+        out += ["## Kernels", ""]
+        out += verdict_table(cases)
+        out += ["", "What each case shows:", ""]
+        for r in cases:
+            out.append(f"- `{r['name']}`: {r['why']}. Result: {_cell(_first_problem(r))}")
     if panels:
-        out += ["", f"## GQA panels ({scale})", ""]
+        out += ["", f"## GQA panels ({scale})", ""] if cases else [f"## GQA panels ({scale})", ""]
         out += verdict_table(panels)
         out += ["", "Op log per panel:", ""]
         out += op_log_table(panels)
@@ -168,6 +182,7 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
         out += ["", "## Facts from the study, checked", ""]
         for text, ok, got in facts:
             out.append(f"- {'✓' if ok else '**✗**'} {text}" + (f" (got: {got})" if got else ""))
+    out += sections or []
     out += ["", "## Figures", ""]
     for rel, caption in figures:
         out += [f"### {caption}", "", f"![{caption}]({rel})", ""]

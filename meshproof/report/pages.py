@@ -14,6 +14,7 @@ from meshproof.model.loader import display_path
 from meshproof.outputs import write_text
 from meshproof.report import figures
 from meshproof.report.facts import study_facts
+from meshproof.report.headline_page import headline_section
 from meshproof.report.markdown import render_readme
 
 VERIFY_BENCH_FILE = "verify_scale.json"
@@ -93,7 +94,8 @@ def write_pages(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
     if scaling:
         figures.scaling_figure(scaling, fig_dir / "gqa_scaling.png")
         made.append(("figures/gqa_scaling.png",
-                     "multi_user panels over Q heads per cube: modelled latency and op counts"))
+                     "multi_user panels over Q heads per cube, B = 1 and 8 users per cube: "
+                     "modelled latency and op counts"))
     steps = sweep.get("steps_1d_vs_2d", [])
     if steps:
         figures.steps_figure(steps, fig_dir / "steps_1d_vs_2d.png")
@@ -122,15 +124,21 @@ def write_pages(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
         made.append(("figures/verify_time.png",
                      f"Proof time vs ranks (from {VERIFY_BENCH_FILE}; wall clock)"))
     if sweep["scale"] != "validation":
-        notes.append(f"numerics are not simulated at {sweep['scale']} scale (1M-token "
-                     "context); the panels are traced, verified and timed")
+        notes.append(f"numerics are not simulated by the report at {sweep['scale']} scale "
+                     "(1M-token context): the panels are traced, verified and timed; the "
+                     "numeric decode runs are the simulation benchmark's (sim_scale.json)")
     notes.append("modelled latencies use the default hardware profile: assumed numbers, "
                  "not measured hardware (see `meshproof simulate --hw`)")
     renderers = {(r.get("diagrams") or {}).get("renderer") for r in
                  sweep.get("cases", []) + sweep.get("panels", [])} - {None}
     if "none" in renderers:
         notes.append("no graphviz renderer was available: diagrams are .dot files only")
-    readme = render_readme(sweep, made, notes, study_facts(sweep))
+    extra: list[str] = []
+    if sweep["scale"] == "headline":
+        extra, more, headline_notes = headline_section(sweep, bench_dir, out)
+        made += more
+        notes += headline_notes
+    readme = render_readme(sweep, made, notes, study_facts(sweep), extra)
     write_text(out / "README.md", readme)
     return notes
 

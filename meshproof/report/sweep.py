@@ -25,9 +25,10 @@ from meshproof.gate.judge import Expectation, Numerics, judge
 from meshproof.gate.matrix import resolve_case
 from meshproof.gate.outcome import CaseOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.schedule import Schedule
-from meshproof.panels import SCALES
+from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, SCALES
 from meshproof.report.cases import (
     STEP_MESHES,
     VALIDATION_CASES,
@@ -35,6 +36,11 @@ from meshproof.report.cases import (
     panel_cases,
     scaling_cases,
     step_cases,
+)
+from meshproof.report.headline import (
+    headline_contrasts,
+    headline_panels,
+    headline_placements,
 )
 from meshproof.report.messages import message_table
 from meshproof.report.render import RenderOutcome, render_dot
@@ -54,8 +60,11 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class SweepOptions:
     scale: str = "validation"
-    cases: tuple[ReportCase, ...] = VALIDATION_CASES
+    # None: the scale's own (the kernels' cases at validation scale; at headline scale the
+    # panels and the placement search, the kernels' cases being the validation report's)
+    cases: tuple[ReportCase, ...] | None = None
     panels: bool = True
+    placements: bool = True        # headline scale: every kernel at every placement
     scaling: bool = True
     step_meshes: tuple[tuple[int, int], ...] = STEP_MESHES
     diagrams: bool = True
@@ -64,10 +73,21 @@ class SweepOptions:
     seed: int = 0
     pipeline: Pipeline = field(default_factory=Pipeline)
 
+    @property
+    def runs(self) -> tuple[ReportCase, ...]:
+        """The kernel cases this sweep runs."""
+        if self.cases is not None:
+            return self.cases
+        return VALIDATION_CASES if self.scale == "validation" else ()
+
     def units(self) -> int:
         """How many progress steps `run_sweep` reports (for a progress bar's total)."""
-        n = len(self.cases)
-        n += len(panel_cases(self.scale)) if self.panels else 0
+        n = len(self.runs)
+        if self.scale == "headline":
+            n += len(PANEL_NAMES) * self.panels + \
+                (len(BUILTIN_KERNELS) + 2) * self.placements   # + the two contrasts
+        else:
+            n += len(panel_cases(self.scale)) if self.panels else 0
         n += sum(len(scaling_cases(s)) for s in SCALES) if self.scaling else 0
         return n + len(step_cases(self.step_meshes))
 
@@ -187,11 +207,14 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
 
     drawn = diagram_dir if options.diagrams else None
     cases = []
-    for rc in options.cases:
+    for rc in options.runs:
         step(f"case {rc.name}")
         cases.append(run_report_case(rc, options, drawn))
     panels = []
-    if options.panels:
+    if options.panels and options.scale == "headline":
+        # every group of every panel at once (meshproof.deploy); no 512-rank diagrams
+        panels = headline_panels(options.pipeline, options.verify_config, step)
+    elif options.panels:
         for rc in panel_cases(options.scale):
             step(f"panel {rc.case.panel} ({options.scale})")
             panels.append(run_report_case(rc, options, drawn))
@@ -200,12 +223,12 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         # both scales: the timing model is cheap, and at validation shapes fixed per-op
         # overheads hide what more Q heads per cube cost
         for scale in SCALES:
-            for rc in scaling_cases(scale):
-                step(f"scaling {rc.name} ({scale})")
-                scaling.append({"name": rc.name, "panel": rc.case.panel, "scale": scale,
-                                "h_q": dict(rc.case.args)["h_q"],
-                                "sim": _sim_only(rc, options)})
-    return {
+            for sc in scaling_cases(scale):
+                step(f"scaling {sc.case.name} ({scale})")
+                scaling.append({"name": sc.case.name, "panel": sc.panel, "scale": scale,
+                                "h_q": sc.h_q, "users": sc.users,
+                                "sim": _sim_only(sc.case, options)})
+    sweep: dict[str, Any] = {
         "schema": SWEEP_SCHEMA,
         "meshproof_version": __version__,
         "scale": options.scale,
@@ -216,6 +239,12 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         "scaling": scaling,
         "steps_1d_vs_2d": _steps(options, step),
     }
+    if options.scale == "headline" and options.placements:
+        sweep["headline"] = {
+            "system": HEADLINE_SYSTEM.shape_text,
+            "contrasts": headline_contrasts(options.pipeline, options.verify_config, step),
+            "placements": headline_placements(options.pipeline, options.verify_config, step)}
+    return sweep
 
 
 def _steps(options: SweepOptions, step: Progress) -> list[dict[str, Any]]:

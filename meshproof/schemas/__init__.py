@@ -1,10 +1,12 @@
 """JSON Schemas (draft 2020-12) of every JSON meshproof writes, shipped with the package:
 `meshproof/schedule-v1` (trace --json), `meshproof/verdict-v1` (verify --json),
 `meshproof/simulation-v1` (simulate --json), `meshproof/gate-v1` (gate --json),
-`meshproof/sweep-v1` (the report's sweep.json) and `meshproof/placements-v1`
-(placements --json). An output's `"schema"` string names its file: `meshproof/X` is
-`X.json` here. Validating needs a JSON Schema library (the tests use `jsonschema`);
-meshproof itself only ships the files.
+`meshproof/sweep-v1` (the report's sweep.json), `meshproof/placements-v1`
+(placements --json), and for several launches at once `meshproof/deployment-v1` (verify),
+`meshproof/deployment-simulation-v1` (simulate), `meshproof/deployment-trace-v1`
+(trace). An output's `"schema"` string names its file: `meshproof/X` is `X.json` here.
+Validating needs a JSON Schema library (the tests use `jsonschema`); meshproof itself
+only ships the files.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 SCHEMAS = ("schedule-v1", "verdict-v1", "simulation-v1", "gate-v1", "sweep-v1",
-           "placements-v1")
+           "placements-v1", "deployment-v1", "deployment-simulation-v1", "deployment-trace-v1")
 
 
 def schema_text(name: str) -> str:
