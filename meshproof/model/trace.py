@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from meshproof.errors import KernelRaised, MeshproofError, TraceError, TraceMemoryLimit
 from meshproof.model import tensor
+from meshproof.model.budget import OpBudget
 from meshproof.model.launch import Launch
 from meshproof.model.loader import (
     KernelRef,
@@ -13,7 +18,7 @@ from meshproof.model.loader import (
 )
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
+from meshproof.model.tracer import OpTable, Pointer, RankTracer
 
 
 class TraceStopped(BaseException):
@@ -31,21 +36,36 @@ def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     spec = launch.spec
     pointer_names = [n for n in _param_names(kernel) if n.endswith("_ptr")]
     programs: list[RankProgram] = []
+    budget = OpBudget.for_launch(spec.n_cubes * spec.pes)
+    table = OpTable()
     # Kernel files may also import kernbench lazily, inside the kernel function.
-    budget = MAX_TRACED_OPS
-    with kernbench_shim():
+    with kernbench_shim(), paused_gc():
         for cube in spec.cubes:
             for pe in range(spec.pes):
-                program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names, budget)
-                budget -= len(program.ops)
+                program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names,
+                                      budget, table)
+                budget.finished_rank(len(program.ops))
                 programs.append(program)
     return Schedule(spec, launch.wiring, tuple(programs))
 
 
-def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
-                pointer_names: list[str], budget: int) -> RankProgram:
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Tracing builds millions of acyclic records: the cyclic collector would rescan the
+    growing heap again and again for nothing (a quarter of a 32x32 trace)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint, pointer_names: list[str],
+                budget: OpBudget, table: OpTable) -> RankProgram:
     spec = launch.spec
-    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget)
+    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget, table)
     kwargs: dict[str, object] = {n: Pointer(n) for n in pointer_names}
     kwargs.update(dict(launch.call_args))
     tensor._ACTIVE.append(tracer)
