@@ -76,6 +76,7 @@ class CommColumns:
     # each in program order; side s is by_side[side_start[s]:side_start[s + 1]]
     by_side: np.ndarray    # int64
     side_start: np.ndarray  # int64 [2 * channels + 1]
+    payload: np.ndarray    # int32: one id per distinct (shape, dtype, bytes) carried
 
     @property
     def n(self) -> int:
@@ -218,6 +219,10 @@ class ChannelTable:
     cols: CommColumns
     ports: dict[int, PortUse]     # rank * 4 + dir code -> the port's use
 
+    def channel_status(self) -> np.ndarray:
+        """Per channel its STATUSES code."""
+        return np.array([STATUSES.index(ch.status) for ch in self.channels], dtype=np.int8)
+
     @property
     def position(self) -> Mapping[OpRef, tuple[int, int]]:
         """Per comm op (rank, op): its channel index and its position k on the channel."""
@@ -237,10 +242,12 @@ class ChannelTable:
 
 
 def _op_codes(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """Per op of every rank (concatenated): -1, or 4 * is_send + direction code of a comm
-    op; and the offset of each rank's ops. Equal ops are shared objects across ranks
-    (model/tracer.py's OpTable), so codes are computed per distinct op."""
+    """Per op of every rank (concatenated): -1, or for a comm op 4 * is_send + direction
+    code + 8 * payload id; and the offset of each rank's ops. Equal ops are shared
+    objects across ranks (model/tracer.py's OpTable), so codes are computed per distinct
+    op, by identity."""
     code_of: dict[int, int] = {}
+    payloads: dict[tuple[object, ...], int] = {}
     chunks: list[np.ndarray] = []
     base = [0]
     for prog in schedule.programs:
@@ -250,19 +257,20 @@ def _op_codes(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
         if -2 in codes:
             for i, op in zip(ids, prog.ops, strict=True):
                 if i not in code_of:
-                    code_of[i] = _code(op)
+                    code_of[i] = _code(op, payloads)
             codes = [code_of[i] for i in ids]
-        chunks.append(np.array(codes, dtype=np.int8))
+        chunks.append(np.array(codes, dtype=np.int64))
         base.append(base[-1] + len(codes))
-    flat = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int8)
+    flat = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
     return flat, np.array(base, dtype=np.int64)
 
 
-def _code(op: Op) -> int:
+def _code(op: Op, payloads: dict[tuple[object, ...], int]) -> int:
     if not op.kind.is_comm:
         return -1
     assert op.dir is not None
-    return (4 if op.kind is OpKind.SEND else 0) + DIR_CODE[op.dir]
+    payload = payloads.setdefault((op.shape, op.dtype, op.nbytes), len(payloads))
+    return (4 if op.kind is OpKind.SEND else 0) + DIR_CODE[op.dir] + 8 * payload
 
 
 def derive_channels(schedule: Schedule) -> ChannelTable:
@@ -273,8 +281,8 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
     comm_pos = np.flatnonzero(codes >= 0)
     rank = (np.searchsorted(op_base, comm_pos, side="right") - 1).astype(np.int32)
     op = (comm_pos - op_base[rank]).astype(np.int32)
-    c = codes[comm_pos].astype(np.int64)
-    send, dcode = c >= 4, c & 3
+    c = codes[comm_pos]
+    send, dcode = (c & 4) > 0, c & 3
     row_of = np.full(len(codes), -1, dtype=np.int64)
     row_of[comm_pos] = np.arange(len(comm_pos))
     start = np.searchsorted(rank, np.arange(n_ranks + 1), side="left").astype(np.int64)
@@ -324,7 +332,7 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
     side_start = np.searchsorted(sorted_group, np.arange(2 * len(keys) + 1), side="left")
     cols = CommColumns(start, rank, op, send, dcode.astype(np.int8), op_status, channel, k,
                        partner, port, op_base, row_of, order.astype(np.int64),
-                       side_start.astype(np.int64))
+                       side_start.astype(np.int64), (c >> 3).astype(np.int32))
     channels = _channels(schedule, cols, keys, top, pes)
     return ChannelTable(channels, cols, ports)
 

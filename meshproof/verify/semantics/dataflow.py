@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
 from meshproof.verify.memory import RankMemory, rank_memory
 
@@ -37,21 +37,21 @@ class Dataflow(Generic[R]):
 
     def recv_source(self, rank: int, op: Op) -> Key | str:
         """The key of the value a recv gets, or why none arrives."""
-        ref = OpRef(rank, op.index)
-        use = self.table.port_use[ref]
+        cols = self.table.cols
+        g = cols.row(OpRef(rank, op.index))
+        status = int(cols.status[g])
         d = op.dir.value if op.dir else "?"
-        if use.status is PortStatus.NO_LINK:
+        if status == NO_LINK:
             return f"recv {d} uses a link the wiring does not have, so no message arrives"
-        if use.status is PortStatus.OUTSIDE:
+        if status == OUTSIDE:
             return f"recv {d} waits on an endpoint outside the launch, which never sends"
-        ch_i, k = self.table.position[ref]
-        ch = self.table.channels[ch_i]
-        if k >= len(ch.sends):
-            return f"recv {d} has no matching send (message {k} never arrives)"
-        s = ch.sends[k]
-        arg = self.schedule.programs[s.rank].ops[s.op].args[0]
+        p = int(cols.partner[g])
+        if p < 0:
+            return f"recv {d} has no matching send (message {int(cols.k[g])} never arrives)"
+        s_rank = int(cols.rank[p])
+        arg = self.schedule.programs[s_rank].ops[int(cols.op[p])].args[0]
         assert isinstance(arg, ValueRef)
-        return (s.rank, arg.id)
+        return (s_rank, arg.id)
 
     def deps(self, key: Key) -> list[Key]:
         rank = key[0]
