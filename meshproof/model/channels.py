@@ -77,6 +77,7 @@ class CommColumns:
     by_side: np.ndarray    # int64
     side_start: np.ndarray  # int64 [2 * channels + 1]
     payload: np.ndarray    # int32: one id per distinct (shape, dtype, bytes) carried
+    value: np.ndarray      # int32: the id of the value a send sends or a recv defines
 
     @property
     def n(self) -> int:
@@ -243,9 +244,9 @@ class ChannelTable:
 
 def _op_codes(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """Per op of every rank (concatenated): -1, or for a comm op 4 * is_send + direction
-    code + 8 * payload id; and the offset of each rank's ops. Equal ops are shared
-    objects across ranks (model/tracer.py's OpTable), so codes are computed per distinct
-    op, by identity."""
+    code + 8 * payload id + 2**32 * the value id it sends or defines; and the offset of
+    each rank's ops. Equal ops are shared objects across ranks (model/tracer.py's
+    OpTable), so codes are computed per distinct op, by identity."""
     code_of: dict[int, int] = {}
     payloads: dict[tuple[object, ...], int] = {}
     chunks: list[np.ndarray] = []
@@ -270,7 +271,13 @@ def _code(op: Op, payloads: dict[tuple[object, ...], int]) -> int:
         return -1
     assert op.dir is not None
     payload = payloads.setdefault((op.shape, op.dtype, op.nbytes), len(payloads))
-    return (4 if op.kind is OpKind.SEND else 0) + DIR_CODE[op.dir] + 8 * payload
+    if op.kind is OpKind.SEND:
+        args = op.value_args
+        value = args[0] if args else 0
+    else:
+        value = op.out or 0
+    return (4 if op.kind is OpKind.SEND else 0) + DIR_CODE[op.dir] + 8 * payload + \
+        (value << 32)
 
 
 def derive_channels(schedule: Schedule) -> ChannelTable:
@@ -332,7 +339,8 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
     side_start = np.searchsorted(sorted_group, np.arange(2 * len(keys) + 1), side="left")
     cols = CommColumns(start, rank, op, send, dcode.astype(np.int8), op_status, channel, k,
                        partner, port, op_base, row_of, order.astype(np.int64),
-                       side_start.astype(np.int64), (c >> 3).astype(np.int32))
+                       side_start.astype(np.int64), ((c & 0xFFFFFFFF) >> 3).astype(np.int32),
+                       (c >> 32).astype(np.int32))
     channels = _channels(schedule, cols, keys, top, pes)
     return ChannelTable(channels, cols, ports)
 

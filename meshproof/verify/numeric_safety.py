@@ -96,7 +96,7 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
         for op in prog.ops:
             if op.out is None:
                 continue
-            res = interp.result(r, op.out)
+            res, _ = interp.canonical(r, op.out)
             if isinstance(res, Opaque) and "inf" in res.reason and res.op is op and \
                     str(op.source) not in seen:
                 seen.add(str(op.source))

@@ -59,7 +59,7 @@ class Analysis:
             if key in seen:
                 continue
             seen.add(key)
-            out.extend(interp.rec.events.get(key, ()))
+            out.extend(interp.events(key))
             stack.extend(interp.deps(key))
         return sorted(out, key=lambda e: (e.op.index, e.rank))
 

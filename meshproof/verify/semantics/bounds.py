@@ -22,10 +22,10 @@ import numpy as np
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
-from meshproof.verify.semantics.index import BOUND
+from meshproof.verify.semantics.canon import CanonValue
+from meshproof.verify.semantics.index import BOUND, Digit
 from meshproof.verify.semantics.interp import Interpreter, Opaque
 from meshproof.verify.semantics.judge import decompose
-from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.order import at_least_one, nonpositive, ratio_at_most_one
 from meshproof.verify.semantics.scalars import Pieces, Ranges
 from meshproof.verify.semantics.terms import QK, Input, Lin, Log, Max, Poly, Pos, Scrambled
@@ -178,12 +178,48 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
     return out
 
 
-def _value_of(interp: Interpreter, rank: int, op: Op) -> Value | Opaque:
+def _value_of(interp: Interpreter, rank: int, op: Op) -> CanonValue | Opaque:
+    """The op's value (a store's or send's operand), as a canonical value: every check
+    here is unchanged by a shift of key rows, so it is made once per canonical value."""
     if op.out is not None:
-        return interp.result(rank, op.out)
+        return interp.canonical(rank, op.out)[0]
     arg = op.args[0]
     assert isinstance(arg, ValueRef)
-    return interp.result(rank, arg.id)
+    return interp.canonical(rank, arg.id)[0]
+
+
+def _dominated(cv: CanonValue, kind: OpKind) -> bool:
+    """The exp argument is provably <= 0 (max-domination, or exp(...) a ratio <= 1)."""
+    key = ("exp_dominated", kind)
+    hit = cv.facts.get(key)
+    if hit is None:
+        hit = cv.facts[key] = _dominated_form(cv.form, kind, cv.layout.digits)
+    return bool(hit)
+
+
+def _dominated_form(form: Poly, kind: OpKind, digits: tuple[Digit, ...]) -> bool:
+    from meshproof.verify.semantics import algebra as alg
+    from meshproof.verify.semantics.interp import LN2
+
+    if kind is OpKind.EXP2:
+        form = alg.scale(form, LN2)
+    lin = form.as_lin()
+    if lin is None:
+        return False
+    if nonpositive(lin, {dg.id: dg.size for dg in digits}):
+        return True
+    try:
+        return ratio_at_most_one(alg.exp(form))
+    except Exception:
+        return False
+
+
+def _magnitude_of(cv: CanonValue, b: float, d: int) -> float | None:
+    key = ("magnitude_bound", b)
+    if key not in cv.facts:
+        cv.facts[key] = magnitude(cv.form, b, d, sizes={dg.id: dg.size
+                                                        for dg in cv.layout.digits})
+    return cv.facts[key]  # type: ignore[return-value]
 
 
 def _numeric(schedule: Schedule, table: ChannelTable, problem: Problem,
@@ -198,7 +234,7 @@ def _check_exp(schedule: Schedule, table: ChannelTable, problem: Problem, interp
                seen: set[tuple[str, str]]) -> None:
     arg = op.args[0]
     assert isinstance(arg, ValueRef)
-    res = interp.result(rank, arg.id)
+    res = interp.canonical(rank, arg.id)[0]
     out.exp_checked += 1
     sig = ("exp", str(op.source))
     if isinstance(res, Opaque) and res.lost:
@@ -209,24 +245,8 @@ def _check_exp(schedule: Schedule, table: ChannelTable, problem: Problem, interp
             out.unknown.append(f"{op.source}: the argument of {op.kind.value} is not known "
                                f"exactly ({res.reason})")
         return
-    form = res.form
-    if op.kind is OpKind.EXP2:
-        from meshproof.verify.semantics import algebra as alg
-        from meshproof.verify.semantics.interp import LN2
-
-        form = alg.scale(form, LN2)
-    lin = form.as_lin()
-    sizes = {dg.id: dg.size for dg in res.layout.digits}
-    if lin is not None and nonpositive(lin, sizes):
+    if _dominated(res, op.kind):
         return
-    if lin is not None:
-        from meshproof.verify.semantics import algebra as alg
-
-        try:
-            if ratio_at_most_one(alg.exp(form)):
-                return
-        except Exception:
-            pass
     if sig in seen:
         return
     seen.add(sig)
@@ -265,7 +285,7 @@ def _check_narrow(schedule: Schedule, table: ChannelTable, problem: Problem,
                                f"not known exactly, so it cannot be bounded ({res.reason})")
         return
     limit = DTYPE_MAX[op.dtype]
-    bound = magnitude(res.form, b, d, sizes={dg.id: dg.size for dg in res.layout.digits})
+    bound = _magnitude_of(res, b, d)
     if bound is not None and bound <= limit:
         return
     if sig in seen:

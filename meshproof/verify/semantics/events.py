@@ -40,6 +40,32 @@ class Event:
     value: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Template:
+    """An event as one op's evaluation records it, before it is placed: the same op on
+    operands equal up to a shift of key rows records the same templates (interp.py's
+    memo), so a key-row range in the message is kept apart and shifted when rendered."""
+
+    kind: Departure
+    text: str                           # the message; with `rows`, the part before them
+    value: float = 0.0
+    rows: tuple[int, int] | None = None  # key rows [lo, hi) in the value's own frame
+    tail: str = ""                      # with `rows`, the part after them
+
+    def moved(self, delta: int) -> Template:
+        if self.rows is None or not delta:
+            return self
+        lo, hi = self.rows
+        return Template(self.kind, self.text, self.value, (lo + delta, hi + delta), self.tail)
+
+    def event(self, rank: int, op: Op, delta: int) -> Event:
+        text = self.text
+        if self.rows is not None:
+            lo, hi = self.rows
+            text = f"{text}{lo + delta}..{hi - 1 + delta}{self.tail}"
+        return Event(self.kind, rank, op, text, self.value)
+
+
 def describe(form: Poly) -> str:
     """What a value is, in the words of an online softmax."""
     if form.inf:
@@ -113,17 +139,22 @@ def _negatives(form: Poly) -> set[Pos]:
 
 
 class Recorder:
-    """Collects departure events per value while the interpreter evaluates."""
+    """Collects the departure events of the op being evaluated (`take` hands them over);
+    `key` is the value it defines."""
 
     def __init__(self) -> None:
-        self.events: dict[tuple[int, int], list[Event]] = {}
+        self.current: list[Template] = []
         self.key: tuple[int, int] = (0, 0)
         self.pos_origin: dict[str, Op] = {}       # a denominator -> the op that divided by it
-        self.max_origin: dict[str, Op] = {}
 
     def add(self, kind: Departure, op: Op, message: str, value: float = 0.0) -> None:
-        self.events.setdefault(self.key, []).append(Event(kind, self.key[0], op, message,
-                                                          value))
+        del op  # always the op being evaluated: the event is placed there
+        self.current.append(Template(kind, message, value))
+
+    def take(self) -> tuple[Template, ...]:
+        out = tuple(self.current)
+        self.current.clear()
+        return out
 
     def divided(self, op: Op, dividend: Poly, result: Poly) -> None:
         before = _negatives(dividend)
@@ -143,9 +174,9 @@ class Recorder:
         for key in ra.keys() & rb.keys():
             both = _overlap(ra[key], rb[key])
             if both is not None:
-                self.add(Departure.OVERLAP, op,
-                         f"{op.source} adds the partial of key rows {both[0]}..{both[1] - 1} "
-                         f"to {describe(a)} that already holds them (a double merge)")
+                self.current.append(Template(
+                    Departure.OVERLAP, f"{op.source} adds the partial of key rows ", 0.0,
+                    both, f" to {describe(a)} that already holds them (a double merge)"))
                 return
         if ra and rb:
             self.add(Departure.MERGE, op, f"{op.source} merges partials")

@@ -92,10 +92,11 @@ class Digit:
 
 
 class DigitSource:
-    """Fresh digit ids for one analysis (ids are unique across all ranks)."""
+    """Fresh digit ids for one analysis, from `start` on (canonical values number their
+    digits from 0, so an interpreter's fresh digits start above every canonical id)."""
 
-    def __init__(self) -> None:
-        self._next = 0
+    def __init__(self, start: int = 0) -> None:
+        self._next = start
 
     def fresh(self, size: int) -> Digit:
         d = Digit(self._next, size)

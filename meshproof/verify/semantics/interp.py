@@ -1,268 +1,194 @@
 """Symbolic evaluation of the schedule IR into exact element forms.
 
 Every value of every rank gets a `Value` (layout + exact form) or an `Opaque` result that
-says, at the op's line, why its form is outside the algebra. Values are evaluated by
-following data dependencies (a recv reads the value of its matching send, a load reads
-the harness input or the store it reads back), not program order, so the dataflow of a
-schedule that deadlocks is still judged.
+says, at the op's line, why its form is outside the algebra (transfer.py has the rules).
+Values are evaluated by following data dependencies (a recv reads the value of its
+matching send, a load reads the harness input or the store it reads back), not program
+order, so the dataflow of a schedule that deadlocks is still judged.
 
-Semantics: exact real arithmetic on everything that depends on an input; a value that
-depends on no input (a constant, a `full`, a cast of one) is what the machine holds, i.e.
-rounded to its dtype, so a factor of 1e-50 in f32 is 0.
+Cost. A value is kept as a canonical value and an offset (canon.py): its form up to a
+shift of key rows, with canonical digit names. An op's result is a function of the op and
+of its operands' canonical values and relative offsets, so the interpreter computes each
+such situation once and looks it up afterwards (`_memo`): the ranks of an SPMD launch
+repeat the same situations with shifted key rows, and a 64x64 mesh evaluates about one op
+in sixty. Values live in per-rank lists (a few words each), events as per-op templates.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from fractions import Fraction
+from array import array
+from collections import deque
+from collections.abc import Iterator, Mapping
 
-from meshproof.model.channels import ChannelTable
+import numpy as np
+
+from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.problem import Problem
-from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
-from meshproof.verify.semantics import algebra as alg
-from meshproof.verify.semantics.algebra import NotModelled, Scramble
-from meshproof.verify.semantics.dataflow import Dataflow, Key
-from meshproof.verify.semantics.events import Departure, Recorder, describe
-from meshproof.verify.semantics.index import Aff, DigitSource, Layout, Subst, compose, permute
-from meshproof.verify.semantics.layouts import Value, broadcast, buffer, read, separate, view
-from meshproof.verify.semantics.order import at_least_one
-from meshproof.verify.semantics.scalars import machine_value
-from meshproof.verify.semantics.terms import Input, Poly, Scrambled
+from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.memory import RankMemory, rank_memory
+from meshproof.verify.semantics.algebra import NotModelled
+from meshproof.verify.semantics.canon import CanonTable, CanonValue
+from meshproof.verify.semantics.events import Departure, Event, Template
+from meshproof.verify.semantics.index import DigitSource, Subst
+from meshproof.verify.semantics.layouts import Value, buffer, read
+from meshproof.verify.semantics.terms import Input, Poly
+from meshproof.verify.semantics.transfer import LN2, Opaque, Result, Transfer, output_coords
+
+Key = tuple[int, int]   # (rank index, value id)
+FRESH_DIGITS = 1 << 24  # fresh digits start above every canonical digit id
+_CYCLE = "depends on itself through messages"
+_ABSOLUTE = (OpKind.DIV,)  # ops whose events name denominators: evaluated unshifted
 
 
-@dataclass(frozen=True, slots=True)
-class Opaque:
-    """A value whose exact form is not known: `reason` in words, at `op` of `rank`."""
+class _Hit:
+    """A memoised transfer: the result's canonical value (or an opaque reason), its offset
+    relative to the first operand, and the templates of the events it records."""
 
-    reason: str
-    rank: int
-    op: Op
-    lost: bool = False      # it depends on a message that never arrives
+    __slots__ = ("cv", "eps", "reason", "templates")
 
-
-Result = Value | Opaque
-LN2 = Fraction(math.log(2.0))
-
-_BINARY: dict[OpKind, Callable[[Poly, Poly], Poly]] = {
-    OpKind.ADD: alg.add, OpKind.SUB: alg.sub, OpKind.MUL: alg.mul, OpKind.DIV: alg.div,
-    OpKind.MAXIMUM: alg.maximum,
-    OpKind.MINIMUM: lambda a, b: alg.maximum(a, b, is_min=True),
-}
+    def __init__(self, cv: CanonValue | None, eps: int, reason: str,
+                 templates: tuple[Template, ...]) -> None:
+        self.cv = cv
+        self.eps = eps
+        self.reason = reason
+        self.templates = templates
 
 
-class Interpreter(Dataflow[Result]):
+class Interpreter(Transfer):
     def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem) -> None:
-        super().__init__(schedule, table)
-        self.problem = problem
-        self.src = DigitSource()
-        self._buffers: dict[tuple[int, str], Value | None] = {}
-        self.rec = Recorder()
-        self._op: Op | None = None
+        super().__init__(schedule, problem, DigitSource(FRESH_DIGITS))
+        self.table = table
+        self.canon = CanonTable()
+        # per rank, indexed by value id (the tracer numbers values densely from 0)
+        self._defs: list[list[Op | None]] = [_defining_ops(p.ops) for p in schedule.programs]
+        self._cv: list[list[CanonValue | Opaque | None]] = [[None] * len(d) for d in self._defs]
+        self._dl: list[array[int]] = [array("q", bytes(8 * len(d))) for d in self._defs]
+        self._ev: list[list[tuple[Template, ...] | None]] = [[None] * len(d)
+                                                             for d in self._defs]
+        self._sources: dict[int, dict[int, Key | str]] = {}
+        # the order values were evaluated in (every value after what it depends on)
+        self._order_rank: array[int] = array("i")
+        self._order_value: array[int] = array("i")
+        self.memory: dict[int, RankMemory] = {}
+        self._memo: dict[tuple[object, ...], _Hit] = {}
+        self._sigs: dict[int, tuple[Op, int]] = {}
+        self._plans: dict[int, tuple[Op, int, tuple[int, ...]]] = {}
+        self._sig_ids: dict[tuple[object, ...], int] = {}
+        self._buffers: dict[tuple[object, ...], Value | None] = {}
+        self._values: dict[Key, Result] = {}
+        self._complete = False
+        self.evaluated = 0   # transfers computed (the rest were looked up)
 
-    def cycle(self, key: Key) -> Result:
-        return Opaque("depends on itself through messages", key[0], self.defining[key])
+    # --- public face ---------------------------------------------------------------------
+    def result(self, rank: int, vid: int) -> Result:
+        """The value with its absolute form (materialised once per value asked for)."""
+        key = (rank, vid)
+        hit = self._values.get(key)
+        if hit is None:
+            cv, delta = self.canonical(rank, vid)
+            hit = cv if isinstance(cv, Opaque) else cv.at(delta)
+            self._values[key] = hit
+        return hit
 
-    # --- one op --------------------------------------------------------------------------
-    def evaluate(self, key: Key) -> Result:
+    def canonical(self, rank: int, vid: int) -> tuple[CanonValue | Opaque, int]:
+        """The value as a canonical value and its offset (Opaque, 0 if it has no form)."""
+        values = self._cv[rank]
+        got = values[vid] if 0 <= vid < len(values) else None
+        if got is None:
+            self.run_all()
+            got = values[vid] if 0 <= vid < len(values) else None
+            if got is None:
+                raise KeyError((rank, vid))
+        return got, self._dl[rank][vid]
+
+    def table_of_values(self) -> tuple[list[list[Op | None]],
+                                       list[list[CanonValue | Opaque | None]]]:
+        """Per rank, by value id: the defining ops and the canonical values (all evaluated;
+        read only), for passes over every value (rounding.py)."""
+        self.run_all()
+        return self._defs, self._cv
+
+    def order(self) -> Iterator[Key]:
+        """Every value, each after the values it depends on."""
+        self.run_all()
+        return zip(self._order_rank, self._order_value, strict=True)
+
+    @property
+    def values(self) -> Mapping[Key, Result]:
+        return _Values(self)
+
+    @property
+    def defining(self) -> Mapping[Key, Op]:
+        return _Defining(self._defs)
+
+    def events(self, key: Key) -> list[Event]:
+        """The departure events recorded where `key` is defined."""
+        rank, vid = key
+        templates = self._ev[rank][vid]
+        op = self._defs[rank][vid]
+        if not templates or op is None:
+            return []
+        delta = self._dl[rank][vid]
+        return [t.event(rank, op, delta) for t in templates]
+
+    def rank_memory(self, rank: int) -> RankMemory:
+        if rank not in self.memory:
+            self.memory[rank] = rank_memory(self.schedule.programs[rank])
+        return self.memory[rank]
+
+    def recv_source(self, rank: int, op: Op) -> Key | str:
+        """The key of the value a recv gets, or why none arrives."""
+        sources = self._sources.get(rank)
+        if sources is None:
+            sources = self._sources[rank] = self._rank_sources(rank)
+        got = sources.get(op.index)
+        return got if got is not None else self._recv_source(rank, op)
+
+    def _rank_sources(self, rank: int) -> dict[int, Key | str]:
+        """Op index -> (sender rank, value sent) of every recv of `rank` that gets one."""
+        cols = self.table.cols
+        lo, hi = int(cols.start[rank]), int(cols.start[rank + 1])
+        rows = np.arange(lo, hi)
+        rows = rows[~cols.send[lo:hi] & (cols.status[lo:hi] == 0) & (cols.partner[lo:hi] >= 0)]
+        senders = cols.partner[rows]
+        return dict(zip(cols.op[rows].tolist(),
+                        zip(cols.rank[senders].tolist(), cols.value[senders].tolist(),
+                            strict=True), strict=True))
+
+    def _recv_source(self, rank: int, op: Op) -> Key | str:
+        cols = self.table.cols
+        g = cols.row(OpRef(rank, op.index))
+        status = int(cols.status[g])
+        d = op.dir.value if op.dir else "?"
+        if status == NO_LINK:
+            return f"recv {d} uses a link the wiring does not have, so no message arrives"
+        if status == OUTSIDE:
+            return f"recv {d} waits on an endpoint outside the launch, which never sends"
+        p = int(cols.partner[g])
+        if p < 0:
+            return f"recv {d} has no matching send (message {int(cols.k[g])} never arrives)"
+        s_rank = int(cols.rank[p])
+        arg = self.schedule.programs[s_rank].ops[int(cols.op[p])].args[0]
+        assert isinstance(arg, ValueRef)
+        return (s_rank, arg.id)
+
+    def deps(self, key: Key) -> list[Key]:
         rank = key[0]
-        op = self.defining[key]
-        self.rec.key, self._op = key, op
-        try:
-            out = self._transfer(rank, op)
-        except NotModelled as exc:
-            self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
-            return Opaque(str(exc), rank, op)
-        if isinstance(out, Value):
-            return self._fold(out, op)
-        return out
-
-    def _fold(self, value: Value, op: Op) -> Value:
-        """A value that depends on no input is what the machine holds in its dtype."""
-        c = value.form.as_const()
-        if isinstance(c, Fraction):
-            held = machine_value(float(c), op.dtype)
-            if held != float(c):
-                if c and not held:
-                    self.rec.machine_zero(op, float(c), op.dtype.value)
-                form = Poly.const(Fraction(held) if abs(held) != float("inf") else held)
-                return Value(value.layout, form)
-        return value
-
-    def _arg(self, rank: int, a: ValueRef | Const, dtype: DType) -> Result:
-        if isinstance(a, Const):
-            v = machine_value(a.value, dtype)
-            if v != v:
-                raise NotModelled("uses a nan constant")
-            if a.value and not v and self._op is not None:
-                self.rec.machine_zero(self._op, a.value, dtype.value)
-            form = Poly.const(Fraction(v) if abs(v) != float("inf") else v)
-            return Value(Layout((), ()), form)
-        return self.values[(rank, a.id)]
-
-    def _transfer(self, rank: int, op: Op) -> Result:
-        k = op.kind
-        if k is OpKind.RECV:
+        op = self._defs[rank][key[1]]
+        assert op is not None
+        if op.kind is OpKind.RECV:
             src = self.recv_source(rank, op)
-            if isinstance(src, str):
-                return Opaque(src, rank, op, lost=True)
-            return self.values[src]
-        if k is OpKind.LOAD:
-            return self._load(rank, op)
-        if k is OpKind.FULL:
-            assert op.fill is not None
-            v = machine_value(op.fill, op.dtype)
-            if v != v:
-                raise NotModelled("fills a tensor with nan")
-            form = Poly.const(Fraction(v) if abs(v) != float("inf") else v)
-            return Value(Layout.fresh(op.shape, self.src), form)
-        # Python scalars are computed in f32 (the result is then rounded to its dtype)
-        args = [self._arg(rank, a, DType.F32) for a in op.args]
-        for a in args:
-            if isinstance(a, Opaque):
-                return a
-        vals = [a for a in args if isinstance(a, Value)]
-        return self._compute(op, vals)
+            return [src] if isinstance(src, tuple) else []
+        if op.kind is OpKind.LOAD:
+            source = self.rank_memory(rank).loads.get(op.index)
+            return [(rank, w.value_args[0]) for w in source.writers] if source else []
+        return [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
 
-    def _compute(self, op: Op, vals: list[Value]) -> Value:
-        k = op.kind
-        d = self.problem.d_head
-        if k in (OpKind.CAST, OpKind.STORE, OpKind.SEND):
-            return vals[0]
-        if k is OpKind.RESHAPE:
-            return view(vals[0], op.shape, self.src)
-        if k is OpKind.TRANS:
-            assert op.perm is not None
-            return Value(permute(vals[0].layout, op.perm), vals[0].form)
-        if k is OpKind.NEG:
-            return Value(vals[0].layout, alg.neg(vals[0].form))
-        if k is OpKind.EXP:
-            self.rec.exponent(op, vals[0].form)
-            return Value(vals[0].layout, alg.exp(vals[0].form))
-        if k is OpKind.EXP2:  # exp2(x) = exp(x ln 2), ln 2 as the nearest double
-            arg = alg.scale(vals[0].form, LN2)
-            self.rec.exponent(op, arg)
-            return Value(vals[0].layout, alg.exp(arg))
-        if k is OpKind.LOG:
-            return Value(vals[0].layout, alg.log(vals[0].form))
-        if k in (OpKind.MAX, OpKind.SUM):
-            assert op.axis is not None
-            return self._reduce(vals[0], op.axis, op.keepdims, k)
-        if k is OpKind.SOFTMAX:
-            assert op.axis is not None
-            x = vals[0]
-            m = self._reduce(x, op.axis, True, OpKind.MAX)
-            e = self._binary(OpKind.SUB, x, m)
-            self.rec.exponent(op, e.form)
-            e = Value(e.layout, alg.exp(e.form))
-            z = self._reduce(e, op.axis, True, OpKind.SUM)
-            return self._binary(OpKind.DIV, e, z)
-        if k is OpKind.DOT:
-            try:
-                return self._dot(vals[0], vals[1], d)
-            except Scramble as exc:
-                return self._scrambled(op, vals[0], vals[1], str(exc))
-        if k in _BINARY:
-            return self._binary(k, vals[0], vals[1], op)
-        raise NotModelled(f"{k.value} is not modelled by the attention algebra")
-
-    def _binary(self, kind: OpKind, a: Value, b: Value, op: Op | None = None) -> Value:
-        b = separate(a.layout, b, self.src)
-        layout, sa, sb = broadcast(a.layout, b.layout, self.src)
-        fa, fb = a.form.subst(sa), b.form.subst(sb)
-        if kind is OpKind.MAXIMUM:
-            guarded = _guard(fa, fb) or _guard(fb, fa)
-            if guarded is not None:
-                return Value(layout, guarded)
-        try:
-            out = _BINARY[kind](fa, fb)
-        except NotModelled as exc:
-            if kind in (OpKind.MAXIMUM, OpKind.MINIMUM):
-                raise NotModelled(f"of {describe(fa)} and {describe(fb)}: {exc}") from None
-            raise
-        where = op or self._op
-        if where is not None:
-            self._note(kind, where, fa, fb, out)
-        return Value(layout, out)
-
-    def _note(self, kind: OpKind, op: Op, fa: Poly, fb: Poly, out: Poly) -> None:
-        if kind in (OpKind.ADD, OpKind.SUB):
-            self.rec.added(op, fa, fb, out)
-        elif kind is OpKind.DIV:
-            self.rec.divided(op, fa, out)
-        elif kind is OpKind.MUL:
-            for this, other, arg in ((fa, fb, 0), (fb, fa, 1)):
-                c = other.as_const()
-                if isinstance(c, Fraction):
-                    src = op.args[arg]
-                    received = isinstance(src, ValueRef) and \
-                        self.defining[(self.rec.key[0], src.id)].kind is OpKind.RECV
-                    self.rec.weighted(op, float(c), this, received)
-
-    def _reduce(self, x: Value, axis: int, keepdims: bool, kind: OpKind) -> Value:
-        over = {dg.id: dg.size for dg in x.layout.axes[axis]}
-        if kind is OpKind.SUM:
-            form = alg.sum_over(x.form, over, self.problem.d_head)
-        else:
-            form = alg.max_over(x.form, over)
-        axes = list(x.layout.axes)
-        shape = list(x.layout.shape)
-        if keepdims:
-            axes[axis], shape[axis] = (), 1
-        else:
-            del axes[axis]
-            del shape[axis]
-        return Value(Layout(tuple(axes), tuple(shape)), form)
-
-    def _dot(self, a: Value, b: Value, features: int) -> Value:
-        b = separate(a.layout, b, self.src, always=True)
-        la, lb = a.layout, b.layout
-        if _empty_keys(a.form) or _empty_keys(b.form):
-            return Value(Layout.fresh((*la.shape[:-1], lb.shape[-1]), self.src), alg.NEG_INF)
-        batch, sa, sb = broadcast(Layout(la.axes[:-2], la.shape[:-2]),
-                                  Layout(lb.axes[:-2], lb.shape[:-2]), self.src)
-        from meshproof.verify.semantics.index import unify_axis
-
-        ka, kb = la.axes[-1], lb.axes[-2]
-        over: dict[int, int] = {}
-        if ka or kb:
-            unified = unify_axis(ka, kb, self.src)
-            if unified is None:
-                raise NotModelled("contracts axes whose factors do not line up")
-            common, ua, ub = unified
-            sa, sb = compose(sa, ua) if ua else sa, compose(sb, ub) if ub else sb
-            over = {dg.id: dg.size for dg in common}
-        prod = alg.mul(a.form.subst(sa), b.form.subst(sb))
-        form = alg.sum_over(prod, over, features)
-        layout = Layout((*batch.axes, la.axes[-2], lb.axes[-1]),
-                        (*batch.shape, la.shape[-2], lb.shape[-1]))
-        return Value(layout, form)
-
-    def _scrambled(self, op: Op, a: Value, b: Value, reason: str) -> Value:
-        """A wrong contraction becomes a fresh score-like symbol indexed by the result's
-        axes (its last axis plays the key rows), so the rest is still judged."""
-        rank = self.rec.key[0]
-        src = self._view_source(rank, op.args[1])
-        cause = f" (K comes from the reshape at {src.source}, not a transpose)" if src else ""
-        self.rec.add(Departure.CONTRACTION, op,
-                     f"the scores at {op.source} are not q·kᵀ: the dot {reason}{cause}")
-        layout = Layout.fresh((*a.layout.shape[:-1], b.layout.shape[-1]), self.src)
-        axes = layout.axes
-        row = Aff(0)
-        stride = 1
-        for dg in reversed(axes[-1]):
-            row = row + Aff.digit(dg.id, stride)
-            stride *= dg.size
-        others = tuple(Aff.digit(dg.id) for axis in axes[:-1] for dg in axis)
-        label = f"{op.source}@{self.schedule.programs[rank].endpoint.label}"
-        return Value(layout, Poly.atom(Scrambled(label, row, others,
-                                                 _product_bound(a, b))))
-
-    def _view_source(self, rank: int, arg: ValueRef | Const) -> Op | None:
+    def view_source(self, rank: int, arg: ValueRef | Const) -> Op | None:
         """The reshape an operand went through (following trans, cast, recv)."""
+        defs = self._defs[rank]
         while isinstance(arg, ValueRef):
-            op = self.defining.get((rank, arg.id))
+            op = defs[arg.id] if 0 <= arg.id < len(defs) else None
             if op is None:
                 return None
             if op.kind is OpKind.RESHAPE:
@@ -272,111 +198,385 @@ class Interpreter(Dataflow[Result]):
             arg = op.args[0]
         return None
 
+    # --- the order of evaluation ---------------------------------------------------------
+    def run_all(self) -> None:
+        """Evaluate every value: each rank in program order, a rank waiting at a recv until
+        its sender has evaluated what it sends; values left (a cycle through messages)
+        follow their data dependencies one by one."""
+        if self._complete:
+            return
+        self._complete = True
+        progs = self.schedule.programs
+        cursor = [0] * len(progs)
+        waiting: dict[int, list[int]] = {}
+        work = deque(range(len(progs)))
+        while work:
+            r = work.popleft()
+            before = cursor[r]
+            sender = self._advance(r, cursor)
+            if sender >= 0:
+                waiting.setdefault(sender, []).append(r)
+            if cursor[r] != before:
+                work.extend(waiting.pop(r, ()))
+        for r, prog in enumerate(progs):
+            for op in prog.ops[cursor[r]:]:
+                if op.out is not None and self._cv[r][op.out] is None:
+                    self._force((r, op.out))
+
+    def _advance(self, r: int, cursor: list[int]) -> int:
+        """Evaluate rank r's values in program order from its cursor; the rank whose value
+        a recv waits for, or -1 when the rank is done.
+
+        The common case is inlined: an op whose operands are known and whose situation
+        was met before (the memo) costs a few lookups."""
+        ops = self.schedule.programs[r].ops
+        cvs, memo, plans = self._cv, self._memo, self._plans
+        mine, dls, evs = cvs[r], self._dl[r], self._ev[r]
+        order_rank, order_value = self._order_rank, self._order_value
+        i, n = cursor[r], len(ops)
+        while i < n:
+            op = ops[i]
+            vid = op.out
+            i += 1
+            if vid is None or mine[vid] is not None:
+                continue
+            kind = op.kind
+            if kind is OpKind.RECV:
+                src = self.recv_source(r, op)
+                if isinstance(src, tuple) and cvs[src[0]][src[1]] is None:
+                    cursor[r] = i - 1
+                    return src[0]
+            elif kind is not OpKind.LOAD:
+                plan = plans.get(id(op)) or self._plan(op)
+                sig = plan[1] if plan[1] >= 0 else self._signature(r, op)
+                ids = plan[2]
+                hit = None
+                if len(ids) == 1:
+                    c = mine[ids[0]]
+                    if c.__class__ is CanonValue:
+                        base = dls[ids[0]]
+                        hit = memo.get((sig, c.id, 0))
+                elif len(ids) == 2:
+                    c, c2 = mine[ids[0]], mine[ids[1]]
+                    if c.__class__ is CanonValue and c2.__class__ is CanonValue:
+                        base = dls[ids[0]]
+                        hit = memo.get((sig, c.id, 0, c2.id,
+                                        dls[ids[1]] - base))
+                if hit is not None and hit.cv is not None:
+                    order_rank.append(r)
+                    order_value.append(vid)
+                    mine[vid] = hit.cv
+                    if base + hit.eps:
+                        dls[vid] = base + hit.eps
+                    if hit.templates:
+                        evs[vid] = hit.templates
+                    continue
+            self._set(r, vid, *self._evaluate(r, op))
+        cursor[r] = n
+        return -1
+
+    def _plan(self, op: Op) -> tuple[Op, int, tuple[int, ...]]:
+        """Per op: its signature (-1: it depends on the rank, see `_signature`) and the
+        value ids of its operands."""
+        sig = -1 if op.kind is OpKind.MUL else self._signature(0, op)
+        plan = self._plans[id(op)] = (op, sig, op.value_args)
+        return plan
+
+    def _force(self, key: Key) -> None:
+        """Evaluate `key` and what it depends on (an explicit stack: the chain through
+        messages can be long); a value met again while on the stack is a cycle."""
+        on_stack: set[Key] = set()
+        stack: list[tuple[Key, bool]] = [(key, False)]
+        while stack:
+            k, expanded = stack.pop()
+            r, vid = k
+            if self._cv[r][vid] is not None:
+                continue
+            op = self._defs[r][vid]
+            assert op is not None
+            if expanded:
+                on_stack.discard(k)
+                self._set(r, vid, *self._evaluate(r, op))
+                continue
+            if k in on_stack:
+                self._set(r, vid, Opaque(_CYCLE, r, op), 0, ())
+                continue
+            on_stack.add(k)
+            stack.append((k, True))
+            for dep in self.deps(k):
+                if self._cv[dep[0]][dep[1]] is None:
+                    stack.append((dep, False))
+
+    def _set(self, r: int, vid: int, cv: CanonValue | Opaque, delta: int,
+             templates: tuple[Template, ...]) -> None:
+        self._order_rank.append(r)
+        self._order_value.append(vid)
+        self._cv[r][vid] = cv
+        if delta:
+            self._dl[r][vid] = delta
+        if templates:
+            self._ev[r][vid] = templates
+
+    # --- one op --------------------------------------------------------------------------
+    def _evaluate(self, rank: int, op: Op) -> tuple[CanonValue | Opaque, int,
+                                                    tuple[Template, ...]]:
+        """Op's value from its operands' (evaluated) values: looked up, else computed."""
+        kind = op.kind
+        if kind is OpKind.RECV:
+            src = self.recv_source(rank, op)
+            if isinstance(src, str):
+                return Opaque(src, rank, op, lost=True), 0, ()
+            sent = self._cv[src[0]][src[1]]
+            assert sent is not None
+            return sent, self._dl[src[0]][src[1]], ()
+        cvs, dls = self._cv[rank], self._dl[rank]
+        operands: list[tuple[CanonValue, int]] = []
+        key_parts: list[object] = [0]
+        base = 0
+        for a in op.args:
+            if isinstance(a, ValueRef):
+                c = cvs[a.id]
+                if not isinstance(c, CanonValue):
+                    return self._opaque_operand(rank, op)
+                d = dls[a.id]
+                if not operands:
+                    base = d
+                operands.append((c, d))
+                key_parts.append(c.id)
+                key_parts.append(d - base)
+        if kind is OpKind.LOAD:
+            return self._load_value(rank, op)
+        key_parts[0] = self._signature(rank, op)
+        key = tuple(key_parts)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._compute_hit(rank, op, operands, base)
+            if hit is None:  # not reusable: computed for this rank alone
+                return self._last
+            self._memo[key] = hit
+        if hit.cv is None:
+            return Opaque(hit.reason, rank, op), 0, hit.templates
+        return hit.cv, base + hit.eps, hit.templates
+
+    def _opaque_operand(self, rank: int, op: Op
+                        ) -> tuple[CanonValue | Opaque, int, tuple[Template, ...]]:
+        """An opaque operand makes the value opaque: the first one in order (a nan
+        constant still wins: it is refused first, as all operands are read)."""
+        cvs = self._cv[rank]
+        opaque = next(c for a in op.args if isinstance(a, ValueRef) and
+                      isinstance(c := cvs[a.id], Opaque))
+        self.rec.key, self._op = (rank, op.out or 0), op
+        try:
+            for a in op.args:
+                if isinstance(a, Const):
+                    self.const_value(a)
+        except NotModelled as exc:
+            self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+            return Opaque(str(exc), rank, op), 0, self.rec.take()
+        return opaque, 0, self.rec.take()
+
+    def _signature(self, rank: int, op: Op) -> int:
+        """Everything about the op (and its rank's program) that its transfer reads,
+        other than the operand values, as a small id."""
+        got = self._sigs.get(id(op))
+        if got is None:
+            consts = tuple((i, a.value) for i, a in enumerate(op.args) if isinstance(a, Const))
+            static = (op.kind, op.dtype, op.shape, op.axis, op.keepdims, op.perm, op.fill,
+                      op.ptr, op.offset, op.source, len(op.args), consts)
+            got = self._sigs[id(op)] = (op, self._sig_ids.setdefault(static, len(self._sig_ids)))
+        if op.kind is not OpKind.MUL:
+            return got[1]
+        return self._sig_ids.setdefault((got[1], self._received(rank, op)),
+                                        len(self._sig_ids))
+
+    def _received(self, rank: int, op: Op) -> tuple[bool, ...]:
+        defs = self._defs[rank]
+        return tuple(isinstance(a, ValueRef) and (d := defs[a.id]) is not None and
+                     d.kind is OpKind.RECV for a in op.args)
+
+    def _compute_hit(self, rank: int, op: Op, operands: list[tuple[CanonValue, int]],
+                     base: int) -> _Hit | None:
+        """Compute the transfer in the first operand's frame (others shifted into it); None
+        when the result is this rank's alone (then `_last` holds it)."""
+        self.evaluated += 1
+        absolute = op.kind in _ABSOLUTE
+        frame = 0 if absolute else base
+        operand_values = iter([c.at(d - frame) for c, d in operands])
+        self.rec.key, self._op = (rank, op.out or 0), op
+        self.received = self._received(rank, op)
+        self.rank_specific = False
+        try:
+            vals = [self.const_value(a) if isinstance(a, Const) else next(operand_values)
+                    for a in op.args]
+            out = self.full(op) if op.kind is OpKind.FULL else self._compute(op, vals)
+            out = self._fold(out, op)
+        except NotModelled as exc:
+            self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+            # an opaque value sits at offset 0: place rows of earlier events absolutely
+            templates = tuple(t.moved(frame) for t in self.rec.take())
+            if self.rank_specific:
+                self._last = (Opaque(str(exc), rank, op), 0, templates)
+                return None
+            return _Hit(None, 0, str(exc), templates)
+        cv, eps = self.canon.intern(out)
+        templates = tuple(t.moved(-eps) for t in self.rec.take())
+        if absolute or self.rank_specific:
+            self._last = (cv, frame + eps, templates)
+            return None
+        return _Hit(cv, eps, "", templates)
+
+    _last: tuple[CanonValue | Opaque, int, tuple[Template, ...]]
+
     # --- memory --------------------------------------------------------------------------
-    def input_buffer(self, rank: int, ptr: str) -> Value | None:
-        """The harness's content of `ptr` on `rank`, or None if it fills none."""
-        if (rank, ptr) in self._buffers:
-            return self._buffers[(rank, ptr)]
+    def _load_value(self, rank: int, op: Op) -> tuple[CanonValue | Opaque, int,
+                                                      tuple[Template, ...]]:
+        assert op.ptr is not None
+        self.rec.key, self._op = (rank, op.out or 0), op
+        source = self.rank_memory(rank).loads.get(op.index)
+        sig = self._signature(rank, op)
+        if source is not None:
+            if len(source.writers) != 1 or source.uncovered:
+                return self._refused(rank, op, NotModelled(
+                    f"reads {op.ptr} elements written by several stores (or partly by "
+                    "none): reload exactly what one store wrote"))
+            store = source.writers[0]
+            stored = self._cv[rank][store.value_args[0]]
+            delta = self._dl[rank][store.value_args[0]]
+            assert stored is not None
+            if isinstance(stored, Opaque):
+                return stored, 0, ()
+            key: tuple[object, ...] = (sig, "stored", stored.id, op.offset - store.offset)
+            return self._read(key, rank, op, stored.at(0), op.offset - store.offset, delta)
+        buf = self._input(rank, op.ptr)
+        if buf is None:
+            return self._refused(rank, op, NotModelled(
+                f"loads {op.ptr}, which the harness does not fill on this rank (and the "
+                "rank has not stored there before)"))
+        (value, delta), tag = buf, self._input_tag(rank, op.ptr)
+        return self._read((sig, "input", tag), rank, op, value, op.offset, delta)
+
+    def _read(self, key: tuple[object, ...], rank: int, op: Op, value: Value, offset: int,
+              delta: int) -> tuple[CanonValue | Opaque, int, tuple[Template, ...]]:
+        hit = self._memo.get(key)
+        if hit is None:
+            self.evaluated += 1
+            try:
+                cv, eps = self.canon.intern(self._fold(read(value, offset, op.shape, self.src),
+                                                       op))
+                hit = _Hit(cv, eps, "", self.rec.take())
+            except NotModelled as exc:
+                self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+                hit = _Hit(None, 0, str(exc), self.rec.take())
+            self._memo[key] = hit
+        if hit.cv is None:
+            return Opaque(hit.reason, rank, op), 0, hit.templates
+        return hit.cv, delta + hit.eps, hit.templates
+
+    def _refused(self, rank: int, op: Op, exc: NotModelled
+                 ) -> tuple[CanonValue | Opaque, int, tuple[Template, ...]]:
+        self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
+        return Opaque(str(exc), rank, op), 0, self.rec.take()
+
+    def _input_tag(self, rank: int, ptr: str) -> tuple[object, ...]:
         p = self.problem
         g = p.group_of[rank]
-        value: Value | None = None
         if ptr == "q_ptr" and p.q_base(rank) is not None:
-            base = p.q_base(rank) or 0
-            value = buffer((p.S_q, p.h_q, p.d_head),
-                           lambda c: Poly.atom(Input("Q", g, (c[0].shift(base), c[1], c[2]))),
-                           self.src)
-        elif ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
-            base = p.kv_base(rank) or 0
+            return ("Q", g, p.q_base(rank))
+        return ("K" if ptr == p.k_ptr else "V", g, rank in p.empty)
+
+    def _input(self, rank: int, ptr: str) -> tuple[Value, int] | None:
+        """The harness's content of `ptr` on `rank` with its key rows counted from the
+        rank's first KV row, and that row (the offset); None if the harness fills none."""
+        p = self.problem
+        if ptr == "q_ptr" and p.q_base(rank) is not None:
+            pass
+        elif ptr not in (p.k_ptr, p.v_ptr) or p.kv_base(rank) is None:
+            return None
+        tag = self._input_tag(rank, ptr)
+        if tag not in self._buffers:
+            self._buffers[tag] = self.input_buffer(rank, ptr, relative=True)
+        value = self._buffers[tag]
+        if value is None:
+            return None
+        return value, 0 if tag[0] == "Q" else (p.kv_base(rank) or 0)
+
+    def input_buffer(self, rank: int, ptr: str, *, relative: bool = False) -> Value | None:
+        """The harness's content of `ptr` on `rank`, or None if it fills none (`relative`:
+        K and V rows counted from the rank's first row)."""
+        p = self.problem
+        g = p.group_of[rank]
+        if ptr == "q_ptr" and p.q_base(rank) is not None:
+            qb = p.q_base(rank) or 0
+            return buffer((p.S_q, p.h_q, p.d_head),
+                          lambda c: Poly.atom(Input("Q", g, (c[0].shift(qb), c[1], c[2]))),
+                          self.src)
+        if ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
+            base = 0 if relative else (p.kv_base(rank) or 0)
             # an empty slice (numeric_safety's --empty-shard) holds no keys: its scores
             # are -inf, which the algebra then follows (max = -inf, exp(-inf - x) = 0)
             name = ("K" if ptr == p.k_ptr else "V") + ("x" if rank in p.empty else "")
-            value = buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
-                           lambda c: Poly.atom(Input(name, g, (c[0].shift(base), c[1], c[2]))),
-                           self.src)
-        self._buffers[(rank, ptr)] = value
-        return value
-
-    def _load(self, rank: int, op: Op) -> Result:
-        assert op.ptr is not None
-        source = self.rank_memory(rank).loads.get(op.index)
-        if source is not None:
-            if len(source.writers) != 1 or source.uncovered:
-                raise NotModelled(f"reads {op.ptr} elements written by several stores (or "
-                                  "partly by none): reload exactly what one store wrote")
-            store = source.writers[0]
-            stored = self.values[(rank, store.value_args[0])]
-            if isinstance(stored, Opaque):
-                return stored
-            return read(stored, op.offset - store.offset, op.shape, self.src)
-        buf = self.input_buffer(rank, op.ptr)
-        if buf is None:
-            raise NotModelled(f"loads {op.ptr}, which the harness does not fill on this rank "
-                              "(and the rank has not stored there before)")
-        return read(buf, op.offset, op.shape, self.src)
-
-
-def _product_bound(a: Value, b: Value) -> float | None:
-    """|dot(a, b)| for inputs bounded by 1, when both are linear in Q/K/V elements."""
-    total = float(a.layout.shape[-1]) if a.layout.shape else 1.0
-    for v in (a, b):
-        lin = v.form.as_lin()
-        if lin is None or not all(isinstance(x, Input) for x, _ in lin.coeffs):
-            return None
-        total *= abs(float(lin.const)) + sum(abs(float(c)) for _, c in lin.coeffs)
-    return total
-
-
-def _empty_keys(form: Poly) -> bool:
-    return any(isinstance(a, Input) and a.tensor == "Kx" for a in form.atoms())
-
-
-def _guard(x: Poly, floor: Poly) -> Poly | None:
-    """maximum(x, c) is x when x is a positive sum provably >= c (ℓ >= 1 >= eps)."""
-    c = floor.as_const()
-    if not isinstance(c, Fraction) or x.as_lin() is not None or not alg.positive(x):
+            return buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
+                          lambda c: Poly.atom(Input(name, g, (c[0].shift(base), c[1], c[2]))),
+                          self.src)
         return None
-    if c <= 0 or (c <= 1 and at_least_one(x)):
-        return x
-    return None
 
 
-def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ...],
-                  src: DigitSource) -> tuple[Layout, tuple[Aff, Aff, Aff]] | str:
-    """For a store of `shape` at `offset` into an output buffer of `rank`: a layout of
-    `shape` and the (query row, q head, feature) each of its elements lands on."""
-    base = problem.q_base(rank)
-    if base is None:
-        return "stores an output on a rank that holds no query rows"
-    coords: dict[str, tuple[Aff, Aff, Aff]] = {}
-
-    def make(c: tuple[Aff, ...]) -> Poly:
-        coords["c"] = (c[0].shift(base), c[1], c[2])
-        return Poly.const(Fraction(0))
-
-    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src)
-    layout = out.layout
-    total = layout.size()
-    count = 1
-    for n in shape:
-        count *= n
-    if offset + count > total:
-        return f"stores beyond the end of the output ({offset + count} > {total} elements)"
-    from meshproof.verify.semantics.index import flat_slice, regroup
-
-    c3 = coords["c"]
-    if not (offset == 0 and count == total):
-        box = flat_slice(layout, offset, count, src)
-        if box is None:
-            return "stores elements that straddle rows of the output"
-        flat = box.flat
-        c3 = tuple(a.substitute(box.subst) for a in c3)  # type: ignore[assignment]
-    else:
-        flat = layout.flat()
-    regrouped = regroup(flat, shape, src)
-    if regrouped is None:
-        return f"stores a {shape} value into the output in an order that mixes indices"
-    new_layout, s = regrouped
-    return new_layout, tuple(a.substitute(s) for a in c3)  # type: ignore[return-value]
+def _defining_ops(ops: tuple[Op, ...]) -> list[Op | None]:
+    """The op defining each value id of one rank."""
+    defining = [op for op in ops if op.out is not None]
+    if all(op.out == i for i, op in enumerate(defining)):
+        return list(defining)   # the tracer's dense numbering
+    defs: list[Op | None] = [None] * (1 + max((op.out or 0) for op in defining))
+    for op in defining:
+        defs[op.out or 0] = op
+    return defs
 
 
-__all__ = ["Interpreter", "Opaque", "Result", "Subst", "Value", "output_coords"]
+class _Values(Mapping[Key, Result]):
+    """key -> the value with its absolute form (evaluating on demand)."""
+
+    __slots__ = ("_interp",)
+
+    def __init__(self, interp: Interpreter) -> None:
+        self._interp = interp
+
+    def __getitem__(self, key: Key) -> Result:
+        return self._interp.result(*key)
+
+    def __iter__(self) -> Iterator[Key]:
+        self._interp.run_all()
+        for r, values in enumerate(self._interp._cv):
+            for vid, v in enumerate(values):
+                if v is not None:
+                    yield (r, vid)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _Defining(Mapping[Key, Op]):
+    __slots__ = ("_defs",)
+
+    def __init__(self, defs: list[list[Op | None]]) -> None:
+        self._defs = defs
+
+    def __getitem__(self, key: Key) -> Op:
+        r, vid = key
+        defs = self._defs[r] if 0 <= r < len(self._defs) else []
+        op = defs[vid] if 0 <= vid < len(defs) else None
+        if op is None:
+            raise KeyError(key)
+        return op
+
+    def __iter__(self) -> Iterator[Key]:
+        for r, defs in enumerate(self._defs):
+            for vid, op in enumerate(defs):
+                if op is not None:
+                    yield (r, vid)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+__all__ = ["LN2", "Interpreter", "Opaque", "Result", "Subst", "Value", "array",
+           "output_coords"]

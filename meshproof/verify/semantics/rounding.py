@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
-from meshproof.verify.semantics.dataflow import Dataflow, Key
+from meshproof.verify.semantics.canon import CanonValue
 from meshproof.verify.semantics.events import describe
-from meshproof.verify.semantics.interp import Interpreter, Opaque
+from meshproof.verify.semantics.interp import Interpreter
+from meshproof.verify.semantics.terms import Poly
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
 
@@ -43,11 +44,8 @@ class Err:
     dtype: DType
 
 
-def _kind(interp: Interpreter, key: Key) -> Kind | None:
-    res = interp.values.get(key)
-    if res is None or isinstance(res, Opaque):
-        return None
-    what = describe(res.form)
+def _kind_of(form: Poly) -> Kind | None:
+    what = describe(form)
     if what in ("a constant", "Q", "K", "V") or "/" in what:
         return Kind.EXACT
     if what in ("scores", "a running max (m)", "a log-sum-exp value"):
@@ -61,60 +59,149 @@ def _kind(interp: Interpreter, key: Key) -> Kind | None:
     return None
 
 
-class ErrorBounds(Dataflow[Err | None]):
+_EXACT = Err(Kind.EXACT, 0.0, DType.F32)
+
+
+class ErrorBounds:
+    """The error of every value, in the interpreter's evaluation order (each value after
+    what it depends on). An error is a function of the op, the canonical values involved
+    and the operands' errors, so equal situations are computed once (`_memo`)."""
+
     def __init__(self, interp: Interpreter, input_bound: float) -> None:
-        super().__init__(interp.schedule, interp.table)
         self.interp = interp
         self.b = input_bound
         self.d = interp.problem.d_head
+        self._defs, self._cvs = interp.table_of_values()
+        self.errs: list[list[Err | None]] = [[None] * len(d) for d in self._defs]
+        self._memo: dict[tuple[object, ...], Err | None] = {}
+        self._errs: dict[tuple[object, ...], Err] = {}   # errors interned: keyed by id
+        self._done = False
 
-    def cycle(self, key: Key) -> Err | None:
-        return None
+    def result(self, rank: int, vid: int) -> Err | None:
+        if not self._done:
+            self._done = True
+            self._run()
+        return self.errs[rank][vid]
 
-    def _mag(self, key: Key) -> float:
+    def _run(self) -> None:
+        """Every value's error in evaluation order. Inlined common case: an op of one or
+        two tensor operands whose situation was met before."""
+        errs, defs, cvs, memo = self.errs, self._defs, self._cvs, self._memo
+        plain: dict[int, tuple[int, ...] | None] = {}
+        for r, v in self.interp.order():
+            op = defs[r][v]
+            cv = cvs[r][v]
+            if op is None or cv.__class__ is not CanonValue:
+                continue
+            ids = plain.get(id(op), ())
+            if ids == ():
+                ids = plain[id(op)] = op.value_args if op.kind not in (
+                    OpKind.RECV, OpKind.LOAD) and len(op.value_args) == len(op.args) else None
+            if ids is not None:
+                mine = errs[r]
+                rank_cvs = cvs[r]
+                key: tuple[object, ...] | None = None
+                if len(ids) == 1:
+                    e, c = mine[ids[0]], rank_cvs[ids[0]]
+                    if e is not None and c.__class__ is CanonValue:
+                        key = (id(op), cv.id, id(e), c.id)
+                elif len(ids) == 2:
+                    e, c = mine[ids[0]], rank_cvs[ids[0]]
+                    e2, c2 = mine[ids[1]], rank_cvs[ids[1]]
+                    if e is not None and e2 is not None and c.__class__ is CanonValue and \
+                            c2.__class__ is CanonValue:
+                        key = (id(op), cv.id, id(e), c.id, id(e2), c2.id)
+                if key is not None and key in memo:
+                    mine[v] = memo[key]
+                    continue
+            errs[r][v] = self._evaluate(r, v)
+
+    def _err(self, kind: Kind, eps: float, dtype: DType) -> Err:
+        key = (kind, eps, dtype)
+        e = self._errs.get(key)
+        if e is None:
+            e = self._errs[key] = Err(kind, eps, dtype)
+        return e
+
+    def _cv(self, rank: int, vid: int) -> CanonValue | None:
+        cv = self._cvs[rank][vid]
+        return cv if isinstance(cv, CanonValue) else None
+
+    def _kind(self, cv: CanonValue | None) -> Kind | None:
+        if cv is None:
+            return None
+        if "kind" not in cv.facts:
+            cv.facts["kind"] = _kind_of(cv.form)
+        return cv.facts["kind"]  # type: ignore[return-value]
+
+    def _magnitude(self, cv: CanonValue | None) -> float:
         from meshproof.verify.semantics.bounds import magnitude
 
-        res = self.interp.values.get(key)
-        if res is None or isinstance(res, Opaque):
+        if cv is None:
             return math.inf
-        m = magnitude(res.form, self.b, self.d,
-                      sizes={dg.id: dg.size for dg in res.layout.digits})
-        return math.inf if m is None else m
+        key = ("magnitude", self.b)
+        if key not in cv.facts:
+            m = magnitude(cv.form, self.b, self.d,
+                          sizes={dg.id: dg.size for dg in cv.layout.digits})
+            cv.facts[key] = math.inf if m is None else m
+        return cv.facts[key]  # type: ignore[return-value]
 
-    def evaluate(self, key: Key) -> Err | None:
-        self.interp.result(*key)
-        op = self.defining[key]
-        kind = _kind(self.interp, key)
+    def _evaluate(self, rank: int, vid: int) -> Err | None:
+        interp = self.interp
+        op = self._defs[rank][vid]
+        assert op is not None
+        cv = self._cv(rank, vid)
+        kind = self._kind(cv)
         if kind is None:
             return None
-        args = [self.values.get((key[0], a.id)) if isinstance(a, ValueRef) else
-                Err(Kind.EXACT, 0.0, DType.F32) for a in op.args]
+        errs = self.errs[rank]
         if op.kind is OpKind.RECV:
-            src = self.recv_source(key[0], op)
-            sent = self.values.get(src) if isinstance(src, tuple) else None
-            return None if sent is None else self._round(sent, kind, op, key)
+            src = interp.recv_source(rank, op)
+            sent = self.errs[src[0]][src[1]] if isinstance(src, tuple) else None
+            return None if sent is None else self._round(sent, kind, op, cv)
         if op.kind is OpKind.LOAD:
-            source = self.rank_memory(key[0]).loads.get(op.index)
+            source = interp.rank_memory(rank).loads.get(op.index)
             if source is not None:
-                w = source.writers[0]
-                kept = self.values.get((key[0], w.value_args[0]))
-                return None if kept is None else self._round(kept, kind, op, key)
-            return Err(kind, UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0, op.dtype)
-        if any(a is None for a in args):
-            return None
-        return self._combine(op, kind, [a for a in args if a is not None], key)
+                kept = errs[source.writers[0].value_args[0]]
+                return None if kept is None else self._round(kept, kind, op, cv)
+            return self._err(kind, UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0,
+                             op.dtype)
+        args: list[Err] = []
+        cvs: list[CanonValue | None] = []
+        key: list[object] = [id(op), cv.id if cv is not None else -1]
+        for a in op.args:
+            if isinstance(a, ValueRef):
+                e = errs[a.id]
+                if e is None:
+                    return None
+                c = self._cv(rank, a.id)
+                args.append(e)
+                cvs.append(c)
+                key.append(id(e))
+                key.append(c.id if c is not None else -1)
+            else:
+                args.append(_EXACT)
+                cvs.append(None)
+        # errors are interned (equal errors are one object) and ops are the schedule's,
+        # alive for the whole pass: identities are stable keys
+        k = tuple(key)
+        if k not in self._memo:
+            got = self._combine(op, kind, args, cv, cvs)
+            self._memo[k] = None if got is None else self._err(got.kind, got.eps, got.dtype)
+        return self._memo[k]
 
-    def _round(self, e: Err, kind: Kind, op: Op, key: Key) -> Err:
+    def _round(self, e: Err, kind: Kind, op: Op, cv: CanonValue | None) -> Err:
         """A value moved into op's dtype: one more rounding if it narrows."""
         extra = UNIT[op.dtype] if UNIT[op.dtype] > UNIT[e.dtype] else 0.0
-        return Err(kind, self._add_rounding(e.eps, extra, kind, key), op.dtype)
+        return self._err(kind, self._add_rounding(e.eps, extra, kind, cv), op.dtype)
 
-    def _add_rounding(self, eps: float, u: float, kind: Kind, key: Key) -> float:
+    def _add_rounding(self, eps: float, u: float, kind: Kind, cv: CanonValue | None) -> float:
         if kind is Kind.ABS:
-            return eps + u * self._mag(key)
+            return eps + u * self._magnitude(cv)
         return eps + u
 
-    def _combine(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+    def _combine(self, op: Op, kind: Kind, args: list[Err], cv: CanonValue | None,
+                 cvs: list[CanonValue | None]) -> Err | None:
         u = UNIT[op.dtype]
         u32 = UNIT[DType.F32]
         k = op.kind
@@ -123,15 +210,15 @@ class ErrorBounds(Dataflow[Err | None]):
         if k in (OpKind.CAST, OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.TRANS,
                  OpKind.NEG, OpKind.MAX, OpKind.MAXIMUM, OpKind.MINIMUM):
             if k is OpKind.CAST:
-                return self._round(args[0], kind, op, key)
+                return self._round(args[0], kind, op, cv)
             return Err(kind, worst, op.dtype)
         if k is OpKind.FULL:
             return Err(kind, 0.0, op.dtype)
         if k is OpKind.DOT:
-            n = self._inner(op, key)
+            n = _shape(cvs[0])[-1] if _shape(cvs[0]) else 1
             if kind is Kind.ABS:
                 # sum of n products of inputs bounded by B: n·u32·(n·B²) plus the rounding
-                return Err(kind, total + n * u32 * n * self.b ** 2 + u * self._mag(key),
+                return Err(kind, total + n * u32 * n * self.b ** 2 + u * self._magnitude(cv),
                            op.dtype)
             return Err(kind, worst + n * u32 + u, op.dtype)
         if k in (OpKind.EXP, OpKind.EXP2):
@@ -141,49 +228,37 @@ class ErrorBounds(Dataflow[Err | None]):
             return Err(Kind.REL, arg_abs * scale + u32 + u, op.dtype)
         if k is OpKind.SOFTMAX:
             a = args[0]
-            n = self._axis_size(op, key)
+            n = self._axis_size(op, cvs[0])
             return Err(Kind.REL, 2 * a.eps + (n + 2) * u32 + u, op.dtype)
         if k is OpKind.SUM:
-            n = self._axis_size(op, key)
+            n = self._axis_size(op, cvs[0])
             return Err(kind, worst + (n - 1) * u32 + u, op.dtype)
         if k is OpKind.LOG:
-            return Err(Kind.ABS, worst + u * max(1.0, self._mag(key)), op.dtype)
+            return Err(Kind.ABS, worst + u * max(1.0, self._magnitude(cv)), op.dtype)
         if k in (OpKind.ADD, OpKind.SUB):
             if kind is Kind.ABS:
-                return Err(kind, total + u * self._mag(key), op.dtype)
+                return Err(kind, total + u * self._magnitude(cv), op.dtype)
             return Err(kind, worst + u, op.dtype)
         if k in (OpKind.MUL, OpKind.DIV):
             if kind is Kind.ABS and k is OpKind.MUL:
-                mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
+                mags = [self._magnitude(c) if isinstance(a, ValueRef) else abs(a.value)
+                        for a, c in zip(op.args, cvs, strict=True)]
                 spread = sum(a.eps * math.prod(m for j, m in enumerate(mags) if j != i)
                              for i, a in enumerate(args))
-                return Err(kind, spread + u * self._mag(key), op.dtype)
+                return Err(kind, spread + u * self._magnitude(cv), op.dtype)
             if kind is Kind.ABS:
                 return None
             return Err(kind, total + u, op.dtype)
         return None
 
-    def _arg_mag(self, op: Op, key: Key, i: int) -> float:
-        a = op.args[i]
-        if isinstance(a, ValueRef):
-            return self._mag((key[0], a.id))
-        return abs(a.value)
+    @staticmethod
+    def _axis_size(op: Op, cv: CanonValue | None) -> int:
+        assert op.axis is not None
+        return 1 if cv is None else cv.layout.shape[op.axis]
 
-    def _inner(self, op: Op, key: Key) -> int:
-        arg = op.args[0]
-        assert isinstance(arg, ValueRef)
-        res = self.interp.values.get((key[0], arg.id))
-        if res is None or isinstance(res, Opaque) or not res.layout.shape:
-            return 1
-        return res.layout.shape[-1]
 
-    def _axis_size(self, op: Op, key: Key) -> int:
-        arg = op.args[0]
-        assert isinstance(arg, ValueRef) and op.axis is not None
-        res = self.interp.values.get((key[0], arg.id))
-        if res is None or isinstance(res, Opaque):
-            return 1
-        return res.layout.shape[op.axis]
+def _shape(cv: CanonValue | None) -> tuple[int, ...]:
+    return () if cv is None else cv.layout.shape
 
 
 def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
