@@ -196,7 +196,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
      "--cubes 100000 is out of range 1..4096"),
     ("cubes_do_not_fit", ["trace", "mesh_mlo_1d", "--cubes", "8", "--cube-start", "12"],
      "cubes 12..19 do not fit the system 1x4x4"),
-    ("pes_absurd", ["trace", "mesh_mlo_1d", "--pes", "1000"], "more than 64"),
+    ("pes_absurd", ["trace", "mesh_mlo_1d", "--pes", "5000"], "more than 1024"),
     ("pes_zero", ["trace", "mesh_mlo_1d", "--pes", "0"], "--pes 0 launches no PE"),
     ("queue_depth_negative", ["trace", "mesh_mlo_1d", "--queue-depth", "-1"],
      "queue depth -1 is out of range"),

@@ -18,6 +18,7 @@ from meshproof.model.loader import (
 )
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
+from meshproof.model.trace_split import trace_on_two_cores, worth_splitting
 from meshproof.model.tracer import OpTable, Pointer, RankTracer
 
 
@@ -32,20 +33,30 @@ class TraceStopped(BaseException):
         self.reason = reason
 
 
+PROBE_RANKS = 8    # ranks traced before deciding whether a second core helps
+
+
 def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     spec = launch.spec
     pointer_names = [n for n in _param_names(kernel) if n.endswith("_ptr")]
-    programs: list[RankProgram] = []
-    budget = OpBudget.for_launch(spec.n_cubes * spec.pes)
+    endpoints = [Endpoint(cube, pe) for cube in spec.cubes for pe in range(spec.pes)]
+    budget = OpBudget.for_launch(len(endpoints))
     table = OpTable()
+
+    def trace_one(ep: Endpoint) -> RankProgram:
+        program = _trace_rank(kernel, launch, ep, pointer_names, budget, table)
+        budget.finished_rank(len(program.ops))
+        return program
+
     # Kernel files may also import kernbench lazily, inside the kernel function.
     with kernbench_shim(), paused_gc():
-        for cube in spec.cubes:
-            for pe in range(spec.pes):
-                program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names,
-                                      budget, table)
-                budget.finished_rank(len(program.ops))
-                programs.append(program)
+        probe = max(PROBE_RANKS, len(endpoints) // 100)
+        programs = [trace_one(ep) for ep in endpoints[:probe]]
+        rest = endpoints[probe:]
+        if len(rest) >= 2 and worth_splitting(budget, len(endpoints)):
+            programs += trace_on_two_cores(rest, trace_one, budget)
+        else:
+            programs += [trace_one(ep) for ep in rest]
     return Schedule(spec, launch.wiring, tuple(programs))
 
 

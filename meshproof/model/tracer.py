@@ -159,6 +159,8 @@ class RankTracer:
 
     def dims(self, shape: object) -> tuple[int, ...]:
         """`normalise_shape`, with the kernel's line and rank in the error."""
+        if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+            return shape  # already one (the common case: a shape the kernel got from a handle)
         try:
             return normalise_shape(shape)
         except ShapeError as exc:
@@ -166,6 +168,8 @@ class RankTracer:
 
     def dtype(self, value: object) -> DType:
         """`parse_dtype`, with the kernel's line and rank in the error."""
+        if type(value) is str and value in _DTYPES:
+            return _DTYPES[value]
         try:
             return parse_dtype(value)
         except ShapeError as exc:
