@@ -14,11 +14,11 @@ from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.progress import Progress, depth_sweep, find_cycle, run, wait_for
 from meshproof.model.schedule import Schedule
+from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
 from meshproof.verify.deadlock_encoding import (
     DeadlockModel,
     check_order,
     order_certificate,
-    order_constraints,
     stuck_state,
 )
 from meshproof.verify.properties import CheckContext, Property
@@ -126,9 +126,11 @@ def deadlock_freedom(ctx: CheckContext) -> DeadlockResult:
     text: str | None = None
     # Certify the run's own answer: its order when it finished, its frontier when stuck.
     if not progress.deadlock:
-        cons = order_constraints(model, depth)
+        cons = ctx.shared(order_constraints_at_depth)
         counts = cons.counts
-        outcome, chunks = check_order(cons, progress.stamps, budget)
+        job = ctx.shared(certificate_job)   # started early by verify on large launches
+        outcome, chunks = job.result() if job is not None else \
+            check_order(cons, progress.stamps, budget)
         if outcome.result is SatResult.SAT and not cons.holds(progress.stamps):
             raise InternalError(f"deadlock_freedom at D={depth}: Z3 accepts an order "
                                 "certificate that the constraints reject")

@@ -189,14 +189,17 @@ def canonical_digits(value: Value) -> Value:
 
 
 class CanonValue:
-    """One canonical value, interned: equal canonical values are one object (`id`)."""
+    """One canonical value, interned: equal canonical values are one object (`id`).
+    `rowless`: its form mentions no key row, so every shift leaves it as it is (Q, a
+    constant); such a value always sits at offset 0."""
 
-    __slots__ = ("facts", "form", "id", "layout")
+    __slots__ = ("facts", "form", "id", "layout", "rowless")
 
-    def __init__(self, uid: int, layout: Layout, form: Poly) -> None:
+    def __init__(self, uid: int, layout: Layout, form: Poly, rowless: bool) -> None:
         self.id = uid
         self.layout = layout
         self.form = form
+        self.rowless = rowless
         self.facts: dict[object, object] = {}   # per-value results of later checks
 
     def at(self, delta: int) -> Value:
@@ -214,10 +217,12 @@ class CanonTable:
     def intern(self, value: Value) -> tuple[CanonValue, int]:
         """The canonical value of `value` and the offset it sits at."""
         value = canonical_digits(value)
-        delta = anchor(value.form) or 0
+        first = anchor(value.form)
+        delta = first or 0
         form = shift(value.form, -delta)
         key = (value.layout, form.key)
         cv = self._by_key.get(key)
         if cv is None:
-            cv = self._by_key[key] = CanonValue(len(self._by_key), value.layout, form)
+            cv = self._by_key[key] = CanonValue(len(self._by_key), value.layout, form,
+                                                first is None)
         return cv, delta

@@ -65,14 +65,15 @@ class Interpreter(Transfer):
         self._dl: list[array[int]] = [array("q", bytes(8 * len(d))) for d in self._defs]
         self._ev: list[list[tuple[Template, ...] | None]] = [[None] * len(d)
                                                              for d in self._defs]
-        self._sources: dict[int, dict[int, Key | str]] = {}
+        self._sources: dict[int, dict[int, Key]] = {}
         # the order values were evaluated in (every value after what it depends on)
         self._order_rank: array[int] = array("i")
         self._order_value: array[int] = array("i")
         self.memory: dict[int, RankMemory] = {}
         self._memo: dict[tuple[object, ...], _Hit] = {}
         self._sigs: dict[int, tuple[Op, int]] = {}
-        self._plans: dict[int, tuple[Op, int, tuple[int, ...]]] = {}
+        self._plans: dict[int, tuple[Op, int, tuple[int, ...],
+                                     dict[tuple[bool, ...], int]]] = {}
         self._sig_ids: dict[tuple[object, ...], int] = {}
         self._buffers: dict[tuple[object, ...], Value | None] = {}
         self._values: dict[Key, Result] = {}
@@ -144,7 +145,14 @@ class Interpreter(Transfer):
         got = sources.get(op.index)
         return got if got is not None else self._recv_source(rank, op)
 
-    def _rank_sources(self, rank: int) -> dict[int, Key | str]:
+    def message_sources(self, rank: int) -> dict[int, Key]:
+        """Op index -> (sender rank, value sent) of every recv of `rank` that gets one."""
+        sources = self._sources.get(rank)
+        if sources is None:
+            sources = self._sources[rank] = self._rank_sources(rank)
+        return sources
+
+    def _rank_sources(self, rank: int) -> dict[int, Key]:
         """Op index -> (sender rank, value sent) of every recv of `rank` that gets one."""
         cols = self.table.cols
         lo, hi = int(cols.start[rank]), int(cols.start[rank + 1])
@@ -223,7 +231,7 @@ class Interpreter(Transfer):
                 if op.out is not None and self._cv[r][op.out] is None:
                     self._force((r, op.out))
 
-    def _advance(self, r: int, cursor: list[int]) -> int:
+    def _advance(self, r: int, cursor: list[int]) -> int:  # noqa: C901 - the hot loop, inlined
         """Evaluate rank r's values in program order from its cursor; the rank whose value
         a recv waits for, or -1 when the rank is done.
 
@@ -231,8 +239,12 @@ class Interpreter(Transfer):
         was met before (the memo) costs a few lookups."""
         ops = self.schedule.programs[r].ops
         cvs, memo, plans = self._cv, self._memo, self._plans
-        mine, dls, evs = cvs[r], self._dl[r], self._ev[r]
+        mine, dls, evs, defs = cvs[r], self._dl[r], self._ev[r], self._defs[r]
         order_rank, order_value = self._order_rank, self._order_value
+        sources = self._sources.get(r)
+        if sources is None:
+            sources = self._sources[r] = self._rank_sources(r)
+        recv, load, mul = OpKind.RECV, OpKind.LOAD, OpKind.MUL
         i, n = cursor[r], len(ops)
         while i < n:
             op = ops[i]
@@ -241,17 +253,33 @@ class Interpreter(Transfer):
             if vid is None or mine[vid] is not None:
                 continue
             kind = op.kind
-            if kind is OpKind.RECV:
-                src = self.recv_source(r, op)
-                if isinstance(src, tuple) and cvs[src[0]][src[1]] is None:
-                    cursor[r] = i - 1
-                    return src[0]
-            elif kind is not OpKind.LOAD:
+            if kind is recv:
+                src = sources.get(op.index)
+                if src is not None:   # a message that arrives: the sender's value
+                    s_rank, s_vid = src
+                    sent = cvs[s_rank][s_vid]
+                    if sent is None:
+                        cursor[r] = i - 1
+                        return s_rank
+                    order_rank.append(r)
+                    order_value.append(vid)
+                    mine[vid] = sent
+                    d = self._dl[s_rank][s_vid]
+                    if d:
+                        dls[vid] = d
+                    continue
+            elif kind is not load:
                 plan = plans.get(id(op)) or self._plan(op)
-                sig = plan[1] if plan[1] >= 0 else self._signature(r, op)
                 ids = plan[2]
+                sig = plan[1]
+                if kind is mul:  # the signature says which operands come from a recv
+                    received = tuple(d is not None and d.kind is recv
+                                     for d in map(defs.__getitem__, ids))
+                    sig = plan[3].get(received, -1)
                 hit = None
-                if len(ids) == 1:
+                if sig < 0:
+                    pass
+                elif len(ids) == 1:
                     c = mine[ids[0]]
                     if c.__class__ is CanonValue:
                         base = dls[ids[0]]
@@ -259,9 +287,13 @@ class Interpreter(Transfer):
                 elif len(ids) == 2:
                     c, c2 = mine[ids[0]], mine[ids[1]]
                     if c.__class__ is CanonValue and c2.__class__ is CanonValue:
-                        base = dls[ids[0]]
-                        hit = memo.get((sig, c.id, 0, c2.id,
-                                        dls[ids[1]] - base))
+                        if c.rowless:  # (see memo_key)
+                            base = dls[ids[1]]
+                            hit = memo.get((sig, c.id, 0, c2.id, 0))
+                        else:
+                            base = dls[ids[0]]
+                            hit = memo.get((sig, c.id, 0, c2.id,
+                                            0 if c2.rowless else dls[ids[1]] - base))
                 if hit is not None and hit.cv is not None:
                     order_rank.append(r)
                     order_value.append(vid)
@@ -275,11 +307,11 @@ class Interpreter(Transfer):
         cursor[r] = n
         return -1
 
-    def _plan(self, op: Op) -> tuple[Op, int, tuple[int, ...]]:
-        """Per op: its signature (-1: it depends on the rank, see `_signature`) and the
-        value ids of its operands."""
+    def _plan(self, op: Op) -> tuple[Op, int, tuple[int, ...], dict[tuple[bool, ...], int]]:
+        """Per op: its signature (for a mul, per operands-from-a-recv pattern, filled by
+        `_signature`) and the value ids of its operands."""
         sig = -1 if op.kind is OpKind.MUL else self._signature(0, op)
-        plan = self._plans[id(op)] = (op, sig, op.value_args)
+        plan = self._plans[id(op)] = (op, sig, op.value_args, {})
         return plan
 
     def _force(self, key: Key) -> None:
@@ -331,23 +363,15 @@ class Interpreter(Transfer):
             return sent, self._dl[src[0]][src[1]], ()
         cvs, dls = self._cv[rank], self._dl[rank]
         operands: list[tuple[CanonValue, int]] = []
-        key_parts: list[object] = [0]
-        base = 0
         for a in op.args:
             if isinstance(a, ValueRef):
                 c = cvs[a.id]
                 if not isinstance(c, CanonValue):
                     return self._opaque_operand(rank, op)
-                d = dls[a.id]
-                if not operands:
-                    base = d
-                operands.append((c, d))
-                key_parts.append(c.id)
-                key_parts.append(d - base)
+                operands.append((c, dls[a.id]))
         if kind is OpKind.LOAD:
             return self._load_value(rank, op)
-        key_parts[0] = self._signature(rank, op)
-        key = tuple(key_parts)
+        key, base = memo_key(self._signature(rank, op), operands)
         hit = self._memo.get(key)
         if hit is None:
             hit = self._compute_hit(rank, op, operands, base)
@@ -386,8 +410,13 @@ class Interpreter(Transfer):
             got = self._sigs[id(op)] = (op, self._sig_ids.setdefault(static, len(self._sig_ids)))
         if op.kind is not OpKind.MUL:
             return got[1]
-        return self._sig_ids.setdefault((got[1], self._received(rank, op)),
-                                        len(self._sig_ids))
+        defs = self._defs[rank]
+        received = tuple(d is not None and d.kind is OpKind.RECV
+                         for d in map(defs.__getitem__, op.value_args))
+        sig = self._sig_ids.setdefault((got[1], received), len(self._sig_ids))
+        plan = self._plans.get(id(op)) or self._plan(op)
+        plan[3][received] = sig   # what the inlined path looks up
+        return sig
 
     def _received(self, rank: int, op: Op) -> tuple[bool, ...]:
         defs = self._defs[rank]
@@ -432,7 +461,12 @@ class Interpreter(Transfer):
                                                       tuple[Template, ...]]:
         assert op.ptr is not None
         self.rec.key, self._op = (rank, op.out or 0), op
-        source = self.rank_memory(rank).loads.get(op.index)
+        ops = self.schedule.programs[rank].ops
+        # a load before any store to its buffer reads the harness input (the common case:
+        # loads come first), without building the rank's memory map
+        stored_before = rank in self.memory or any(
+            o.kind is OpKind.STORE and o.ptr == op.ptr for o in ops[:op.index])
+        source = self.rank_memory(rank).loads.get(op.index) if stored_before else None
         sig = self._signature(rank, op)
         if source is not None:
             if len(source.writers) != 1 or source.uncovered:
@@ -530,6 +564,20 @@ def _defining_ops(ops: tuple[Op, ...]) -> list[Op | None]:
     for op in defining:
         defs[op.out or 0] = op
     return defs
+
+
+def memo_key(sig: int, operands: list[tuple[CanonValue, int]]) -> tuple[tuple[object, ...],
+                                                                        int]:
+    """The memo's key for an op with signature `sig` on these (canonical value, offset)
+    operands, and the frame its result is computed in: the offset of the first operand
+    that mentions key rows (0 if none does). Each operand is named by its canonical value
+    and its offset relative to that frame; a rowless one is the same at every offset."""
+    base = next((d for c, d in operands if not c.rowless), 0)
+    parts: list[object] = [sig]
+    for c, d in operands:
+        parts.append(c.id)
+        parts.append(0 if c.rowless else d - base)
+    return tuple(parts), base
 
 
 class _Values(Mapping[Key, Result]):

@@ -74,6 +74,7 @@ class ErrorBounds:
         self._defs, self._cvs = interp.table_of_values()
         self.errs: list[list[Err | None]] = [[None] * len(d) for d in self._defs]
         self._memo: dict[tuple[object, ...], Err | None] = {}
+        self._received: dict[tuple[int, int, int], Err | None] = {}
         self._errs: dict[tuple[object, ...], Err] = {}   # errors interned: keyed by id
         self._done = False
 
@@ -84,21 +85,37 @@ class ErrorBounds:
         return self.errs[rank][vid]
 
     def _run(self) -> None:
-        """Every value's error in evaluation order. Inlined common case: an op of one or
-        two tensor operands whose situation was met before."""
-        errs, defs, cvs, memo = self.errs, self._defs, self._cvs, self._memo
+        """Every value's error in evaluation order. Inlined common cases: a message (the
+        sent value's error, rounded into the recv's dtype) and an op of one or two tensor
+        operands, whose situation was met before."""
+        errs, defs, cvs, memo, received = self.errs, self._defs, self._cvs, self._memo, \
+            self._received
         plain: dict[int, tuple[int, ...] | None] = {}
+        recv = OpKind.RECV
+        sources = self.interp.message_sources
         for r, v in self.interp.order():
             op = defs[r][v]
             cv = cvs[r][v]
             if op is None or cv.__class__ is not CanonValue:
                 continue
+            mine = errs[r]
+            if op.kind is recv:
+                src = sources(r).get(op.index)
+                if src is not None:
+                    sent = errs[src[0]][src[1]]
+                    if sent is None:
+                        continue
+                    rkey = (id(sent), cv.id, id(op.dtype))
+                    got = received.get(rkey)
+                    if got is None:
+                        got = received[rkey] = self._evaluate(r, v)
+                    mine[v] = got
+                    continue
             ids = plain.get(id(op), ())
             if ids == ():
-                ids = plain[id(op)] = op.value_args if op.kind not in (
-                    OpKind.RECV, OpKind.LOAD) and len(op.value_args) == len(op.args) else None
+                ids = plain[id(op)] = op.value_args if op.kind is not OpKind.LOAD and \
+                    op.kind is not recv and len(op.value_args) == len(op.args) else None
             if ids is not None:
-                mine = errs[r]
                 rank_cvs = cvs[r]
                 key: tuple[object, ...] | None = None
                 if len(ids) == 1:
@@ -114,10 +131,10 @@ class ErrorBounds:
                 if key is not None and key in memo:
                     mine[v] = memo[key]
                     continue
-            errs[r][v] = self._evaluate(r, v)
+            mine[v] = self._evaluate(r, v)
 
     def _err(self, kind: Kind, eps: float, dtype: DType) -> Err:
-        key = (kind, eps, dtype)
+        key = (id(kind), eps, id(dtype))  # enums are singletons: key them by identity
         e = self._errs.get(key)
         if e is None:
             e = self._errs[key] = Err(kind, eps, dtype)
