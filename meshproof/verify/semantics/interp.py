@@ -55,9 +55,11 @@ class _Hit:
 
 
 class Interpreter(Transfer):
-    def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem) -> None:
+    def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem, *,
+                 reuse: bool = True) -> None:
         super().__init__(schedule, problem, DigitSource(FRESH_DIGITS))
         self.table = table
+        self.reuse = reuse   # False: compute every op (the tests compare both ways)
         self.canon = CanonTable()
         # per rank, indexed by value id (the tracer numbers values densely from 0)
         self._defs: list[list[Op | None]] = [_defining_ops(p.ops) for p in schedule.programs]
@@ -377,7 +379,8 @@ class Interpreter(Transfer):
             hit = self._compute_hit(rank, op, operands, base)
             if hit is None:  # not reusable: computed for this rank alone
                 return self._last
-            self._memo[key] = hit
+            if self.reuse:
+                self._memo[key] = hit
         if hit.cv is None:
             return Opaque(hit.reason, rank, op), 0, hit.templates
         return hit.cv, base + hit.eps, hit.templates
@@ -501,7 +504,8 @@ class Interpreter(Transfer):
             except NotModelled as exc:
                 self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
                 hit = _Hit(None, 0, str(exc), self.rec.take())
-            self._memo[key] = hit
+            if self.reuse:
+                self._memo[key] = hit
         if hit.cv is None:
             return Opaque(hit.reason, rank, op), 0, hit.templates
         return hit.cv, delta + hit.eps, hit.templates
