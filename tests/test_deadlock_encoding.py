@@ -40,7 +40,7 @@ def test_a_finished_runs_order_is_a_certificate(depth: int) -> None:
 
 @pytest.mark.parametrize("rule", ["program_order", "message", "capacity"])
 def test_an_order_that_breaks_one_rule_is_rejected(rule: str) -> None:
-    table, cons, stamps, _ = _setup(3)
+    _, cons, stamps, _ = _setup(3)
     bad = stamps.copy()
     after, before = {"program_order": cons.program, "message": cons.message,
                      "capacity": cons.capacity}[rule]
