@@ -74,8 +74,30 @@ def _launch(kind: str, a: int, b: int):  # type: ignore[no-untyped-def]
     return kernel, build_launch(kernel, opts)
 
 
+class _Clock:
+    """Wall and CPU seconds of a stage (CPU: this process and the children it waited for:
+    the second tracing core, the certificate check)."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = _cpu()
+
+    def lap(self) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), _cpu()
+        out = (wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
+        return out
+
+
+def _cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), \
+        resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
-    """One row, in this process: every stage and property timed on its own."""
+    """One row, in this process: every stage and property timed on its own, in the order
+    `verify` runs them (deadlock_freedom last, its certificate checked meanwhile)."""
     from meshproof.model.channels import derive_channels
     from meshproof.model.trace import trace
     from meshproof.verify.certificate_job import certificate_job
@@ -88,41 +110,41 @@ def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
     kernel, launch = _launch(kind, a, b)
     row: dict[str, Any] = {"case": f"{kind} {a}x{b}" if kind == "2d" else f"1d {a}",
                            "ranks": a * b if kind == "2d" else a}
-    t0 = time.perf_counter()
+    clock = _Clock()
     schedule = trace(kernel, launch)
-    row["trace_seconds"] = time.perf_counter() - t0
+    row["trace_seconds"], row["trace_cpu"] = clock.lap()
     row["ops"] = sum(len(p.ops) for p in schedule.programs)
     row["distinct_ops"] = len({id(op) for p in schedule.programs for op in p.ops})
-    t1 = time.perf_counter()
+    clock.lap()
     table = derive_channels(schedule)
-    row["channels_seconds"] = time.perf_counter() - t1
+    row["channels_seconds"], row["channels_cpu"] = clock.lap()
     row["comm_ops"] = table.cols.n
     config = VerifyConfig(stuck_state_max_ops=0)
     ctx = CheckContext(schedule, table, config, Budget(config.timeout_s, config.rlimit))
-    t2 = time.perf_counter()
     ctx.shared(progress_at_depth)
-    row["progress_seconds"] = time.perf_counter() - t2
+    row["progress_seconds"], row["progress_cpu"] = clock.lap()
     ctx.shared(certificate_job)  # as verify does: Z3 checks the certificate meanwhile
-    t3 = time.perf_counter()
+    clock.lap()
     sem = ctx.shared(shared_semantics)
-    row["semantics_seconds"] = time.perf_counter() - t3
+    row["semantics_seconds"], row["semantics_cpu"] = clock.lap()
     if sem.analysis is not None:
         row["semantic_transfers_computed"] = sem.analysis.interp.evaluated
         row["canonical_values"] = len(sem.analysis.interp.canon)
     ok = True
     for prop in sorted(config.selected(), key=lambda p: p.value == "deadlock_freedom"):
-        t = time.perf_counter()
+        clock.lap()
         result = CHECKS[prop](ctx)
-        row[prop.value] = time.perf_counter() - t
+        row[prop.value], row[f"{prop.value}_cpu"] = clock.lap()
         row[f"{prop.value}_status"] = result.status.value
         ok = ok and result.status.value == "proved"
         if prop.value == "deadlock_freedom":
             row["min_queue_depth"] = getattr(result, "min_queue_depth", None)
             row["deadlock_certificate"] = result.certificate
     row["ok"] = ok
-    row["seconds_total"] = (row["channels_seconds"] + row["semantics_seconds"] +
-                            sum(row[p] for p in PROPS))
+    row["seconds_total"] = (row["channels_seconds"] + row["progress_seconds"] +
+                            row["semantics_seconds"] + sum(row[p] for p in PROPS))
     row["pipeline_seconds"] = row["trace_seconds"] + row["seconds_total"]
+    row["pipeline_cpu"] = _cpu()
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 

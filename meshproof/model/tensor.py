@@ -24,6 +24,8 @@ _DTYPE_ALIASES = {
     "f32": DType.F32, "float32": DType.F32, "fp32": DType.F32, "float": DType.F32,
 }
 
+_ITEMSIZE = {d: d.itemsize for d in DType}
+
 # Set while a rank is being traced, so that `TensorHandle(...)` built by kernel code can
 # find the tracer it belongs to.
 _ACTIVE: list[RankTracer] = []
@@ -104,8 +106,8 @@ class TensorHandle:
         put(self, "_tracer", tracer)
         put(self, "id", vid)
         put(self, "shape", shape)
-        put(self, "dtype", dtype.value)
-        put(self, "nbytes", math.prod(shape) * dtype.itemsize)
+        put(self, "dtype", dtype._value_)
+        put(self, "nbytes", math.prod(shape) * _ITEMSIZE[dtype])
         put(self, "addr", addr)
         put(self, "space", "sram")
         put(self, "pinned", False)

@@ -196,10 +196,16 @@ class RankTracer:
         if defines:
             out = self._next_value
             self._next_value += 1
-        source = self.source()
+        frame = sys._getframe(1)   # self.source(), inlined: this runs once per op
+        real = self.site.real_file
+        while frame is not None and frame.f_code.co_filename != real:
+            frame = frame.f_back  # type: ignore[assignment]
+        source = self.table.location(self.site.display_file,
+                                     frame.f_lineno if frame is not None else self.site.def_line)
         # enums and locations are singletons here: key them by identity, not by their
         # (Python-level) __hash__
-        key = (index, out, id(source), id(kind), id(dtype), shape, args, *fields.items())
+        key = (index, out, id(source), id(kind), id(dtype), shape, args, *fields.items()) \
+            if fields else (index, out, id(source), id(kind), id(dtype), shape, args)
         ops = self.table.ops
         op = ops.get(key)
         if op is None:
@@ -240,6 +246,13 @@ class RankTracer:
     # --- op families -------------------------------------------------------------------
     def binary(self, name: str, a: object, b: object) -> TensorHandle:
         kind = _KINDS[name]
+        if isinstance(a, TensorHandle) and isinstance(b, TensorHandle) and \
+                a._tracer is self and b._tracer is self:
+            # two tensors of this rank, same shape and dtype (the common case, inlined)
+            refs = self.table.refs
+            if a.id < len(refs) and b.id < len(refs) and a.dtype == b.dtype and \
+                    a.shape == b.shape:
+                return self.defined(kind, (refs[a.id], refs[b.id]), a.shape, _DTYPES[a.dtype])
         arg_a, shape_a, dt_a = self.operand(a, name)
         arg_b, shape_b, dt_b = self.operand(b, name)
         if dt_a is None:
