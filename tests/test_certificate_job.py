@@ -43,7 +43,7 @@ def test_the_second_core_certifies_as_the_first_does(
 def test_a_check_that_dies_leaves_deadlock_freedom_unknown(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(certificate_job, "BACKGROUND_OPS", 0)
-    monkeypatch.setattr(certificate_job, "check_order", lambda *a: os._exit(3))
+    monkeypatch.setattr(certificate_job, "check_order", lambda *a, **k: os._exit(3))
     schedule = trace_kernel("mesh_mlo_1d", queue_depth=3)
     verdict = verify(schedule, VerifyConfig(queue_depth=3))
     p = verdict.property(DEADLOCK)

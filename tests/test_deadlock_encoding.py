@@ -34,8 +34,10 @@ def test_a_finished_runs_order_is_a_certificate(depth: int) -> None:
     assert cons.counts["program_order"] == n - 8 and cons.counts["message_order"] == n // 2
     assert len(cons.never) == 0 and cons.holds(stamps)
     for chunk in (n, 50, 7):  # chunks are independent: any split gives the same answer
-        outcome, chunks = check_order(cons, stamps, BUDGET, chunk_rows=chunk)
-        assert outcome.result is SatResult.SAT and chunks == -(-n // chunk)
+        for starts in (None, table.cols.start):   # program order as pairs or as chains
+            outcome, chunks = check_order(cons, stamps, BUDGET, chunk_rows=chunk,
+                                          starts=starts)
+            assert outcome.result is SatResult.SAT and chunks == -(-n // chunk)
 
 
 @pytest.mark.parametrize("rule", ["program_order", "message", "capacity"])
@@ -47,8 +49,9 @@ def test_an_order_that_breaks_one_rule_is_rejected(rule: str) -> None:
     a, b = int(after[len(after) // 2]), int(before[len(after) // 2])
     bad[a] = bad[b]   # the op no longer comes strictly after what it waits for
     assert not cons.holds(bad)
-    outcome, _ = check_order(cons, bad, BUDGET, chunk_rows=64)
-    assert outcome.result is SatResult.UNSAT
+    for starts in (None, _setup(3)[0].cols.start):
+        outcome, _ = check_order(cons, bad, BUDGET, chunk_rows=64, starts=starts)
+        assert outcome.result is SatResult.UNSAT
 
 
 def test_rendezvous_pairs_share_a_timestamp() -> None:

@@ -80,10 +80,12 @@ def certificate_job(ctx: CheckContext) -> CertificateJob | None:
     progress = ctx.shared(progress_at_depth)
     if progress.deadlock or ctx.channels.cols.n < BACKGROUND_OPS or not two_cores():
         return None
-    return start(ctx.shared(order_constraints_at_depth), progress.stamps, ctx.budget)
+    return start(ctx.shared(order_constraints_at_depth), progress.stamps, ctx.budget,
+                 ctx.channels.cols.start)
 
 
-def start(cons: OrderConstraints, stamps: object, budget: Budget) -> CertificateJob:
+def start(cons: OrderConstraints, stamps: object, budget: Budget,
+          starts: object = None) -> CertificateJob:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child, measured by the parent's tests
@@ -91,7 +93,8 @@ def start(cons: OrderConstraints, stamps: object, budget: Budget) -> Certificate
         with contextlib.suppress(Exception):  # die with the parent (Linux)
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         try:
-            outcome, chunks = check_order(cons, stamps, budget)  # type: ignore[arg-type]
+            outcome, chunks = check_order(cons, stamps, budget,  # type: ignore[arg-type]
+                                          starts=starts)  # type: ignore[arg-type]
             answer = (outcome.result.value, outcome.reason, chunks)
         except BaseException as exc:
             answer = (SatResult.UNKNOWN.value, f"z3 error: {exc}", 0)

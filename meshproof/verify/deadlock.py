@@ -130,7 +130,7 @@ def deadlock_freedom(ctx: CheckContext) -> DeadlockResult:
         counts = cons.counts
         job = ctx.shared(certificate_job)   # started early by verify on large launches
         outcome, chunks = job.result() if job is not None else \
-            check_order(cons, progress.stamps, budget)
+            check_order(cons, progress.stamps, budget, starts=table.cols.start)
         if outcome.result is SatResult.SAT and not cons.holds(progress.stamps):
             raise InternalError(f"deadlock_freedom at D={depth}: Z3 accepts an order "
                                 "certificate that the constraints reject")
