@@ -92,3 +92,13 @@ def test_the_named_query_says_the_same_as_the_ground_facts() -> None:
     assert {k: counts[k] for k in cons.counts} == cons.counts
     assert "(declare-const t_c0p0_op" in text and "; group: queue_capacity_D3" in text
     assert str(solver.check()) == "sat"
+
+
+def test_a_launch_without_messages_has_an_empty_certificate() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", pes=1)
+    table = derive_channels(schedule)
+    cons = order_constraints(DeadlockModel(schedule, table), 3)
+    stamps = run(schedule, table, 3).stamps
+    assert table.cols.n == 0 and cons.holds(stamps)
+    outcome, chunks = check_order(cons, stamps, BUDGET, starts=table.cols.start)
+    assert outcome.result is SatResult.SAT and chunks == 1

@@ -199,10 +199,13 @@ def check_order(cons: OrderConstraints, stamps: np.ndarray, budget: Budget,
 
 def _program_chains(stamps: np.ndarray, starts: np.ndarray, lo: int, hi: int) -> list[str]:
     """Program order of the rows [lo, hi) (each with its predecessor) as chains."""
-    out = []
+    out: list[str] = []
+    if hi <= lo:
+        return out
+    ranks = len(starts) - 1
     first = int(np.searchsorted(starts, lo, side="right")) - 1
-    last = int(np.searchsorted(starts, hi - 1, side="right")) - 1 if hi > lo else first
-    for r in range(max(first, 0), last + 1):
+    last = int(np.searchsorted(starts, hi - 1, side="right")) - 1
+    for r in range(max(first, 0), min(last, ranks - 1) + 1):
         a, b = max(lo - 1, int(starts[r])), min(hi, int(starts[r + 1]))
         if b - a >= 2:
             u = stamps[a:b] - np.arange(b - a)

@@ -120,30 +120,45 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analys
     interp = Interpreter(schedule, table, problem)
     outputs: list[OutputResult] = []
     storing: set[int] = set()
+    # A stored value's judgment follows from its form, the store's place in the output and
+    # the rank's group and query rows: outputs of the same situation are judged once.
+    judged: dict[tuple[object, ...], tuple[Verdict, Shape | None]] = {}
     for r, prog in enumerate(schedule.programs):
-        memory = interp.rank_memory(r)
-        for op in prog.ops:
-            if op.kind is not OpKind.STORE or op.ptr not in problem.outputs:
-                continue
-            if op.index not in memory.live_stores:
+        stores = [op for op in prog.ops if op.kind is OpKind.STORE and
+                  op.ptr in problem.outputs]
+        if not stores:
+            continue
+        live = interp.rank_memory(r).live_stores
+        for op in stores:
+            if op.index not in live:
                 continue
             storing.add(problem.group_of[r])
             arg = op.args[0]
             assert isinstance(arg, ValueRef)
-            res = interp.result(r, arg.id)
-            if isinstance(res, Opaque):
-                outputs.append(OutputResult(r, op, Verdict(False, (res.reason,)), None, res))
+            cv, delta = interp.canonical(r, arg.id)
+            if isinstance(cv, Opaque):
+                outputs.append(OutputResult(r, op, Verdict(False, (cv.reason,)), None, cv))
                 continue
-            placed = _coords_for(interp, r, op, res)
-            if isinstance(placed, str):
-                outputs.append(OutputResult(r, op, Verdict(False, (placed,)), None))
-                continue
-            value, coords = placed
-            sizes = {d.id: d.size for d in value.layout.digits}
-            verdict = compare(value.form, problem, problem.group_of[r], coords, sizes)
-            outputs.append(OutputResult(r, op, verdict, decompose(value.form)))
+            key = (cv.id, delta, op.offset, op.shape, problem.group_of[r], problem.q_base(r))
+            if key not in judged:
+                judged[key] = _judge(interp, r, op, interp.result(r, arg.id))
+            verdict, shape = judged[key]
+            outputs.append(OutputResult(r, op, verdict, shape))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
     return Analysis(problem, tuple(outputs), interp, silent, _unwritten(schedule, problem))
+
+
+def _judge(interp: Interpreter, rank: int, store: Op, res: Value | Opaque
+           ) -> tuple[Verdict, Shape | None]:
+    assert isinstance(res, Value)
+    placed = _coords_for(interp, rank, store, res)
+    if isinstance(placed, str):
+        return Verdict(False, (placed,)), None
+    value, coords = placed
+    sizes = {d.id: d.size for d in value.layout.digits}
+    problem = interp.problem
+    verdict = compare(value.form, problem, problem.group_of[rank], coords, sizes)
+    return verdict, decompose(value.form)
 
 
 def _unwritten(schedule: Schedule, problem: Problem
@@ -153,9 +168,10 @@ def _unwritten(schedule: Schedule, problem: Problem
     size = problem.S_q * problem.h_q * problem.d_head
     out = []
     for r, prog in enumerate(schedule.programs):
+        stores = [op for op in prog.ops if op.kind is OpKind.STORE]
         for ptr in problem.outputs:
             spans = sorted((op.offset, op.offset + op.nbytes // op.dtype.itemsize)
-                           for op in prog.ops if op.kind is OpKind.STORE and op.ptr == ptr)
+                           for op in stores if op.ptr == ptr)
             must = bool(spans) or (problem.harness is Harness.PREFILL and
                                    r in problem.groups[problem.group_of[r]].q_blocks)
             if not must:
