@@ -60,6 +60,7 @@ def _kind_of(form: Poly) -> Kind | None:
 
 
 _EXACT = Err(Kind.EXACT, 0.0, DType.F32)
+_MISSING = Err(Kind.EXACT, math.nan, DType.F32)   # a memo miss (never a result: nan)
 
 
 class ErrorBounds:
@@ -111,9 +112,10 @@ class ErrorBounds:
                         got = received[rkey] = self._evaluate(r, v)
                     mine[v] = got
                     continue
-            ids = plain.get(id(op), ())
+            oid = id(op)
+            ids = plain.get(oid, ())
             if ids == ():
-                ids = plain[id(op)] = op.value_args if op.kind is not OpKind.LOAD and \
+                ids = plain[oid] = op.value_args if op.kind is not OpKind.LOAD and \
                     op.kind is not recv and len(op.value_args) == len(op.args) else None
             if ids is not None:
                 rank_cvs = cvs[r]
@@ -121,16 +123,18 @@ class ErrorBounds:
                 if len(ids) == 1:
                     e, c = mine[ids[0]], rank_cvs[ids[0]]
                     if e is not None and c.__class__ is CanonValue:
-                        key = (id(op), cv.id, id(e), c.id)
+                        key = (oid, cv.id, id(e), c.id)
                 elif len(ids) == 2:
                     e, c = mine[ids[0]], rank_cvs[ids[0]]
                     e2, c2 = mine[ids[1]], rank_cvs[ids[1]]
                     if e is not None and e2 is not None and c.__class__ is CanonValue and \
                             c2.__class__ is CanonValue:
-                        key = (id(op), cv.id, id(e), c.id, id(e2), c2.id)
-                if key is not None and key in memo:
-                    mine[v] = memo[key]
-                    continue
+                        key = (oid, cv.id, id(e), c.id, id(e2), c2.id)
+                if key is not None:
+                    got = memo.get(key, _MISSING)
+                    if got is not _MISSING:
+                        mine[v] = got
+                        continue
             mine[v] = self._evaluate(r, v)
 
     def _err(self, kind: Kind, eps: float, dtype: DType) -> Err:
