@@ -46,8 +46,21 @@ MESHPROOF = str(Path(sys.executable).with_name("meshproof"))
 PROCESS_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 # issue 14's targets (seconds, MiB) for whole `meshproof verify` processes
 TARGETS = {(32, 32): (30.0, None), (64, 64): (120.0, 4096.0)}
-# measured on this machine before issue 14 (main at b11bc5f), for the comparison line
+# measured on this machine before issue 14 (main at b11bc5f, wall clock), for comparison
 BEFORE_16X16_PROCESS_S = 20.3
+BEFORE = {
+    "commit": "b11bc5f",
+    "2d 16x16": {"ops": 135680, "comm_ops": 46080, "trace_seconds": 2.32,
+                 "channels_seconds": 0.20, "progress_seconds": 0.35, "semantics_seconds": 8.49,
+                 "deadlock_freedom": 2.95, "numeric_safety": 3.90,
+                 "process_seconds": 20.3, "process_peak_rss_mb": 580},
+    "2d 32x32": {"ops": 1099776, "comm_ops": 380928, "trace_seconds": 22.6,
+                 "channels_seconds": 3.6, "progress_seconds": 3.2, "semantics_seconds": 91.4,
+                 "deadlock_freedom": 70.9, "numeric_safety": 32.4, "peak_rss_mb": 4361,
+                 "note": "refused by the 1,000,000-op cap; measured with the cap lifted"},
+    "2d 8x8": {"trace_seconds": 0.24, "semantics_seconds": 0.86, "deadlock_freedom": 0.36,
+               "numeric_safety": 0.45},
+}
 STAGES = ("trace", "channels", "progress", "semantics")
 PROPS = ("direction_legality", "launch_confinement", "channel_matching", "deadlock_freedom",
          "exactly_once_merge", "attention_equivalence", "numeric_safety")
@@ -329,7 +342,7 @@ def main() -> int:
         print_process_ratio(float(search["search_seconds"]))
     if args.json is not None:
         payload = {"schema": "meshproof/verify-scale-v2", "rows": rows, "processes": processes,
-                   "baselines": baselines, "queue_depth": DEPTH,
+                   "baselines": baselines, "queue_depth": DEPTH, "before": BEFORE,
                    "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
         fd, tmp = tempfile.mkstemp(dir=args.json.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
