@@ -18,12 +18,8 @@ import signal
 from dataclasses import dataclass
 
 from meshproof.model.trace_split import two_cores
-from meshproof.verify.deadlock_encoding import (
-    DeadlockModel,
-    OrderConstraints,
-    check_order,
-    order_constraints,
-)
+from meshproof.verify.deadlock_encoding import DeadlockModel, OrderConstraints, order_constraints
+from meshproof.verify.deadlock_ground import check_order
 from meshproof.verify.properties import CheckContext
 from meshproof.verify.z3util import Budget, Outcome, SatResult
 

@@ -15,12 +15,8 @@ from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.progress import Progress, depth_sweep, find_cycle, run, wait_for
 from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
-from meshproof.verify.deadlock_encoding import (
-    DeadlockModel,
-    check_order,
-    order_certificate,
-    stuck_state,
-)
+from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
+from meshproof.verify.deadlock_ground import check_order, check_stuck
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     BlockedOp,
@@ -143,15 +139,17 @@ def deadlock_freedom(ctx: CheckContext) -> DeadlockResult:
                  (f"; ground facts in {chunks} chunks" if chunks > 1 else "") + ")")
         rejected = "the simulation finished but Z3 rejects its order certificate"
     else:
-        first = table.cols.start
-        fixed = {r: table.cols.row(OpRef(r, i)) - int(first[r])
-                 for r, i in progress.stuck.items()}
-        solver, text = stuck_state(model, depth, budget, fixed, progress.stamp)
+        outcome, chunks = check_stuck(model, depth, progress.stamps, budget)
+        if ctx.config.keep_smt2:
+            first = table.cols.start
+            fixed = {r: table.cols.row(OpRef(r, i)) - int(first[r])
+                     for r, i in progress.stuck.items()}
+            text = stuck_state(model, depth, budget, fixed, progress.stamp)[1]
         what = "stuck-state witness"
-        label = "z3 stuck-state witness check"
+        label = "z3 stuck-state witness check" + (
+            f" (ground facts in {chunks} chunks)" if chunks > 1 else "")
         rejected = "the simulation is stuck but Z3 rejects the stuck state as unreachable " \
                    "or not stuck"
-        outcome = check(solver)
     smt2 = text if ctx.config.keep_smt2 else None
     if outcome.result is SatResult.UNSAT:
         raise InternalError(f"deadlock_freedom at D={depth}: {rejected}")

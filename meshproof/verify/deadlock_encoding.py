@@ -7,9 +7,9 @@ Two queries over the comm ops of a schedule:
   send, and for the k-th send on a link the (k-D)-th recv there (D = 0: a send and its
   recv share one timestamp). If such timestamps exist no reachable state is stuck.
   The constraints are computed as arrays of comm-op rows (`order_constraints`); Z3 checks
-  the run's timestamps against them as ground facts, in chunks of ranks
-  (`check_order`: linear, each chunk independent), and `order_certificate` writes the
-  same constraints over named variables (what `--smt2` saves).
+  the run's timestamps against them as ground facts (deadlock_ground.py), and
+  `order_certificate` writes the same constraints over named variables (what `--smt2`
+  saves).
 * stuck state — progress counters `p_c{cube}p{pe}` (comm ops done per rank), executed
   flags derived from them, and timestamps ordering the executed ops as above; "stuck"
   means not all ranks are done and every unfinished rank's next op is blocked. UNSAT
@@ -28,10 +28,7 @@ import numpy as np
 from meshproof.model.channels import NO_LINK, STATUSES, ChannelTable, CommColumns, OpRef
 from meshproof.model.channels import PortStatus as PortStatus
 from meshproof.model.schedule import Schedule
-from meshproof.verify.z3util import Budget, Outcome, SatResult, SmtLib, check_ground
-
-# comm ops per ground-fact chunk: one Z3 call each, a few megabytes of text
-CHUNK_ROWS = 200_000
+from meshproof.verify.z3util import Budget, SmtLib
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,60 +154,6 @@ def order_constraints(model: DeadlockModel, depth: int) -> OrderConstraints:
     cap = rows[needs & (j < n_recvs)]
     return OrderConstraints(depth, (program, program - 1), (msg, cols.partner[msg]),
                             (cap, cols.by_side[side[cap] + j[cap]]), rows[never])
-
-
-def check_order(cons: OrderConstraints, stamps: np.ndarray, budget: Budget,
-                chunk_rows: int = CHUNK_ROWS, starts: np.ndarray | None = None
-                ) -> tuple[Outcome, int]:
-    """Z3 checks the timestamps against every constraint, as ground facts in chunks of
-    rows (a constraint goes to the chunk of its `after` row). SAT when all hold. Returns
-    the outcome and the number of chunks.
-
-    A strict `t[a] > t[b]` is written `(<= t[b]+1 t[a])`, the same constraint over the
-    integers, which Z3 takes in a third of the time of `>`; facts are grouped 1,000 to an
-    `and`. A rank's program order (given `starts`, its first rows) is one chain per rank
-    and chunk: `t[i] < t[i+1]` for all i is `(<= u[0] u[1] ...)` with `u[i] = t[i] - i`.
-    About 2 µs a constraint."""
-    if len(cons.never):
-        return check_ground(["(assert false)"], budget), 1
-    eq = cons.depth == 0
-    groups = [(cons.message, "=" if eq else "<=", 0 if eq else 1), (cons.capacity, "<=", 1)]
-    if starts is None:
-        groups.insert(0, (cons.program, "<=", 1))
-    n = len(stamps)
-    chunks = 0
-    for lo in range(0, max(n, 1), chunk_rows):
-        hi = lo + chunk_rows
-        facts: list[str] = []
-        for (after, before), rel, step in groups:
-            sel = (after >= lo) & (after < hi)
-            a, b = stamps[after[sel]].tolist(), (stamps[before[sel]] + step).tolist()
-            facts.extend(f"({rel} {y} {x})" for x, y in zip(a, b, strict=True))
-        lines = [f"(assert (and {' '.join(facts[i:i + 1000])}))"
-                 for i in range(0, len(facts), 1000)]
-        if starts is not None:
-            lines += _program_chains(stamps, starts, lo, min(hi, n))
-        chunks += 1
-        outcome = check_ground(lines, budget)
-        if outcome.result is not SatResult.SAT:
-            return outcome, chunks
-    return Outcome(SatResult.SAT, ""), chunks
-
-
-def _program_chains(stamps: np.ndarray, starts: np.ndarray, lo: int, hi: int) -> list[str]:
-    """Program order of the rows [lo, hi) (each with its predecessor) as chains."""
-    out: list[str] = []
-    if hi <= lo:
-        return out
-    ranks = len(starts) - 1
-    first = int(np.searchsorted(starts, lo, side="right")) - 1
-    last = int(np.searchsorted(starts, hi - 1, side="right")) - 1
-    for r in range(max(first, 0), min(last, ranks - 1) + 1):
-        a, b = max(lo - 1, int(starts[r])), min(hi, int(starts[r + 1]))
-        if b - a >= 2:
-            u = stamps[a:b] - np.arange(b - a)
-            out.append(f"(assert (<= {' '.join(map(str, u.tolist()))}))")
-    return out
 
 
 def order_certificate(model: DeadlockModel, depth: int,

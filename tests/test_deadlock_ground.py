@@ -1,5 +1,7 @@
-"""verify/deadlock_encoding.py: the order certificate as rows, checked by Z3 as ground facts
-in chunks; it holds for a run's own order and fails for an order that breaks a rule."""
+"""verify/deadlock_ground.py (and the rows of deadlock_encoding.py): the certificates checked
+by Z3 as ground facts in chunks. The order certificate holds for a run's own order and fails
+for an order that breaks a rule; the stuck-state witness holds for a stuck run's frontier
+and fails for a frontier where some rank could still move."""
 
 from __future__ import annotations
 
@@ -9,12 +11,8 @@ from helpers import trace_kernel
 
 from meshproof.model.channels import derive_channels
 from meshproof.model.progress import run
-from meshproof.verify.deadlock_encoding import (
-    DeadlockModel,
-    check_order,
-    order_certificate,
-    order_constraints,
-)
+from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, order_constraints
+from meshproof.verify.deadlock_ground import check_order, check_stuck
 from meshproof.verify.z3util import Budget, SatResult
 
 BUDGET = Budget(30.0, 200_000_000)
@@ -102,3 +100,50 @@ def test_a_launch_without_messages_has_an_empty_certificate() -> None:
     assert table.cols.n == 0 and cons.holds(stamps)
     outcome, chunks = check_order(cons, stamps, BUDGET, starts=table.cols.start)
     assert outcome.result is SatResult.SAT and chunks == 1
+
+
+def _stuck_runs():  # type: ignore[no-untyped-def]
+    import randprog
+
+    from meshproof.model.loader import resolve_kernel
+
+    kernel = resolve_kernel(randprog.KERNEL_SPEC)
+    for ex in randprog.seeded_examples(5, 120):
+        schedule = randprog.trace_example(ex, kernel)
+        table = derive_channels(schedule)
+        for depth in (0, 1, 2):
+            p = run(schedule, table, depth)
+            if p.deadlock:
+                yield schedule, table, depth, p
+
+
+def test_a_stuck_runs_frontier_is_a_reachable_stuck_state() -> None:
+    seen = 0
+    for schedule, table, depth, p in _stuck_runs():
+        model = DeadlockModel(schedule, table)
+        for chunk in (10_000, 5):
+            outcome, _ = check_stuck(model, depth, p.stamps, BUDGET, chunk_rows=chunk)
+            assert outcome.result is SatResult.SAT, (depth, chunk)
+        seen += 1
+    assert seen >= 20
+
+
+def test_a_frontier_where_a_rank_could_move_is_rejected() -> None:
+    # undo the last op of a rank that finished: it is now the rank's next op, and it was
+    # enabled (it ran), so the state is not stuck there
+    rejected = 0
+    for schedule, table, depth, p in _stuck_runs():
+        cols = table.cols
+        done_ranks = [r for r in range(len(cols.start) - 1)
+                      if cols.start[r + 1] > cols.start[r] and r not in p.stuck]
+        if not done_ranks:
+            continue
+        last = int(cols.start[done_ranks[0] + 1]) - 1
+        bad = p.stamps.copy()
+        bad[last] = -1
+        if depth == 0 and cols.partner[last] >= 0:
+            bad[int(cols.partner[last])] = -1   # a rendezvous pair is undone together
+        outcome, _ = check_stuck(DeadlockModel(schedule, table), depth, bad, BUDGET)
+        assert outcome.result is SatResult.UNSAT, depth
+        rejected += 1
+    assert rejected >= 10
