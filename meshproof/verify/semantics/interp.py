@@ -25,36 +25,29 @@ import numpy as np
 from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
-from meshproof.verify.memory import RankMemory, rank_memory
+from meshproof.verify.memory import RankMemory
 from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.canon import CanonTable, CanonValue
 from meshproof.verify.semantics.events import Departure, Event, Template
 from meshproof.verify.semantics.index import DigitSource, Subst
-from meshproof.verify.semantics.layouts import Value, buffer, read
-from meshproof.verify.semantics.terms import Input, Poly
-from meshproof.verify.semantics.transfer import LN2, Opaque, Result, Transfer, output_coords
+from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.loads import Loads
+from meshproof.verify.semantics.store import (
+    DefiningView,
+    Hit,
+    Key,
+    ValuesView,
+    defining_ops,
+    memo_key,
+)
+from meshproof.verify.semantics.transfer import LN2, Opaque, Result, output_coords
 
-Key = tuple[int, int]   # (rank index, value id)
 FRESH_DIGITS = 1 << 24  # fresh digits start above every canonical digit id
 _CYCLE = "depends on itself through messages"
 _ABSOLUTE = (OpKind.DIV,)  # ops whose events name denominators: evaluated unshifted
 
 
-class _Hit:
-    """A memoised transfer: the result's canonical value (or an opaque reason), its offset
-    relative to the first operand, and the templates of the events it records."""
-
-    __slots__ = ("cv", "eps", "reason", "templates")
-
-    def __init__(self, cv: CanonValue | None, eps: int, reason: str,
-                 templates: tuple[Template, ...]) -> None:
-        self.cv = cv
-        self.eps = eps
-        self.reason = reason
-        self.templates = templates
-
-
-class Interpreter(Transfer):
+class Interpreter(Loads):
     def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem, *,
                  reuse: bool = True) -> None:
         super().__init__(schedule, problem, DigitSource(FRESH_DIGITS))
@@ -62,7 +55,7 @@ class Interpreter(Transfer):
         self.reuse = reuse   # False: compute every op (the tests compare both ways)
         self.canon = CanonTable()
         # per rank, indexed by value id (the tracer numbers values densely from 0)
-        self._defs: list[list[Op | None]] = [_defining_ops(p.ops) for p in schedule.programs]
+        self._defs: list[list[Op | None]] = [defining_ops(p.ops) for p in schedule.programs]
         self._cv: list[list[CanonValue | Opaque | None]] = [[None] * len(d) for d in self._defs]
         self._dl: list[array[int]] = [array("q", bytes(8 * len(d))) for d in self._defs]
         self._ev: list[list[tuple[Template, ...] | None]] = [[None] * len(d)
@@ -72,7 +65,7 @@ class Interpreter(Transfer):
         self._order_rank: array[int] = array("i")
         self._order_value: array[int] = array("i")
         self.memory: dict[int, RankMemory] = {}
-        self._memo: dict[tuple[object, ...], _Hit] = {}
+        self._memo: dict[tuple[object, ...], Hit] = {}
         self._sigs: dict[int, tuple[Op, int]] = {}
         self._plans: dict[int, tuple[Op, int, tuple[int, ...],
                                      dict[tuple[bool, ...], int]]] = {}
@@ -118,11 +111,11 @@ class Interpreter(Transfer):
 
     @property
     def values(self) -> Mapping[Key, Result]:
-        return _Values(self)
+        return ValuesView(self.result, self.run_all, self._cv)
 
     @property
     def defining(self) -> Mapping[Key, Op]:
-        return _Defining(self._defs)
+        return DefiningView(self._defs)
 
     def events(self, key: Key) -> list[Event]:
         """The departure events recorded where `key` is defined."""
@@ -133,11 +126,6 @@ class Interpreter(Transfer):
             return []
         delta = self._dl[rank][vid]
         return [t.event(rank, op, delta) for t in templates]
-
-    def rank_memory(self, rank: int) -> RankMemory:
-        if rank not in self.memory:
-            self.memory[rank] = rank_memory(self.schedule.programs[rank])
-        return self.memory[rank]
 
     def recv_source(self, rank: int, op: Op) -> Key | str:
         """The key of the value a recv gets, or why none arrives."""
@@ -427,7 +415,7 @@ class Interpreter(Transfer):
                      d.kind is OpKind.RECV for a in op.args)
 
     def _compute_hit(self, rank: int, op: Op, operands: list[tuple[CanonValue, int]],
-                     base: int) -> _Hit | None:
+                     base: int) -> Hit | None:
         """Compute the transfer in the first operand's frame (others shifted into it); None
         when the result is this rank's alone (then `_last` holds it)."""
         self.evaluated += 1
@@ -449,186 +437,16 @@ class Interpreter(Transfer):
             if self.rank_specific:
                 self._last = (Opaque(str(exc), rank, op), 0, templates)
                 return None
-            return _Hit(None, 0, str(exc), templates)
+            return Hit(None, 0, str(exc), templates)
         cv, eps = self.canon.intern(out)
         templates = tuple(t.moved(-eps) for t in self.rec.take())
         if absolute or self.rank_specific:
             self._last = (cv, frame + eps, templates)
             return None
-        return _Hit(cv, eps, "", templates)
+        return Hit(cv, eps, "", templates)
 
     _last: tuple[CanonValue | Opaque, int, tuple[Template, ...]]
 
     # --- memory --------------------------------------------------------------------------
-    def _load_value(self, rank: int, op: Op) -> tuple[CanonValue | Opaque, int,
-                                                      tuple[Template, ...]]:
-        assert op.ptr is not None
-        self.rec.key, self._op = (rank, op.out or 0), op
-        ops = self.schedule.programs[rank].ops
-        # a load before any store to its buffer reads the harness input (the common case:
-        # loads come first), without building the rank's memory map
-        stored_before = rank in self.memory or any(
-            o.kind is OpKind.STORE and o.ptr == op.ptr for o in ops[:op.index])
-        source = self.rank_memory(rank).loads.get(op.index) if stored_before else None
-        sig = self._signature(rank, op)
-        if source is not None:
-            if len(source.writers) != 1 or source.uncovered:
-                return self._refused(rank, op, NotModelled(
-                    f"reads {op.ptr} elements written by several stores (or partly by "
-                    "none): reload exactly what one store wrote"))
-            store = source.writers[0]
-            stored = self._cv[rank][store.value_args[0]]
-            delta = self._dl[rank][store.value_args[0]]
-            assert stored is not None
-            if isinstance(stored, Opaque):
-                return stored, 0, ()
-            key: tuple[object, ...] = (sig, "stored", stored.id, op.offset - store.offset)
-            return self._read(key, rank, op, stored.at(0), op.offset - store.offset, delta)
-        buf = self._input(rank, op.ptr)
-        if buf is None:
-            return self._refused(rank, op, NotModelled(
-                f"loads {op.ptr}, which the harness does not fill on this rank (and the "
-                "rank has not stored there before)"))
-        (value, delta), tag = buf, self._input_tag(rank, op.ptr)
-        return self._read((sig, "input", tag), rank, op, value, op.offset, delta)
-
-    def _read(self, key: tuple[object, ...], rank: int, op: Op, value: Value, offset: int,
-              delta: int) -> tuple[CanonValue | Opaque, int, tuple[Template, ...]]:
-        hit = self._memo.get(key)
-        if hit is None:
-            self.evaluated += 1
-            try:
-                cv, eps = self.canon.intern(self._fold(read(value, offset, op.shape, self.src),
-                                                       op))
-                hit = _Hit(cv, eps, "", self.rec.take())
-            except NotModelled as exc:
-                self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
-                hit = _Hit(None, 0, str(exc), self.rec.take())
-            if self.reuse:
-                self._memo[key] = hit
-        if hit.cv is None:
-            return Opaque(hit.reason, rank, op), 0, hit.templates
-        return hit.cv, delta + hit.eps, hit.templates
-
-    def _refused(self, rank: int, op: Op, exc: NotModelled
-                 ) -> tuple[CanonValue | Opaque, int, tuple[Template, ...]]:
-        self.rec.add(Departure.OPAQUE, op, f"{op.source}: {op.kind.value} {exc}")
-        return Opaque(str(exc), rank, op), 0, self.rec.take()
-
-    def _input_tag(self, rank: int, ptr: str) -> tuple[object, ...]:
-        p = self.problem
-        g = p.group_of[rank]
-        if ptr == "q_ptr" and p.q_base(rank) is not None:
-            return ("Q", g, p.q_base(rank))
-        return ("K" if ptr == p.k_ptr else "V", g, rank in p.empty)
-
-    def _input(self, rank: int, ptr: str) -> tuple[Value, int] | None:
-        """The harness's content of `ptr` on `rank` with its key rows counted from the
-        rank's first KV row, and that row (the offset); None if the harness fills none."""
-        p = self.problem
-        if ptr == "q_ptr" and p.q_base(rank) is not None:
-            pass
-        elif ptr not in (p.k_ptr, p.v_ptr) or p.kv_base(rank) is None:
-            return None
-        tag = self._input_tag(rank, ptr)
-        if tag not in self._buffers:
-            self._buffers[tag] = self.input_buffer(rank, ptr, relative=True)
-        value = self._buffers[tag]
-        if value is None:
-            return None
-        return value, 0 if tag[0] == "Q" else (p.kv_base(rank) or 0)
-
-    def input_buffer(self, rank: int, ptr: str, *, relative: bool = False) -> Value | None:
-        """The harness's content of `ptr` on `rank`, or None if it fills none (`relative`:
-        K and V rows counted from the rank's first row)."""
-        p = self.problem
-        g = p.group_of[rank]
-        if ptr == "q_ptr" and p.q_base(rank) is not None:
-            qb = p.q_base(rank) or 0
-            return buffer((p.S_q, p.h_q, p.d_head),
-                          lambda c: Poly.atom(Input("Q", g, (c[0].shift(qb), c[1], c[2]))),
-                          self.src)
-        if ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
-            base = 0 if relative else (p.kv_base(rank) or 0)
-            # an empty slice (numeric_safety's --empty-shard) holds no keys: its scores
-            # are -inf, which the algebra then follows (max = -inf, exp(-inf - x) = 0)
-            name = ("K" if ptr == p.k_ptr else "V") + ("x" if rank in p.empty else "")
-            return buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
-                          lambda c: Poly.atom(Input(name, g, (c[0].shift(base), c[1], c[2]))),
-                          self.src)
-        return None
-
-
-def _defining_ops(ops: tuple[Op, ...]) -> list[Op | None]:
-    """The op defining each value id of one rank."""
-    defining = [op for op in ops if op.out is not None]
-    if all(op.out == i for i, op in enumerate(defining)):
-        return list(defining)   # the tracer's dense numbering
-    defs: list[Op | None] = [None] * (1 + max((op.out or 0) for op in defining))
-    for op in defining:
-        defs[op.out or 0] = op
-    return defs
-
-
-def memo_key(sig: int, operands: list[tuple[CanonValue, int]]) -> tuple[tuple[object, ...],
-                                                                        int]:
-    """The memo's key for an op with signature `sig` on these (canonical value, offset)
-    operands, and the frame its result is computed in: the offset of the first operand
-    that mentions key rows (0 if none does). Each operand is named by its canonical value
-    and its offset relative to that frame; a rowless one is the same at every offset."""
-    base = next((d for c, d in operands if not c.rowless), 0)
-    parts: list[object] = [sig]
-    for c, d in operands:
-        parts.append(c.id)
-        parts.append(0 if c.rowless else d - base)
-    return tuple(parts), base
-
-
-class _Values(Mapping[Key, Result]):
-    """key -> the value with its absolute form (evaluating on demand)."""
-
-    __slots__ = ("_interp",)
-
-    def __init__(self, interp: Interpreter) -> None:
-        self._interp = interp
-
-    def __getitem__(self, key: Key) -> Result:
-        return self._interp.result(*key)
-
-    def __iter__(self) -> Iterator[Key]:
-        self._interp.run_all()
-        for r, values in enumerate(self._interp._cv):
-            for vid, v in enumerate(values):
-                if v is not None:
-                    yield (r, vid)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class _Defining(Mapping[Key, Op]):
-    __slots__ = ("_defs",)
-
-    def __init__(self, defs: list[list[Op | None]]) -> None:
-        self._defs = defs
-
-    def __getitem__(self, key: Key) -> Op:
-        r, vid = key
-        defs = self._defs[r] if 0 <= r < len(self._defs) else []
-        op = defs[vid] if 0 <= vid < len(defs) else None
-        if op is None:
-            raise KeyError(key)
-        return op
-
-    def __iter__(self) -> Iterator[Key]:
-        for r, defs in enumerate(self._defs):
-            for vid, op in enumerate(defs):
-                if op is not None:
-                    yield (r, vid)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-__all__ = ["LN2", "Interpreter", "Opaque", "Result", "Subst", "Value", "array",
+__all__ = ["LN2", "Interpreter", "Opaque", "Result", "Subst", "Value", "memo_key",
            "output_coords"]
