@@ -22,6 +22,14 @@ _X_KEYS = ("ranks", "n_ranks", "endpoints")
 _SERIES_KEYS = ("series", "method", "check", "property", "kernel", "name")
 _Y_KEYS = ("seconds", "verify_s", "time_s", "wall_s")
 _FAMILIES = {"1d": "mesh_mlo_1d", "2d": "mesh_mlo_2d"}
+_V1_MEASURES = (("seconds_total", "all five properties"),
+                ("deadlock_freedom", "deadlock_freedom"),
+                ("exactly_once_merge", "exactly_once_merge"))
+# meshproof/verify-scale-v2: the trace and the shared semantic analysis have their own lines
+_V2_MEASURES = (("pipeline_seconds", "trace + all seven properties"),
+                ("trace_seconds", "trace"),
+                ("semantics_seconds", "semantic analysis"),
+                ("deadlock_freedom", "deadlock_freedom"))
 
 
 def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
@@ -30,6 +38,8 @@ def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
     `meshproof/verify-scale-v1` (benchmarks/verify_scale.py): `rows` of {case ("2d 4x8",
     "1d 32"), ranks, seconds_total, and seconds per property}; series "2d · all five
     properties", "2d · deadlock_freedom", "2d · exactly_once_merge", and the same for 1d.
+    `-v2` rows also have pipeline_seconds, trace_seconds and semantics_seconds: series
+    "· trace + all seven properties", "· trace", "· semantic analysis", "· deadlock_freedom".
     Otherwise: a list of records (or one under `results`, `runs`, `points`, `rows`) with
     ranks (`ranks`/`n_ranks`), seconds (`seconds`/`verify_s`/...) and optionally a series
     name (`series`/`method`/...).
@@ -49,9 +59,8 @@ def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
                                                                               str):
             family = row["case"].split()[0]
             family = _FAMILIES.get(family, family)
-            for key, label in (("seconds_total", "all five properties"),
-                               ("deadlock_freedom", "deadlock_freedom"),
-                               ("exactly_once_merge", "exactly_once_merge")):
+            measures = _V2_MEASURES if "pipeline_seconds" in row else _V1_MEASURES
+            for key, label in measures:
                 y = row.get(key)
                 if isinstance(y, (int, float)) and y > 0:
                     series.setdefault(f"{family} · {label}", []).append((int(x), float(y)))
