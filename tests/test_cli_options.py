@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import TEST_KERNELS, RunCli, assert_bad_input, kernel_spec, line_of
 
-from meshproof.cli.options import parse_arg
+from meshproof.cli.options import panel_input_bound, parse_arg
 
 
 def test_mesh_and_cubes_must_agree(run_cli: RunCli) -> None:
@@ -137,3 +137,9 @@ def test_trace_limits_are_checked_and_documented(run_cli: RunCli) -> None:
         text = " ".join(run_cli([command, "--help"]).out.split())
         assert "--trace-timeout SECONDS" in text and "[default: 60" in text, command
         assert "--trace-memory MIB" in text and "[default: 4096" in text, command
+
+
+def test_the_input_bound_defaults_to_the_panels() -> None:
+    assert panel_input_bound(None, None) == 16.0
+    assert panel_input_bound("multi_user_decode", "validation") == 16.0
+    assert panel_input_bound("multi_user_decode", "headline") == 4.0

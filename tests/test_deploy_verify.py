@@ -13,7 +13,7 @@ from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.trace import trace
 from meshproof.panels import get_panel
-from meshproof.verify.properties import Property
+from meshproof.verify.properties import Property, VerifyConfig
 from meshproof.verify.result import Status
 
 SHAPES = (("S_kv_per_rank", 8), ("d_head", 4), ("h_q", 2), ("h_kv", 1), ("S_q", 1))
@@ -77,13 +77,28 @@ def test_headline_multi_user_decode_is_8_groups_with_all_512_endpoints_communica
 
 
 def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment) -> None:
-    result = verify_deployment(headline_decode)
+    panel = get_panel("multi_user_decode", "headline")
+    result = verify_deployment(headline_decode, VerifyConfig(input_bound=panel.input_bound))
     assert result.ok, [v.violated() for v in result.verdicts]
     assert result.carried_from == (None, *(0,) * 7)   # groups 2-8: group 1 moved
     for verdict in result.verdicts:
         assert {p.name for p in verdict.properties} == set(Property)
         assert "8 group(s) by pe (8 rank(s) with 8 KV shard(s))" in \
             verdict.property(Property.ATTENTION_EQUIVALENCE).message
+        assert "for |inputs| <= 4;" in verdict.property(Property.NUMERIC_SAFETY).message
+
+
+def test_at_the_default_input_bound_the_headline_rounding_bound_is_vacuous_and_said_so(
+        headline_decode: Deployment) -> None:
+    """|x| <= 16 at d_head 128: scores up to 2896, no digit of the output guaranteed by the
+    first-order bound; numeric_safety is unknown (never proved), the other properties hold."""
+    from meshproof.verify.api import verify
+
+    verdict = verify(headline_decode.schedules[0],
+                     VerifyConfig(only=frozenset({Property.NUMERIC_SAFETY})))
+    ns = verdict.property(Property.NUMERIC_SAFETY)
+    assert ns.status is Status.UNKNOWN and "no digit of the output is guaranteed" in ns.message
+    assert "(|inputs| <= 16)" in ns.message
 
 
 def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> None:
@@ -91,7 +106,7 @@ def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> 
     deployment = build_deployment(ll.name, ll.launches, trace)
     busy = {p.endpoint.cube for s in deployment.schedules for p in s.active}
     assert busy == set(range(64))
-    result = verify_deployment(deployment)
+    result = verify_deployment(deployment, VerifyConfig(input_bound=4.0))
     assert result.ok, [v.violated() for v in result.verdicts]
 
 

@@ -200,9 +200,9 @@ def test_the_hard_cpu_limit_kills_a_kernel_that_ignores_sigxcpu() -> None:
     assert isinstance(error, TraceCpuLimit)
     assert str(error).startswith(f"tracing {RUNAWAY}::spins_ignoring_sigxcpu "
                                  "used more than its CPU limit of 1 s")
-    # killed at the hard limit, two CPU seconds later; on a loaded machine CPU seconds
-    # accrue slower than wall-clock ones
-    assert seconds < 1 + 2 + 5
+    # the CPU limit ended it, not the 30 s wall-clock one; how soon in wall-clock terms
+    # depends on the machine's load, so only the order is pinned (benchmarks time it)
+    assert seconds < 30
 
 
 def test_the_memory_limit_ends_a_hog_at_its_line() -> None:

@@ -15,6 +15,7 @@ from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
+    panel_input_bound,
     resolve_launch,
     resolve_launches,
     trace_limit_options,
@@ -105,17 +106,20 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 @diagram_options
 @click.option("--smt2", "smt2_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the deadlock certificate query (SMT-LIB 2).")
-@click.option("--input-bound", "input_bound", type=float, default=16.0, show_default=True,
-              help="numeric_safety's assumption: every input element has |x| <= this.")
+@click.option("--input-bound", "input_bound", type=float, default=None,
+              help="numeric_safety's assumption: every input element has |x| <= this "
+                   "(default: the panel's, else 16).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
-               input_bound: float, sarif_path: Path | None, trace_timeout: float,
+               input_bound: float | None, sarif_path: Path | None, trace_timeout: float,
                trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
     counterexamples at the kernel's lines."""
+    if input_bound is None:
+        input_bound = panel_input_bound(opts.get("panel"), opts.get("scale", "validation"))
     if not (math.isfinite(input_bound) and input_bound > 0):
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
     only_props, skip_props = parse_properties(only), parse_properties(skip)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, OpKind, Schedule
 
+# numeric_safety's assumption when none is given: |every input element| <= this
+DEFAULT_INPUT_BOUND = 16.0
 Q_PTR = "q_ptr"
 O_PTR = "o_ptr"
 

@@ -57,7 +57,8 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
     panel = get_panel(name, scale)
     listed = panel_launches(panel, scale, resolver=pipeline.resolver)
     deployment = build_deployment(listed.name, listed.launches, pipeline.tracer)
-    result = verify_deployment(deployment, config, pipeline.verifier)
+    result = verify_deployment(deployment, replace(config, input_bound=panel.input_bound),
+                               pipeline.verifier)
     together = simulate_deployment(deployment, SimConfig(numerics=False),
                                    pipeline.simulator).together
     timing = together.timing
@@ -145,7 +146,7 @@ def headline_contrasts(pipeline: Pipeline, config: VerifyConfig,
     b8 = _contrast("b8_on_cube_mesh", "the B=8 decode kernel on cube_mesh, which links PE 0 "
                    "of each cube only (why the study's v1 silenced PEs 1-7)",
                    decode.kernel, replace(decode.launch_options(), wiring="cube_mesh"),
-                   pipeline, config)
+                   pipeline, replace(config, input_bound=decode.input_bound))
     progress("contrast: the 1D prefill line over a 2x4 group")
     prefill = get_panel("multi_user_prefill", "headline")
     args = {k: v for k, v in prefill.args if k not in ("mesh_rows", "mesh_cols", "users")}
@@ -153,5 +154,5 @@ def headline_contrasts(pipeline: Pipeline, config: VerifyConfig,
                      "2x4 kv group: it runs off row 0 (cube 3 E, cube 4 W)", "mesh_kv",
                      LaunchOptions(system=HEADLINE_SYSTEM, wiring="cube_mesh", cubes=8,
                                    args=tuple(sorted({**args, "rank_axis": 1}.items()))),
-                     pipeline, config)
+                     pipeline, replace(config, input_bound=prefill.input_bound))
     return [b8, line]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from meshproof.errors import OptionError
 from meshproof.model.channels import ChannelTable
+from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import Schedule
 from meshproof.verify.z3util import Budget
 
@@ -64,7 +65,7 @@ class VerifyConfig:
     rlimit: int = 200_000_000           # deterministic Z3 resource limit per call
     stuck_state_max_ops: int = 600      # full stuck-state search only up to this many comm ops
     keep_smt2: bool = False             # keep the certificate query text in the verdict
-    input_bound: float = 16.0           # numeric_safety's assumption: |every input| <= this
+    input_bound: float = DEFAULT_INPUT_BOUND   # numeric_safety's assumption: |every input| <= this
     only: frozenset[Property] = frozenset()   # empty: every property
     skip: frozenset[Property] = frozenset()
 

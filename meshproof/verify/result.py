@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from meshproof.exitcodes import ExitCode
+from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import LaunchSpec, OpKind, SourceLoc
 from meshproof.model.topology import Direction, Endpoint
 from meshproof.verify.properties import Property
@@ -285,7 +286,7 @@ class NumericResult(PropertyResult):
     """numeric_safety's result, with the assumption it rests on and the outputs' first-order
     rounding-error bound (|computed - exact| <= error_bound * max|V|), when known."""
 
-    input_bound: float = 16.0
+    input_bound: float = DEFAULT_INPUT_BOUND
     error_bound: float | None = None     # η: relative to max|V|
     error_floor: float | None = None     # τ: absolute (roundings of subnormal values)
 
