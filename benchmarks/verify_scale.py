@@ -138,11 +138,8 @@ def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
     row["progress_seconds"], row["progress_cpu"] = clock.lap()
     ctx.shared(certificate_job)  # as verify does: Z3 checks the certificate meanwhile
     clock.lap()
-    sem = ctx.shared(shared_semantics)
+    ctx.shared(shared_semantics)
     row["semantics_seconds"], row["semantics_cpu"] = clock.lap()
-    if sem.analysis is not None:
-        row["semantic_transfers_computed"] = sem.analysis.interp.evaluated
-        row["canonical_values"] = len(sem.analysis.interp.canon)
     ok = True
     for prop in sorted(config.selected(), key=lambda p: p.value == "deadlock_freedom"):
         clock.lap()
