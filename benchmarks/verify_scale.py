@@ -62,6 +62,7 @@ BEFORE = {
                "numeric_safety": 0.45},
 }
 STAGES = ("trace", "channels", "progress", "semantics")
+SEMANTIC_PROPS = ("exactly_once_merge", "attention_equivalence", "numeric_safety")
 PROPS = ("direction_legality", "launch_confinement", "channel_matching", "deadlock_freedom",
          "exactly_once_merge", "attention_equivalence", "numeric_safety")
 SHORT = {"trace": "trace", "channels": "chan", "progress": "run", "semantics": "sem",
@@ -108,9 +109,11 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
+def measure_row(kind: str, a: int, b: int, semantic: bool = True) -> dict[str, Any]:
     """One row, in this process: every stage and property timed on its own, in the order
-    `verify` runs them (deadlock_freedom last, its certificate checked meanwhile)."""
+    `verify` runs them (deadlock_freedom last, its certificate checked meanwhile).
+    `semantic=False`: without the semantic analysis and the three properties on it (for
+    sizes where it does not fit the machine: the row says so, `ok` is then null)."""
     from meshproof.model.channels import derive_channels
     from meshproof.model.trace import trace
     from meshproof.verify.certificate_job import certificate_job
@@ -123,6 +126,8 @@ def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
     kernel, launch = _launch(kind, a, b)
     row: dict[str, Any] = {"case": f"{kind} {a}x{b}" if kind == "2d" else f"1d {a}",
                            "ranks": a * b if kind == "2d" else a}
+    if not semantic:
+        row["not_measured"] = ["semantics", *SEMANTIC_PROPS]
     clock = _Clock()
     schedule = trace(kernel, launch)
     row["trace_seconds"], row["trace_cpu"] = clock.lap()
@@ -138,10 +143,13 @@ def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
     row["progress_seconds"], row["progress_cpu"] = clock.lap()
     ctx.shared(certificate_job)  # as verify does: Z3 checks the certificate meanwhile
     clock.lap()
-    ctx.shared(shared_semantics)
-    row["semantics_seconds"], row["semantics_cpu"] = clock.lap()
+    if semantic:
+        ctx.shared(shared_semantics)
+        row["semantics_seconds"], row["semantics_cpu"] = clock.lap()
     ok = True
     for prop in sorted(config.selected(), key=lambda p: p.value == "deadlock_freedom"):
+        if not semantic and prop.value in SEMANTIC_PROPS:
+            continue
         clock.lap()
         result = CHECKS[prop](ctx)
         row[prop.value], row[f"{prop.value}_cpu"] = clock.lap()
@@ -150,9 +158,10 @@ def measure_row(kind: str, a: int, b: int) -> dict[str, Any]:
         if prop.value == "deadlock_freedom":
             row["min_queue_depth"] = getattr(result, "min_queue_depth", None)
             row["deadlock_certificate"] = result.certificate
-    row["ok"] = ok
+    row["ok"] = ok if semantic else None
     row["seconds_total"] = (row["channels_seconds"] + row["progress_seconds"] +
-                            row["semantics_seconds"] + sum(row[p] for p in PROPS))
+                            row.get("semantics_seconds", 0.0) + sum(row.get(p, 0.0)
+                                                                     for p in PROPS))
     row["pipeline_seconds"] = row["trace_seconds"] + row["seconds_total"]
     row["pipeline_cpu"] = _cpu()
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -171,12 +180,14 @@ def _child_row(spec: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _parse(spec: str) -> tuple[str, int, int]:
+def _parse(spec: str) -> tuple[str, int, int, bool]:
+    """"2d:16x16", "1d:512"; a "/nosem" suffix leaves the semantic analysis out."""
+    spec, _, flag = spec.partition("/")
     kind, _, size = spec.partition(":")
     if kind == "2d":
         r, c = size.split("x")
-        return kind, int(r), int(c)
-    return kind, int(size), 1
+        return kind, int(r), int(c), flag != "nosem"
+    return kind, int(size), 1, flag != "nosem"
 
 
 _WRAP = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
@@ -184,11 +195,15 @@ _WRAP = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).
          "file=sys.stderr); sys.exit(code)")
 
 
-def process_row(rows: int, cols: int) -> dict[str, Any]:
+def process_row(rows: int, cols: int, semantic: bool = True) -> dict[str, Any]:
     """A whole `meshproof verify` of the 2D kernel at rows x cols: wall clock and peak RSS
-    (of that process alone: a wrapper that has no other child reports it)."""
+    (the largest of that process and its trace child: a wrapper that has no other child
+    reports it). `semantic=False` skips the three semantic properties."""
     cmd = [MESHPROOF, "verify", "mesh_mlo_2d", "--system", f"1x{rows}x{cols}", "--mesh",
            f"{rows}x{cols}", "--wiring", "cube_mesh", "--queue-depth", str(DEPTH)]
+    if not semantic:
+        cmd += ["--skip", ",".join(SEMANTIC_PROPS), "--trace-timeout", "600",
+                "--trace-memory", "16384"]
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _WRAP, *cmd], capture_output=True, text=True,
                           env=PROCESS_ENV, check=False)
@@ -197,7 +212,8 @@ def process_row(rows: int, cols: int) -> dict[str, Any]:
                    if line.startswith("peak_rss_kb ")), 0)
     statuses = [line.split()[:2] for line in done.stdout.splitlines()
                 if line.split()[:1] and line.split()[0] in PROPS]
-    return {"case": f"process 2d {rows}x{cols}", "ranks": rows * cols,
+    return {"case": f"process 2d {rows}x{cols}" + ("" if semantic else " nosem"),
+            "ranks": rows * cols,
             "command": " ".join(["meshproof", *cmd[1:]]), "exit_code": done.returncode,
             "seconds": round(seconds, 2), "peak_rss_mb": round(rss_kb / 1024, 1),
             "statuses": {name: status for name, status in statuses}}
@@ -258,7 +274,8 @@ def _print_header() -> None:
 
 
 def _print(row: dict[str, Any]) -> None:
-    cells = " ".join(f"{row.get(f'{k}_seconds', row.get(k, 0.0)):7.2f}"
+    cells = " ".join(f"{row.get(f'{k}_seconds', row.get(k)):7.2f}"
+                     if row.get(f"{k}_seconds", row.get(k)) is not None else f"{'-':>7}"
                      for k in (*STAGES, *PROPS))
     print(f"{row['case']:>9} {row['ranks']:>5} {row['ops']:>9} {row['comm_ops']:>8} {cells} "
           f"{row['seconds_total']:7.2f} {row['pipeline_seconds']:7.2f} "
