@@ -214,7 +214,9 @@ def _linear_guide(ax: Any, series: dict[str, list[tuple[int, float]]]) -> None:
         return
     upper = pts[len(pts) // 2:]   # fitted where cost is per rank, not start-up
     c = math.exp(sum(math.log(y / x) for x, y in upper) / len(upper))
-    xs = [pts[0][0], pts[-1][0]]
+    # drawn across every series, so that series measured further out can be read against it
+    xs = [min(x for p in series.values() for x, _ in p),
+          max(x for p in series.values() for x, _ in p)]
     ax.plot(xs, [c * x for x in xs], linestyle=(0, (4, 3)), color="0.55", linewidth=1,
             label="linear guide (seconds ∝ ranks)")
 
@@ -226,7 +228,8 @@ def verify_time_figure(series: dict[str, list[tuple[int, float]]],
     families = sorted({name.split(" · ")[0] for name in series})
     styles = {"all five properties": "-", "deadlock_freedom": "--",
               "exactly_once_merge": ":", "trace + all seven properties": "-",
-              "trace": "-.", "semantic analysis": ":"}
+              "trace": "-.", "semantic analysis": ":",
+              "trace + the four protocol properties": (0, (1, 1))}
     ncols = 2 if baselines else 1
     with _figure(6.8 * ncols, 4.4, ncols=ncols) as (fig, axes):
         ax = axes[0] if baselines else axes
