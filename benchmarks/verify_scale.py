@@ -292,6 +292,10 @@ def _targets(rows: list[dict[str, Any]], processes: list[dict[str, Any]]) -> Non
         seconds_goal, rss_goal = TARGETS.get(mesh, (None, None))
         rss = proc["peak_rss_mb"]
         verdict = []
+        if proc["case"].endswith("nosem"):
+            # the four protocol properties only: a lower bound, not the target's measure
+            seconds_goal = rss_goal = None
+            verdict.append("semantic properties skipped (not the target's measure)")
         if seconds_goal is not None:
             verdict.append(f"<= {seconds_goal:.0f} s: "
                            f"{'met' if proc['seconds'] <= seconds_goal else 'MISSED'}")
@@ -303,7 +307,7 @@ def _targets(rows: list[dict[str, Any]], processes: list[dict[str, Any]]) -> Non
                            f"{BEFORE_16X16_PROCESS_S / proc['seconds']:.1f}x faster "
                            f"(goal >= 2x)")
         print(f"  {mesh[0]}x{mesh[1]}: {proc['seconds']:.1f} s, {rss:.0f} MiB, exit "
-              f"{proc['exit_code']} (0: all seven proved); " + "; ".join(verdict))
+              f"{proc['exit_code']} (0: all checked properties proved); " + "; ".join(verdict))
 
 
 def main() -> int:

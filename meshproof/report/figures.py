@@ -229,7 +229,7 @@ def verify_time_figure(series: dict[str, list[tuple[int, float]]],
     styles = {"all five properties": "-", "deadlock_freedom": "--",
               "exactly_once_merge": ":", "trace + all seven properties": "-",
               "trace": "-.", "semantic analysis": ":",
-              "trace + the four protocol properties": (0, (1, 1))}
+              "trace + the four protocol properties": (0, (6, 2, 1, 2, 1, 2))}
     ncols = 2 if baselines else 1
     with _figure(6.8 * ncols, 4.4, ncols=ncols) as (fig, axes):
         ax = axes[0] if baselines else axes
