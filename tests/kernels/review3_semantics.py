@@ -1,0 +1,151 @@
+"""Third adversarial review of the semantic properties (issue 9): the rounding bound
+(casts to bf16 of inputs, divisions by constants, exp2), groups, outputs.
+
+Every kernel runs on a line of PEs (`pe_line`) with the signature of
+tests/kernels/review2_semantics.py (S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from meshproof.kernels.attention_parts import load_kv, load_q
+
+T = Any
+Triplet = tuple[T, T, T]
+Sig = Callable[..., None]
+
+
+def _kernel(body: Callable[..., None]) -> Sig:
+    def kernel(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
+               S_kv_per_rank: int = 16, h_q: int = 2, h_kv: int = 1, d_head: int = 8,
+               n_ranks: int = 2, *, tl: Any) -> None:
+        rank = tl.program_id(axis=0)
+        if rank >= n_ranks:
+            return
+        body(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
+             rank, tl)
+    kernel.__doc__ = body.__doc__
+    kernel.__name__ = kernel.__qualname__ = body.__name__.lstrip("_")
+    return kernel
+
+
+def _c(d_head: int) -> float:
+    return 1.0 / math.sqrt(d_head)
+
+
+def _merge(a: Triplet, b: Triplet, tl: Any) -> Triplet:
+    m_new = tl.maximum(a[0], b[0])
+    x, y = tl.exp(a[0] - m_new), tl.exp(b[0] - m_new)
+    return m_new, a[1] * x + b[1] * y, a[2] * x + b[2] * y
+
+
+def _line(state: Triplet, rank: int, n: int, tl: Any) -> Triplet:
+    """Bidirectional fan-out over a line: every rank merges every partial once."""
+    to_e: Triplet | None = state
+    to_w: Triplet | None = state
+    for step in range(1, n):
+        for d, t in (("E", to_e), ("W", to_w)):
+            if t is not None and (rank < n - 1 if d == "E" else rank > 0):
+                for x in t:
+                    tl.send(dir=d, src=x)
+        got_w: Triplet | None = None
+        got_e: Triplet | None = None
+        if rank - step >= 0:
+            got_w = tuple(tl.recv(dir="W", shape=x.shape, dtype="f32")  # type: ignore[assignment]
+                          for x in state)
+            state = _merge(state, got_w, tl)  # type: ignore[arg-type]
+        if rank + step < n:
+            got_e = tuple(tl.recv(dir="E", shape=x.shape, dtype="f32")  # type: ignore[assignment]
+                          for x in state)
+            state = _merge(state, got_e, tl)  # type: ignore[arg-type]
+        to_e, to_w = got_w, got_e
+    return state
+
+
+def _store(o_ptr: Any, out: T, S_q: int, h_q: int, h_kv: int, d_head: int, tl: Any,
+           dtype: str = "f32") -> None:
+    """Store a normalised (h_kv, S_q * group, d) value as O (S_q, h_q, d)."""
+    out = tl.reshape(out, (h_kv, S_q, h_q // h_kv, d_head))
+    out = tl.trans(out, (1, 0, 2, 3))
+    tl.store(o_ptr, out if dtype == "f32" else tl.cast(out, dtype))
+
+
+def _partial(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv: int, h_q: int, h_kv: int,
+             d_head: int, tl: Any, variant: str = "") -> Triplet:
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv, h_kv, d_head, tl)
+    if variant == "v_bf16":
+        v = tl.cast(v, "bf16")
+    if variant == "qk_bf16":
+        q, k_t = tl.cast(q, "bf16"), tl.cast(k_t, "bf16")
+    s = tl.dot(q, k_t, out_dtype="f32")
+    if variant == "div_scale":
+        s = s / math.sqrt(d_head)
+    elif variant == "f16_scores":
+        s = tl.cast(tl.cast(s * _c(d_head), "f16"), "f32")
+    elif variant == "undo_prescale":
+        # scores kept in f16 at 1/4096 of their size, scaled back up in f32 (exact: 2^-12)
+        s = tl.cast(tl.cast(s * (_c(d_head) / 4096.0), "f16"), "f32") / (1.0 / 4096.0)
+    else:
+        s = s * _c(d_head)
+    m = tl.max(s, axis=-1)
+    if variant == "exp2_div_ln2":
+        p = tl.exp2((s - m) / math.log(2.0))
+    else:
+        p = tl.exp(s - m)
+    return m, tl.sum(p, axis=-1), tl.dot(p, v, out_dtype="f32")
+
+
+def _variant(name: str, out_dtype: str = "f32") -> Sig:
+    def body(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+             h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+        st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl, name)
+        _, ell, o = _line(st, rank, n, tl)
+        _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl, out_dtype)
+    body.__name__ = "_" + (name or "plain")
+    return _kernel(body)
+
+
+plain = _variant("")
+v_bf16 = _variant("v_bf16")
+qk_bf16 = _variant("qk_bf16")
+div_scale = _variant("div_scale")
+exp2_div_ln2 = _variant("exp2_div_ln2")
+undo_prescale = _variant("undo_prescale")
+f16_scores = _variant("f16_scores")
+
+
+def _qk_load_bf16(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                  h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """CORRECT: Q and K loaded as bf16 (the same values as qk_bf16's casts)."""
+    g = h_q // h_kv
+    q = tl.reshape(tl.trans(tl.load(q_ptr, shape=(S_q, h_kv, g, d_head), dtype="bf16"),
+                            (1, 0, 2, 3)), (h_kv, S_q * g, d_head))
+    k = tl.load(k_ptr, shape=(S_kv, h_kv, d_head), dtype="bf16")
+    v = tl.load(v_ptr, shape=(S_kv, h_kv, d_head), dtype="f16")
+    s = tl.dot(q, tl.trans(k, (1, 2, 0)), out_dtype="f32") * _c(d_head)
+    m = tl.max(s, axis=-1)
+    p = tl.exp(s - m)
+    st = (m, tl.sum(p, axis=-1), tl.dot(p, tl.trans(v, (1, 0, 2)), out_dtype="f32"))
+    _, ell, o = _line(st, rank, n, tl)
+    _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
+
+
+qk_load_bf16 = _kernel(_qk_load_bf16)
+
+
+def _two_ranks_differ(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                      h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE: rank 0 stores the merged output, rank 1 its local partial (same o_ptr)."""
+    st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _, ell, o = _line(st, rank, n, tl)
+    if rank == 0:
+        _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
+    else:
+        _store(o_ptr, st[2] / st[1], S_q, h_q, h_kv, d_head, tl)
+
+
+two_ranks_differ = _kernel(_two_ranks_differ)
