@@ -149,3 +149,30 @@ def _two_ranks_differ(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, 
 
 
 two_ranks_differ = _kernel(_two_ranks_differ)
+
+
+def _skips_last(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE (4 ranks launched): the last rank's KV slice is never read; the others
+    all-reduce among themselves (a snake that skips its last cube, in one dimension)."""
+    if rank == n - 1:
+        return
+    st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _, ell, o = _line(st, rank, n - 1, tl)
+    _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
+
+
+skips_last = _kernel(_skips_last)
+
+
+def _through_subnormals(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                        h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE: the output is scaled by 2^-155 (two f32 constants) and back by 2^155: below
+    the smallest f32 subnormal (2^-149) every |o/ℓ| < 2^6 is 0 on the machine."""
+    st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _, ell, o = _line(st, rank, n, tl)
+    out = ((o / ell) * 2.0 ** -100) * 2.0 ** -55
+    _store(o_ptr, (out * 2.0 ** 100) * 2.0 ** 55, S_q, h_q, h_kv, d_head, tl)
+
+
+through_subnormals = _kernel(_through_subnormals)
