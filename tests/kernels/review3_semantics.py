@@ -176,3 +176,40 @@ def _through_subnormals(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int
 
 
 through_subnormals = _kernel(_through_subnormals)
+
+
+def _peer_q(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+            h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE under --groups pe (each PE its own user): rank 1 attends with rank 0's
+    query (another user's Q) over its own KV."""
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    if rank == 0:
+        tl.send(dir="E", src=q)
+    if rank == 1:
+        q = tl.recv(dir="W", shape=q.shape, dtype="f16")
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv, h_kv, d_head, tl)
+    s = tl.dot(q, k_t, out_dtype="f32") * _c(d_head)
+    p = tl.exp(s - tl.max(s, axis=-1))
+    o = tl.dot(p, v, out_dtype="f32") / tl.sum(p, axis=-1)
+    _store(o_ptr, o, S_q, h_q, h_kv, d_head, tl)
+
+
+peer_q = _kernel(_peer_q)
+
+
+def _peer_v(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+            h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE under --groups pe: rank 1 uses its own K but rank 0's V."""
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv, h_kv, d_head, tl)
+    if rank == 0:
+        tl.send(dir="E", src=v)
+    if rank == 1:
+        v = tl.recv(dir="W", shape=v.shape, dtype="f16")
+    s = tl.dot(q, k_t, out_dtype="f32") * _c(d_head)
+    p = tl.exp(s - tl.max(s, axis=-1))
+    o = tl.dot(p, v, out_dtype="f32") / tl.sum(p, axis=-1)
+    _store(o_ptr, o, S_q, h_q, h_kv, d_head, tl)
+
+
+peer_v = _kernel(_peer_v)
