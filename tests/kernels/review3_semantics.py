@@ -54,13 +54,13 @@ def _line(state: Triplet, rank: int, n: int, tl: Any) -> Triplet:
         got_w: Triplet | None = None
         got_e: Triplet | None = None
         if rank - step >= 0:
-            got_w = tuple(tl.recv(dir="W", shape=x.shape, dtype="f32")  # type: ignore[assignment]
+            got_w = tuple(tl.recv(dir="W", shape=x.shape, dtype="f32")
                           for x in state)
-            state = _merge(state, got_w, tl)  # type: ignore[arg-type]
+            state = _merge(state, got_w, tl)
         if rank + step < n:
-            got_e = tuple(tl.recv(dir="E", shape=x.shape, dtype="f32")  # type: ignore[assignment]
+            got_e = tuple(tl.recv(dir="E", shape=x.shape, dtype="f32")
                           for x in state)
-            state = _merge(state, got_e, tl)  # type: ignore[arg-type]
+            state = _merge(state, got_e, tl)
         to_e, to_w = got_w, got_e
     return state
 
@@ -92,10 +92,9 @@ def _partial(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv: int, h_q: int, 
     else:
         s = s * _c(d_head)
     m = tl.max(s, axis=-1)
-    if variant == "exp2_div_ln2":
-        p = tl.exp2((s - m) / math.log(2.0))
-    else:
-        p = tl.exp(s - m)
+    if variant.startswith("headroom_"):
+        m = m + float(variant[9:])   # a reference point above the max
+    p = tl.exp2((s - m) / math.log(2.0)) if variant == "exp2_div_ln2" else tl.exp(s - m)
     return m, tl.sum(p, axis=-1), tl.dot(p, v, out_dtype="f32")
 
 
@@ -114,6 +113,8 @@ v_bf16 = _variant("v_bf16")
 qk_bf16 = _variant("qk_bf16")
 div_scale = _variant("div_scale")
 exp2_div_ln2 = _variant("exp2_div_ln2")
+headroom_90 = _variant("headroom_90")
+headroom_100 = _variant("headroom_100")
 undo_prescale = _variant("undo_prescale")
 f16_scores = _variant("f16_scores")
 
