@@ -214,3 +214,44 @@ def _peer_v(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
 
 
 peer_v = _kernel(_peer_v)
+
+
+def _tiles(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv: int, h_q: int, h_kv: int,
+           d_head: int, tl: Any, n_tiles: int, how: str) -> Triplet:
+    """Flash-decoding over tiles of the rank's slice; `how` picks 16-bit state."""
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    rows, g = S_kv // n_tiles, h_q // h_kv
+    acc = "bf16" if how == "o_bf16" else "f32"
+    m = tl.full((h_kv, S_q * g, 1), float("-inf"), "f32")
+    ell = tl.zeros((h_kv, S_q * g, 1), "f32")
+    o = tl.zeros((h_kv, S_q * g, d_head), acc)
+    for i in range(n_tiles):
+        k = tl.load(k_ptr + i * rows * h_kv * d_head, shape=(rows, h_kv, d_head), dtype="f16")
+        v = tl.load(v_ptr + i * rows * h_kv * d_head, shape=(rows, h_kv, d_head), dtype="f16")
+        s = tl.dot(q, tl.trans(k, (1, 2, 0)), out_dtype="f32") * _c(d_head)
+        m_new = tl.maximum(m, tl.max(s, axis=-1))
+        diff = m - m_new
+        alpha = tl.exp(tl.cast(diff, "f16")) if how == "alpha_f16" else tl.exp(diff)
+        p = tl.exp(s - m_new)
+        ell = ell * alpha + tl.sum(p, axis=-1)
+        pv = tl.dot(tl.cast(p, "f16"), tl.trans(v, (1, 0, 2)), out_dtype=acc)
+        o = o * (tl.cast(alpha, "bf16") if acc == "bf16" else alpha) + pv
+        m = m_new
+    return m, ell, o
+
+
+def _tiled(how: str, n_tiles: int = 8) -> Sig:
+    def body(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+             h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+        st = _tiles(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl, n_tiles, how)
+        _, ell, o = _line(st, rank, n, tl)
+        if how == "o_f16_before_div":
+            o = tl.cast(o, "f16")
+        _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
+    body.__name__ = "_tiled_" + how
+    return _kernel(body)
+
+
+tiled_alpha_f16 = _tiled("alpha_f16")
+tiled_o_bf16 = _tiled("o_bf16")
+tiled_o_f16_before_div = _tiled("o_f16_before_div")
