@@ -166,6 +166,14 @@ def test_correct_kernels_are_proved_and_within_their_bound(name: str) -> None:
     assert err <= limit
 
 
+def test_a_late_store_over_half_the_output_is_violated() -> None:
+    p = _prop("overwrite_half", AE)
+    assert p.status is Status.VIOLATED
+    assert "another query row or q head" in p.message
+    assert _prop("overwrite_half", EO).status is Status.VIOLATED
+    assert not _sim("overwrite_half").ok
+
+
 @pytest.mark.parametrize("name", ["peer_q", "peer_v"])
 def test_another_users_inputs_are_not_attention(name: str) -> None:
     p = _prop(name, AE, groups=GroupMode.PE)

@@ -255,3 +255,22 @@ def _tiled(how: str, n_tiles: int = 8) -> Sig:
 tiled_alpha_f16 = _tiled("alpha_f16")
 tiled_o_bf16 = _tiled("o_bf16")
 tiled_o_f16_before_div = _tiled("o_f16_before_div")
+
+
+
+def _overwrite_half(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                    h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """MISTAKE (h_q = 2, h_kv = 1, S_q = 1): the merged output is stored, then its second
+    half (q head 1) is overwritten with q head 0 of the rank's local partial."""
+    st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _, ell, o = _line(st, rank, n, tl)
+    _store(o_ptr, o / ell, S_q, h_q, h_kv, d_head, tl)
+    q0 = tl.reshape(tl.load(q_ptr, shape=(1, d_head), dtype="f16"), (1, 1, d_head))
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv, h_kv, d_head, tl)
+    s = tl.dot(q0, k_t, out_dtype="f32") * _c(d_head)
+    p = tl.exp(s - tl.max(s, axis=-1))
+    local = tl.dot(p, v, out_dtype="f32") / tl.sum(p, axis=-1)
+    tl.store(o_ptr + d_head, tl.reshape(local, (1, 1, d_head)))
+
+
+overwrite_half = _kernel(_overwrite_half)
