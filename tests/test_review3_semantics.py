@@ -84,10 +84,6 @@ def _within_bound(name: str, bound: float, kind: InputKind, seed: int,
 # --- false "proved" ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="rounding.py output_error_bounds only refuses η >= 1; "
-                   "a floor τ above max|V| (no digit guaranteed: 32 for 2^-155·2^155, 40 for "
-                   "a reference point m + 100, whose weights are f32 subnormals) is stated "
-                   "and numeric_safety proved while the simulator is out of tolerance")
 @pytest.mark.parametrize("name", ["through_subnormals", "headroom_100"])
 def test_a_floor_above_max_v_is_not_proved(name: str) -> None:
     v = _verify(name)
@@ -96,9 +92,6 @@ def test_a_floor_above_max_v_is_not_proved(name: str) -> None:
     assert v.property(NS).status is not Status.PROVED, v.property(NS).message
 
 
-@pytest.mark.xfail(strict=True, reason="rounding.py _dot: p·V keeps only p's error "
-                   "(a.eps + n·u32); the bf16 rounding of V (cast, kind EXACT with eps "
-                   "2^-8) is dropped, so the simulator exceeds the stated bound")
 @pytest.mark.parametrize(("bound", "kind", "seed"), [
     (4.0, InputKind.NORMAL, 1),
     (8.0, InputKind.PEAKED, 2),
@@ -109,18 +102,11 @@ def test_v_cast_to_bf16_is_within_the_stated_bound(bound: float, kind: InputKind
     assert err <= limit, (err, limit)
 
 
-@pytest.mark.xfail(strict=True, reason="rounding.py _div: an absolute (score) error divided "
-                   "by a constant c keeps eps, not eps/c; scores kept in f16 at 2^-12 of "
-                   "their size and scaled back get a 4096x too small bound")
 def test_scores_scaled_back_up_are_within_the_stated_bound() -> None:
     err, limit = _within_bound("undo_prescale", 8.0, InputKind.PEAKED, 1, args=SMALL)
     assert err <= limit, (err, limit)
 
 
-@pytest.mark.xfail(strict=True, reason="rounding.py: a cast of an input to bf16 gives kind "
-                   "EXACT with a relative eps (2^-8) that _dot/_mul then read as an absolute "
-                   "error, missing a factor max|Q|; loading the same values as bf16 is "
-                   "(correctly) not bounded")
 def test_q_and_k_cast_to_bf16_are_bounded_like_q_and_k_loaded_as_bf16() -> None:
     """The two kernels compute the same numbers (the simulator rounds a bf16 load and a
     bf16 cast alike), so one cannot be bounded tighter than the other."""
@@ -133,8 +119,6 @@ def test_q_and_k_cast_to_bf16_are_bounded_like_q_and_k_loaded_as_bf16() -> None:
 # --- exactly_once_merge with another problem's V ------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="judge.py count_rows: `foreign` looks at the score's "
-                   "group only; a numerator over another problem's V counts as a merge")
 def test_another_users_v_is_not_counted_once() -> None:
     v = _verify("peer_v", groups=GroupMode.PE)
     assert v.property(AE).status is Status.VIOLATED
@@ -144,9 +128,6 @@ def test_another_users_v_is_not_counted_once() -> None:
 # --- false "violated" --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="bounds.py _check_narrow: the first tile's "
-                   "m - m_new = -inf - m_new is an infinite constant, exact in f16; magnitude() "
-                   "gives None for it and the witness's |-inf| > 65504 is taken for an overflow")
 def test_a_rescale_cast_to_f16_from_a_running_max_at_minus_inf_is_safe() -> None:
     assert _sim("tiled_alpha_f16").ok
     assert _prop("tiled_alpha_f16", AE).status is Status.PROVED
