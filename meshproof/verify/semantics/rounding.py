@@ -222,7 +222,12 @@ class ErrorBounds(Dataflow[Err | None]):
     def _round(self, e: Err, kind: Kind, dtype: DType, key: Key) -> Err:
         """A value moved into `dtype`: one more rounding if it narrows."""
         if UNIT[dtype] <= UNIT[e.dtype]:
-            return Err(kind, e.eps, dtype, e.floor)
+            if TINY[dtype] <= TINY[e.dtype]:
+                return Err(kind, e.eps, dtype, e.floor)
+            # bf16 -> f16: as many digits, but f16's subnormals are coarser
+            if kind is Kind.ABS:
+                return Err(kind, e.eps + TINY[dtype], dtype)
+            return Err(kind, e.eps, dtype, e.floor + TINY[dtype])
         return self._rounded(Err(kind, e.eps, dtype, e.floor), key)
 
     def _rounded(self, e: Err, key: Key) -> Err:
