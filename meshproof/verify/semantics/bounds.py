@@ -335,6 +335,8 @@ def _check_narrow(schedule: Schedule, table: ChannelTable, problem: Problem,
             out.unknown.append(f"{op.source}: the {op.dtype.value} value of {op.kind.value} is "
                                f"not known exactly, so it cannot be bounded ({res.reason})")
         return
+    if res.form.inf:
+        return   # -inf (a running max before the first tile) is exact in every dtype
     limit = DTYPE_MAX[op.dtype]
     bound = magnitude(res.form, b, d, sizes={dg.id: dg.size for dg in res.layout.digits})
     if bound is not None and bound <= limit:

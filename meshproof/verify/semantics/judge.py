@@ -303,8 +303,8 @@ def count_rows(form: Poly, problem: Problem, group: int) -> Counts:
             values = [a for a, _ in body.factors if isinstance(a, Input) and a.tensor == "V"]
             if with_value and not values:
                 continue
-            if score.group != group:
-                foreign = True
+            if score.group != group or any(v.group != group for v in values):
+                foreign = True   # another problem's keys, or another problem's V
                 continue
             if values and values[0].row != B_ROW:
                 mixed = True

@@ -159,6 +159,11 @@ class ErrorBounds(Dataflow[Err | None]):
         a = op.args[i]
         return self._mag((key[0], a.id)) if isinstance(a, ValueRef) else abs(a.value)
 
+    def _abs_err(self, op: Op, key: Key, i: int, a: Err) -> float:
+        """Operand i's error as an absolute one: an input rounded by a cast (kind EXACT,
+        relative eps) is off by eps·|x|, not by eps."""
+        return a.eps * self._arg_mag(op, key, i) if a.kind is Kind.EXACT and a.eps else a.eps
+
     def _lower_bound(self, op: Op, key: Key, i: int) -> float:
         a = op.args[i]
         if not isinstance(a, ValueRef):
@@ -234,7 +239,12 @@ class ErrorBounds(Dataflow[Err | None]):
     def _round(self, e: Err, kind: Kind, dtype: DType, key: Key) -> Err:
         """A value moved into `dtype`: one more rounding if it narrows."""
         if UNIT[dtype] <= UNIT[e.dtype]:
-            return Err(kind, e.eps, dtype, e.floor)
+            if TINY[dtype] <= TINY[e.dtype]:
+                return Err(kind, e.eps, dtype, e.floor)
+            # bf16 -> f16: as many digits, but f16's subnormals are coarser
+            if kind is Kind.ABS:
+                return Err(kind, e.eps + TINY[dtype], dtype)
+            return Err(kind, e.eps, dtype, e.floor + TINY[dtype])
         return self._rounded(Err(kind, e.eps, dtype, e.floor), key)
 
     def _rounded(self, e: Err, key: Key) -> Err:
@@ -268,7 +278,7 @@ class ErrorBounds(Dataflow[Err | None]):
             return self._dot(op, kind, args, key)
         if k in (OpKind.EXP, OpKind.EXP2):
             a = args[0]
-            arg = a.eps if a.kind is Kind.ABS else 0.0
+            arg = self._abs_err(op, key, 0, a) if a.kind in (Kind.ABS, Kind.EXACT) else 0.0
             # |exp(x + δ)/exp(x) - 1| <= expm1(|δ|): exact, not only first order
             return Err(Kind.REL, _expm1(arg * (math.log(2.0) if k is OpKind.EXP2 else 1.0)) +
                        u32, dt)
@@ -294,7 +304,7 @@ class ErrorBounds(Dataflow[Err | None]):
     def _add(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         dt = op.dtype
         if kind is Kind.ABS:
-            return Err(kind, sum(a.eps for a in args), dt)
+            return Err(kind, sum(self._abs_err(op, key, i, a) for i, a in enumerate(args)), dt)
         # A relative error survives a sum only if nothing cancels: an addition of values
         # whose terms all weigh positively. A constant added to ℓ or o (ℓ + 2048 sent in
         # f16), or a difference, is rounded at a magnitude the reference does not bound.
@@ -328,7 +338,8 @@ class ErrorBounds(Dataflow[Err | None]):
             consts = [a.kind is Kind.EXACT for a in args]
             if not any(consts):
                 return None
-            spread = sum(a.eps * math.prod(m for j, m in enumerate(mags) if j != i)
+            spread = sum(self._abs_err(op, key, i, a) *
+                         math.prod(m for j, m in enumerate(mags) if j != i)
                          for i, a in enumerate(args))
             return Err(kind, spread, op.dtype)
         floor = sum(a.floor * math.prod(m for j, m in enumerate(mags) if j != i)
@@ -339,7 +350,12 @@ class ErrorBounds(Dataflow[Err | None]):
         num, den = args
         if den.kind is Kind.EXACT:
             c = self._arg_mag(op, key, 1)
-            return Err(kind, num.eps, op.dtype, num.floor / c if c else math.inf)
+            if not c:
+                return None
+            # an absolute error is divided with the value; a relative one is not changed
+            eps = self._abs_err(op, key, 0, num) / c if kind is Kind.ABS else num.eps
+            return Err(kind, eps + (den.eps if den.kind is Kind.EXACT else 0.0), op.dtype,
+                       num.floor / c)
         low = min(1.0, self._lower_bound(op, key, 1))   # ℓ >= low: the floors over ℓ
         if low <= 0:
             # ℓ may be tiny: the floors would not stay bounded
@@ -361,9 +377,11 @@ class ErrorBounds(Dataflow[Err | None]):
         if kind is Kind.ABS:
             # n products of bounded inputs, accumulated in f32
             ma, mb = self._arg_mag(op, key, 0), self._arg_mag(op, key, 1)
-            return Err(kind, n * (a.eps * mb + b.eps * ma) + n * u32 * n * ma * mb, op.dtype)
+            ea, eb = self._abs_err(op, key, 0, a), self._abs_err(op, key, 1, b)
+            return Err(kind, n * (ea * mb + eb * ma) + n * u32 * n * ma * mb, op.dtype)
         if kind is Kind.OSCALE and a.kind is Kind.REL and b.kind is Kind.EXACT:
-            return Err(kind, a.eps + n * u32, op.dtype, n * a.floor * self.b)
+            # V rounded by a cast (relative b.eps per element) weighs like p's own error
+            return Err(kind, a.eps + b.eps + n * u32, op.dtype, n * a.floor * self.b)
         return None
 
     def _inner(self, op: Op, key: Key) -> int:
@@ -404,6 +422,13 @@ def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
         if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
             out.append(NoBound(f"{store.source}: the first-order bound is {e.eps:.3g}·max|V| "
                                "or more: no digit of the output is guaranteed", attention))
+            continue
+        if e.floor >= (1 - e.eps) * input_bound:
+            # η·max|V| + τ >= max|V| even at the largest max|V| the inputs allow
+            out.append(NoBound(f"{store.source}: the first-order bound's absolute part "
+                               f"{e.floor:.3g} is at least max|V| can be (|inputs| <= "
+                               f"{input_bound:g}): no digit of the output is guaranteed",
+                               attention))
             continue
         out.append(OutputBound(e.eps, e.floor))
     return out
