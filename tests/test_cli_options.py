@@ -35,7 +35,7 @@ def test_mesh_overrides_a_panels_mesh(run_cli: RunCli) -> None:
 
 def test_pes_zero_and_an_empty_wiring_are_clear_errors(run_cli: RunCli) -> None:
     assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--pes", "0"]),
-                     "--pes 0 is out of range 1..64: launch at least one PE per cube (cubes "
+                     "--pes 0 is out of range 1..1024: launch at least one PE per cube (cubes "
                      "have 8 PEs, or N when --pes N is more)")
     # --wiring "" silently fell back to the kernel's default wiring.
     assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--wiring", ""]), "unknown wiring ''")
@@ -86,9 +86,9 @@ def test_pes_past_eight_widens_the_cubes_as_the_message_says(run_cli: RunCli) ->
     assert res.code == 0
     launch = json.loads(res.out)["launch"]
     assert launch["pes"] == 16
-    assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--pes", "65"]),
-                     "--pes 65 is out of range 1..64")
-    assert "PEs launched per cube, 1..64" in run_cli(["trace", "--help"]).out
+    assert_bad_input(run_cli(["trace", "mesh_mlo_1d", "--pes", "1025"]),
+                     "--pes 1025 is out of range 1..1024")
+    assert "PEs launched per cube, 1..1024" in run_cli(["trace", "--help"]).out
 
 
 # --- trace limits (issue 10, item 3): every command traces in a child process ----------

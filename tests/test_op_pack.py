@@ -74,3 +74,17 @@ def test_schedules_and_wirings_pickle(wiring: str) -> None:
                                                                           Direction.W)
     schedule = trace_kernel("mesh_mlo_2d")
     assert pickle.loads(pickle.dumps(schedule)) == schedule
+
+
+def test_ops_shared_by_ranks_cross_once() -> None:
+    # the tracer builds each distinct op once (OpTable): PE 0 of every cube of a 4x4 mesh
+    # runs the same partial attention, and the pack holds one row per distinct op
+    schedule = trace_kernel("mesh_mlo_2d", mesh="4x4")
+    _, rows, programs = pack_programs(schedule.programs)
+    n_ops = sum(len(p.ops) for p in schedule.programs)
+    distinct = {id(op) for p in schedule.programs for op in p.ops}
+    assert len(rows) == len(distinct) < n_ops / 3
+    back = unpack_programs(pickle.loads(pickle.dumps((_, rows, programs))))
+    assert back == schedule.programs
+    # equal ops stay one object after the trip, so the back-ends' per-op caches still hit
+    assert len({id(op) for p in back for op in p.ops}) == len(distinct)

@@ -645,22 +645,25 @@ def test_channels_flag_missing_links_and_outside_endpoints() -> None:
             assert use.peer == Endpoint(0, 4) and sched.programs[ref.rank].endpoint.pe == 3
 
 
-def test_runaway_kernels_and_absurd_launches_hit_the_op_budget(
+def test_runaway_kernels_and_absurd_launches_hit_the_memory_budget(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from meshproof.model import trace as trace_module
-    from meshproof.model import tracer as tracer_module
+    from meshproof.model import budget
 
-    monkeypatch.setattr(trace_module, "MAX_TRACED_OPS", 500)
-    monkeypatch.setattr(tracer_module, "MAX_TRACED_OPS", 500)
+    # no fixed cap: as many ops as fit in the memory available, here 500 ops' worth
+    monkeypatch.setattr(budget, "available_bytes", lambda: 500 * budget.BYTES_PER_OP)
     path = TEST_KERNELS / "broken.py"
     with pytest.raises(TraceError) as info:
         trace_kernel(kernel_spec("broken.py::runaway_kernel"), pes=1)
     assert str(info.value) == (
         f"tests/kernels/broken.py:{line_of(path, 'RUNAWAY-LINE')}: rank (cube 0, pe 0): error: "
-        "the launch traced more than 500 ops; shrink the launch (--system, --cubes, --pes) or "
-        "the kernel's shapes and loop counts")
-    # the budget is shared by all ranks of a launch: 8 ranks of ~140 ops exceed it
-    with pytest.raises(TraceError, match=r"rank \(cube 0, pe [1-7]\): error: the launch traced"):
+        "the launch traced more than 500 ops, all that fit in the 195 KiB of memory available "
+        f"({budget.BYTES_PER_OP} bytes per op to trace and verify); at that rate its 1 rank(s) "
+        "need at least 500 ops, 195 KiB; shrink the launch (--system, --cubes, --pes) or the "
+        "kernel's shapes and loop counts, or free memory")
+    # the budget is shared by all ranks of a launch: 8 ranks of ~140 ops exceed it, and the
+    # message extrapolates what the whole launch needs from the ranks traced so far
+    with pytest.raises(TraceError, match=r"rank \(cube 0, pe [1-7]\): error: the launch traced "
+                       r"more than 500 ops, .* its 8 rank\(s\) need at least 1\d\d\d ops"):
         trace_kernel("mesh_mlo_1d")
     assert len(trace_kernel("mesh_mlo_1d", pes=2).programs) == 2
 
@@ -684,3 +687,18 @@ def test_numpy_integers_work_as_shapes_and_offsets() -> None:
     assert [(op.kind.value, op.shape, op.offset) for op in ops] == \
         [("load", (2, 4), 4), ("store", (2, 4), 2)]
     assert all(type(d) is int for op in ops for d in (*op.shape, op.offset))
+
+
+def test_equal_ops_of_different_ranks_are_one_object() -> None:
+    # hash-consing: every rank of the 8-PE line loads q at op 0 the same way, so op 0 is
+    # one object; ops that differ (a send east vs west at the same index) are not
+    sched = trace_kernel("mesh_mlo_1d")
+    firsts = {id(p.ops[0]) for p in sched.programs}
+    assert len(firsts) == 1
+    by_index: dict[int, set[int]] = {}
+    for p in sched.programs:
+        for op in p.ops:
+            by_index.setdefault(op.index, set()).add(id(op))
+    for i, ids in by_index.items():
+        ops = {sched.programs[r].ops[i] for r in range(8) if len(sched.programs[r].ops) > i}
+        assert len(ids) == len(ops), f"op {i}: equal ops must be one object, unequal ones not"

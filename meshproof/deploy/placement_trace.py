@@ -26,13 +26,14 @@ from typing import Any, NoReturn
 
 from meshproof.errors import MeshproofError
 from meshproof.model import tensor
+from meshproof.model.budget import OpBudget
 from meshproof.model.isolation import IsolatedTracer, trace_isolated
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, kernbench_shim
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.tl_ops import Tl
 from meshproof.model.topology import Endpoint
-from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
+from meshproof.model.tracer import OpTable, Pointer, RankTracer
 
 
 class NotRelocatable(MeshproofError):
@@ -135,12 +136,13 @@ def trace_relocatable(kernel: KernelRef, launch: Launch, *,
     params = [n for n in inspect.signature(kernel.func).parameters if n != "tl"]
     observer = _Observer()
     programs: list[RankProgram] = []
-    budget = MAX_TRACED_OPS
+    budget = OpBudget.for_launch(len(spec.cubes) * spec.pes)
+    table = OpTable()
     with kernbench_shim():
         for cube in spec.cubes:
             for pe in range(spec.pes):
                 ep = Endpoint(cube, pe)
-                tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget)
+                tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget, table)
                 tracer.tl = _PlacedTl(tracer, observer)
                 kwargs: dict[str, object] = {n: Pointer(n) for n in params if n.endswith("_ptr")}
                 kwargs.update(dict(launch.call_args))
@@ -159,7 +161,7 @@ def trace_relocatable(kernel: KernelRef, launch: Launch, *,
                     tensor._ACTIVE.pop()
                 if observer.what:  # observed, and the kernel swallowed the signal
                     return None, observer.what
-                budget -= len(tracer.ops)
+                budget.finished_rank(len(tracer.ops))
                 programs.append(RankProgram(ep, tuple(tracer.ops)))
     return Schedule(spec, launch.wiring, tuple(programs)), ""
 

@@ -24,6 +24,8 @@ _DTYPE_ALIASES = {
     "f32": DType.F32, "float32": DType.F32, "fp32": DType.F32, "float": DType.F32,
 }
 
+_ITEMSIZE = {d: d.itemsize for d in DType}
+
 # Set while a rank is being traced, so that `TensorHandle(...)` built by kernel code can
 # find the tracer it belongs to.
 _ACTIVE: list[RankTracer] = []
@@ -100,11 +102,15 @@ class TensorHandle:
     def make(cls, tracer: RankTracer, vid: int, shape: tuple[int, ...], dtype: DType,
              addr: int = 0) -> TensorHandle:
         self = object.__new__(cls)
-        fields = {"_tracer": tracer, "id": vid, "shape": shape, "dtype": dtype.value,
-                  "nbytes": math.prod(shape) * dtype.itemsize, "addr": addr,
-                  "space": "sram", "pinned": False}
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+        put = object.__setattr__  # one call per slot: this runs once per traced op
+        put(self, "_tracer", tracer)
+        put(self, "id", vid)
+        put(self, "shape", shape)
+        put(self, "dtype", dtype._value_)
+        put(self, "nbytes", math.prod(shape) * _ITEMSIZE[dtype])
+        put(self, "addr", addr)
+        put(self, "space", "sram")
+        put(self, "pinned", False)
         return self
 
     # Handles are immutable: assigning `h.shape = ...` would change what the kernel sees

@@ -191,13 +191,23 @@ def tl_op(*hints: str) -> Callable[[Callable[Concatenate[S, P], R]],
     def decorate(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
         sig = OpSignature.of(fn.__name__, fn, tuple(hints))
 
+        # whether a call is refused depends only on how many positional arguments it
+        # has and which keywords: judged once per such call shape (this runs per op)
+        fine: dict[object, bool] = {}
+
         @functools.wraps(fn)
         def checked(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            problem = sig.problem(args, kwargs)
-            if problem is not None:
-                raise self._t.refuse(UnsupportedArgument(f"{self._t.where()}: error: {problem}"))
-            for hint in sig.hints:
-                kwargs.pop(hint, None)
+            shape = (len(args), *kwargs) if kwargs else len(args)
+            plain = fine.get(shape)
+            if plain is None:
+                problem = sig.problem(args, kwargs)
+                if problem is not None:
+                    raise self._t.refuse(
+                        UnsupportedArgument(f"{self._t.where()}: error: {problem}"))
+                plain = fine[shape] = not any(h in kwargs for h in sig.hints)
+            if not plain:
+                for hint in sig.hints:
+                    kwargs.pop(hint, None)
             return fn(self, *args, **kwargs)
 
         checked.signature = sig  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from meshproof.model.topology import Direction
 if TYPE_CHECKING:
     from meshproof.model.tracer import RankTracer
 
+_DIRECTIONS = {d.value: d for d in Direction}  # "E" -> Direction.E (parse handles the rest)
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
                  "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast",
                  "zeros", "full", "send", "recv")
@@ -188,6 +189,8 @@ class Tl:
 
     # --- communication -----------------------------------------------------------------
     def _dir(self, d: object) -> Direction:
+        if type(d) is str and d in _DIRECTIONS:
+            return _DIRECTIONS[d]
         check_data_free(d)
         try:
             return Direction.parse(d)

@@ -8,9 +8,10 @@ from enum import Enum
 
 from meshproof.errors import TopologyError
 
-# Anything past this is a typo (e.g. 4000x4) rather than a machine anyone can trace.
+# Anything past this is a typo (e.g. 4000x4) rather than a machine anyone can trace: a
+# wafer of 64x64 cubes, or one cube of 1,024 PEs (the 1D benchmark line).
 MAX_CUBES = 4096
-MAX_PES = 64
+MAX_PES = 1024
 
 
 class Direction(Enum):

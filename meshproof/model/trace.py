@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from meshproof.errors import KernelRaised, MeshproofError, TraceMemoryLimit
 from meshproof.model import tensor
+from meshproof.model.budget import OpBudget
 from meshproof.model.launch import Launch
 from meshproof.model.loader import (
     KernelRef,
@@ -15,32 +20,59 @@ from meshproof.model.loader import (
 from meshproof.model.module_state import ModuleState
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.model.tracer import MAX_TRACED_OPS, Pointer, RankTracer
+from meshproof.model.trace_split import trace_on_two_cores, worth_splitting
+from meshproof.model.tracer import OpTable, Pointer, RankTracer
 
 __all__ = ["TraceStopped", "trace"]
+
+
+PROBE_RANKS = 8    # ranks traced before deciding whether a second core helps
 
 
 def trace(kernel: KernelRef, launch: Launch) -> Schedule:
     spec = launch.spec
     pointer_names = [n for n in _param_names(kernel) if n.endswith("_ptr")]
-    programs: list[RankProgram] = []
-    # Kernel files may also import kernbench lazily, inside the kernel function.
-    budget = MAX_TRACED_OPS
+    endpoints = [Endpoint(cube, pe) for cube in spec.cubes for pe in range(spec.pes)]
+    budget = OpBudget.for_launch(len(endpoints))
+    table = OpTable()
+
     module = ModuleState(kernel.func.__globals__)
-    with kernbench_shim():
-        for cube in spec.cubes:
-            for pe in range(spec.pes):
-                module.restore()  # each PE runs its own copy of the module
-                program = _trace_rank(kernel, launch, Endpoint(cube, pe), pointer_names, budget)
-                budget -= len(program.ops)
-                programs.append(program)
+
+    def trace_one(ep: Endpoint) -> RankProgram:
+        module.restore()  # each PE runs its own copy of the module
+        program = _trace_rank(kernel, launch, ep, pointer_names, budget, table)
+        budget.finished_rank(len(program.ops))
+        return program
+
+    # Kernel files may also import kernbench lazily, inside the kernel function.
+    with kernbench_shim(), paused_gc():
+        probe = max(PROBE_RANKS, len(endpoints) // 100)
+        programs = [trace_one(ep) for ep in endpoints[:probe]]
+        rest = endpoints[probe:]
+        if len(rest) >= 2 and worth_splitting(budget, len(endpoints)):
+            programs += trace_on_two_cores(rest, trace_one, budget)
+        else:
+            programs += [trace_one(ep) for ep in rest]
     return Schedule(spec, launch.wiring, tuple(programs))
 
 
-def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint,
-                pointer_names: list[str], budget: int) -> RankProgram:
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Tracing builds millions of acyclic records: the cyclic collector would rescan the
+    growing heap again and again for nothing (a quarter of a 32x32 trace)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint, pointer_names: list[str],
+                budget: OpBudget, table: OpTable) -> RankProgram:
     spec = launch.spec
-    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget)
+    tracer = RankTracer(ep, (spec.pes, spec.n_cubes), kernel.site, budget, table)
     kwargs: dict[str, object] = {n: Pointer(n) for n in pointer_names}
     kwargs.update(dict(launch.call_args))
     tensor._ACTIVE.append(tracer)

@@ -21,6 +21,7 @@ from meshproof.errors import (
     TraceError,
     UnsupportedOp,
 )
+from meshproof.model.budget import OpBudget
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
 from meshproof.model.tensor import (
     TensorData,
@@ -35,9 +36,39 @@ from meshproof.model.topology import Endpoint
 
 E = TypeVar("E", bound=TraceError)
 
-# A launch that traces more ops than this is a runaway loop or an absurd size: refuse it
-# before it eats the machine (the Llama-70B headline panels trace < 100k ops).
-MAX_TRACED_OPS = 1_000_000
+_KINDS = {k.value: k for k in OpKind}
+_DTYPES = {d.value: d for d in DType}
+_NO_ARGS: tuple[Arg, ...] = ()
+
+
+class OpTable:
+    """The ops of one launch, each distinct op built once (hash-consing).
+
+    SPMD ranks trace the same op at the same index over and over (every rank of a mesh
+    column runs the same row stage); ops are frozen and compare by value, so equal ops can
+    be one object. The schedule then holds one pointer per op and one record per distinct
+    op: a 64x64 mesh traces 8.9M ops but ~0.3M distinct ones. Value refs and source
+    locations are shared the same way."""
+
+    __slots__ = ("locations", "ops", "refs")
+
+    def __init__(self) -> None:
+        self.ops: dict[tuple[object, ...], Op] = {}
+        self.refs: list[ValueRef] = []
+        self.locations: dict[tuple[str, int], SourceLoc] = {}
+
+    def ref(self, vid: int) -> ValueRef:
+        refs = self.refs
+        while len(refs) <= vid:
+            refs.append(ValueRef(len(refs)))
+        return refs[vid]
+
+    def location(self, file: str, line: int) -> SourceLoc:
+        key = (file, line)
+        loc = self.locations.get(key)
+        if loc is None:
+            loc = self.locations[key] = SourceLoc(file, line)
+        return loc
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +102,14 @@ class RankTracer:
     """Records the ops of one endpoint's run of the kernel."""
 
     def __init__(self, endpoint: Endpoint, grid: tuple[int, int], site: KernelSite,
-                 max_ops: int = MAX_TRACED_OPS) -> None:
+                 budget: OpBudget | None = None, table: OpTable | None = None) -> None:
         self.endpoint = endpoint
         self.grid = grid
         self.site = site
-        self.max_ops = max_ops  # what is left of the launch's op budget for this rank
+        self.budget = budget if budget is not None else OpBudget.for_launch(1)
+        # what is left of the launch's op budget for this rank
+        self.max_ops = self.budget.remaining
+        self.table = table if table is not None else OpTable()
         self.ops: list[Op] = []
         self._defining: dict[int, Op] = {}  # value id -> the op that defined it
         self._next_value = 0
@@ -86,11 +120,12 @@ class RankTracer:
     # --- bookkeeping -------------------------------------------------------------------
     def source(self) -> SourceLoc:
         frame = sys._getframe(1)
+        real = self.site.real_file
         while frame is not None:
-            if frame.f_code.co_filename == self.site.real_file:
-                return SourceLoc(self.site.display_file, frame.f_lineno)
+            if frame.f_code.co_filename == real:
+                return self.table.location(self.site.display_file, frame.f_lineno)
             frame = frame.f_back  # type: ignore[assignment]
-        return SourceLoc(self.site.display_file, self.site.def_line)
+        return self.table.location(self.site.display_file, self.site.def_line)
 
     def where(self) -> str:
         return f"{self.source()}: rank {self.endpoint.describe()}"
@@ -145,6 +180,8 @@ class RankTracer:
 
     def dims(self, shape: object) -> tuple[int, ...]:
         """`normalise_shape`, with the kernel's line and rank in the error."""
+        if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+            return shape  # already one (the common case: a shape the kernel got from a handle)
         try:
             return normalise_shape(shape)
         except ShapeError as exc:
@@ -152,6 +189,8 @@ class RankTracer:
 
     def dtype(self, value: object) -> DType:
         """`parse_dtype`, with the kernel's line and rank in the error."""
+        if type(value) is str and value in _DTYPES:
+            return _DTYPES[value]
         try:
             return parse_dtype(value)
         except ShapeError as exc:
@@ -171,18 +210,28 @@ class RankTracer:
                *, defines: bool = True, **fields: Any) -> TensorHandle | None:
         if self._data_reads:
             self.check_data_reads()
-        if len(self.ops) >= self.max_ops:
-            raise TraceError(
-                f"{self.where()}: error: the launch traced more than {MAX_TRACED_OPS} ops; "
-                "shrink the launch (--system, --cubes, --pes) or the kernel's shapes and loop "
-                "counts")
+        index = len(self.ops)
+        if index >= self.max_ops:
+            raise self.refuse(TraceError(f"{self.where()}: error: {self.budget.exceeded(index)}"))
         out = None
         if defines:
             out = self._next_value
             self._next_value += 1
-        nbytes = math.prod(shape) * dtype.itemsize
-        op = Op(len(self.ops), kind, args, out, shape, dtype, self.source(), nbytes=nbytes,
-                **fields)
+        frame = sys._getframe(1)   # self.source(), inlined: this runs once per op
+        real = self.site.real_file
+        while frame is not None and frame.f_code.co_filename != real:
+            frame = frame.f_back  # type: ignore[assignment]
+        source = self.table.location(self.site.display_file,
+                                     frame.f_lineno if frame is not None else self.site.def_line)
+        # enums and locations are singletons here: key them by identity, not by their
+        # (Python-level) __hash__
+        key = (index, out, id(source), id(kind), id(dtype), shape, args, *fields.items()) \
+            if fields else (index, out, id(source), id(kind), id(dtype), shape, args)
+        ops = self.table.ops
+        op = ops.get(key)
+        if op is None:
+            op = ops[key] = Op(index, kind, args, out, shape, dtype, source,
+                               nbytes=math.prod(shape) * dtype.itemsize, **fields)
         self.ops.append(op)
         if out is None:
             return None
@@ -202,10 +251,14 @@ class RankTracer:
             return value
         raise self.shape_error(f"tl.{op} expects a tensor, got {type(value).__name__}")
 
+    def ref(self, t: TensorHandle) -> ValueRef:
+        """The operand naming `t` (shared: see OpTable)."""
+        return self.table.ref(t.id)
+
     def operand(self, value: object, op: str) -> tuple[Arg, tuple[int, ...], DType | None]:
         if isinstance(value, TensorHandle):
             t = self.tensor(value, op)
-            return ValueRef(t.id), t.shape, t.dt
+            return self.table.ref(t.id), t.shape, _DTYPES[t.dtype]
         if isinstance(value, (int, float, np.floating, np.integer)):
             return Const(float(value)), (), None
         raise self.unsupported(f"tl.{op} with an operand of type {type(value).__name__}",
@@ -213,22 +266,39 @@ class RankTracer:
 
     # --- op families -------------------------------------------------------------------
     def binary(self, name: str, a: object, b: object) -> TensorHandle:
-        kind = OpKind(name)
+        kind = _KINDS[name]
+        if isinstance(a, TensorHandle) and isinstance(b, TensorHandle) and \
+                a._tracer is self and b._tracer is self:
+            # two tensors of this rank, same shape and dtype (the common case, inlined)
+            refs = self.table.refs
+            if a.id < len(refs) and b.id < len(refs) and a.dtype == b.dtype and \
+                    a.shape == b.shape:
+                return self.defined(kind, (refs[a.id], refs[b.id]), a.shape, _DTYPES[a.dtype])
         arg_a, shape_a, dt_a = self.operand(a, name)
         arg_b, shape_b, dt_b = self.operand(b, name)
-        dtypes = [d for d in (dt_a, dt_b) if d is not None]
-        if not dtypes:
-            raise self.shape_error(f"tl.{name} needs at least one tensor operand")
-        try:
-            shape = tuple(int(d) for d in np.broadcast_shapes(shape_a, shape_b))
-        except ValueError:
-            raise self.shape_error(f"{name} of shapes {shape_a} and {shape_b} does not "
-                                   "broadcast") from None
-        return self.defined(kind, (arg_a, arg_b), shape, promote(dtypes))
+        if dt_a is None:
+            if dt_b is None:
+                raise self.shape_error(f"tl.{name} needs at least one tensor operand")
+            dtype = dt_b
+        elif dt_b is None or dt_b is dt_a:
+            dtype = dt_a
+        else:
+            dtype = promote([dt_a, dt_b])
+        if shape_a == shape_b or not shape_b:
+            shape = shape_a
+        elif not shape_a:
+            shape = shape_b
+        else:
+            try:
+                shape = tuple(int(d) for d in np.broadcast_shapes(shape_a, shape_b))
+            except ValueError:
+                raise self.shape_error(f"{name} of shapes {shape_a} and {shape_b} does not "
+                                       "broadcast") from None
+        return self.defined(kind, (arg_a, arg_b), shape, dtype)
 
     def unary(self, name: str, x: object) -> TensorHandle:
         t = self.tensor(x, name)
-        return self.defined(OpKind(name), (ValueRef(t.id),), t.shape, t.dt)
+        return self.defined(_KINDS[name], (self.table.ref(t.id),), t.shape, _DTYPES[t.dtype])
 
     def view(self, vid: object, shape: tuple[int, ...], dtype: DType) -> TensorHandle:
         if not isinstance(vid, int) or not 0 <= vid < self._next_value:
@@ -251,5 +321,5 @@ class RankTracer:
 
 KernelFn = Callable[..., Any]
 
-__all__ = ["MAX_TRACED_OPS", "SUPPORTED_OPS", "KernelFn", "KernelSite", "Pointer", "RankTracer",
-           "Tl"]
+__all__ = ["SUPPORTED_OPS", "KernelFn", "KernelSite", "OpBudget", "OpTable", "Pointer",
+           "RankTracer", "Tl"]

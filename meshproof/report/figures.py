@@ -10,6 +10,7 @@ figures alive in pyplot's registry. Each function returns the path it wrote.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -201,13 +202,34 @@ def steps_figure(records: list[dict[str, Any]], path: Path) -> Path:
         return _save(fig, path)
 
 
+def _linear_guide(ax: Any, series: dict[str, list[tuple[int, float]]]) -> None:
+    """A dashed slope-1 line (seconds proportional to ranks) through the widest total-time
+    series, fitted in log space: on log-log axes, linear cost runs parallel to it."""
+    totals = [pts for name, pts in series.items()
+              if name.endswith(("all seven properties", "all five properties")) and pts]
+    if not totals:
+        return
+    pts = sorted(max(totals, key=lambda p: max(x for x, _ in p) / min(x for x, _ in p)))
+    if len(pts) < 2:
+        return
+    upper = pts[len(pts) // 2:]   # fitted where cost is per rank, not start-up
+    c = math.exp(sum(math.log(y / x) for x, y in upper) / len(upper))
+    # drawn across every series, so that series measured further out can be read against it
+    xs = [min(x for p in series.values() for x, _ in p),
+          max(x for p in series.values() for x, _ in p)]
+    ax.plot(xs, [c * x for x in xs], linestyle=(0, (4, 3)), color="0.55", linewidth=1,
+            label="linear guide (seconds ∝ ranks)")
+
+
 def verify_time_figure(series: dict[str, list[tuple[int, float]]],
                        baselines: list[tuple[str, float, float]], path: Path) -> Path:
     """Proof time vs ranks (one colour per kernel family, one line style per measure), and
     the deadlock certificate check against the stuck-state search where measured."""
     families = sorted({name.split(" · ")[0] for name in series})
     styles = {"all five properties": "-", "deadlock_freedom": "--",
-              "exactly_once_merge": ":"}
+              "exactly_once_merge": ":", "trace + all seven properties": "-",
+              "trace": "-.", "semantic analysis": ":",
+              "trace + the four protocol properties": (0, (6, 2, 1, 2, 1, 2))}
     ncols = 2 if baselines else 1
     with _figure(6.8 * ncols, 4.4, ncols=ncols) as (fig, axes):
         ax = axes[0] if baselines else axes
@@ -218,6 +240,7 @@ def verify_time_figure(series: dict[str, list[tuple[int, float]]],
                     label=name, linestyle=styles.get(measure, "-"),
                     color=style.SERIES_COLOURS[families.index(family)
                                                % len(style.SERIES_COLOURS)])
+        _linear_guide(ax, series)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())

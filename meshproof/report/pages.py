@@ -22,6 +22,15 @@ _X_KEYS = ("ranks", "n_ranks", "endpoints")
 _SERIES_KEYS = ("series", "method", "check", "property", "kernel", "name")
 _Y_KEYS = ("seconds", "verify_s", "time_s", "wall_s")
 _FAMILIES = {"1d": "mesh_mlo_1d", "2d": "mesh_mlo_2d"}
+_V1_MEASURES = (("seconds_total", "all five properties"),
+                ("deadlock_freedom", "deadlock_freedom"),
+                ("exactly_once_merge", "exactly_once_merge"))
+# meshproof/verify-scale-v2: the trace and the shared semantic analysis have their own lines
+_V2_MEASURES = (("pipeline_seconds", "trace + all seven properties"),
+                ("trace_seconds", "trace"),
+                ("semantics_seconds", "semantic analysis"),
+                ("deadlock_freedom", "deadlock_freedom"))
+_PROTOCOL_TOTAL = "trace + the four protocol properties"
 
 
 def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
@@ -30,6 +39,10 @@ def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
     `meshproof/verify-scale-v1` (benchmarks/verify_scale.py): `rows` of {case ("2d 4x8",
     "1d 32"), ranks, seconds_total, and seconds per property}; series "2d · all five
     properties", "2d · deadlock_freedom", "2d · exactly_once_merge", and the same for 1d.
+    `-v2` rows also have pipeline_seconds, trace_seconds and semantics_seconds: series
+    "· trace + all seven properties", "· trace", "· semantic analysis", "· deadlock_freedom";
+    a row that says `not_measured: ["semantics", ...]` gives "· trace + the four protocol
+    properties" instead of the seven.
     Otherwise: a list of records (or one under `results`, `runs`, `points`, `rows`) with
     ranks (`ranks`/`n_ranks`), seconds (`seconds`/`verify_s`/...) and optionally a series
     name (`series`/`method`/...).
@@ -49,9 +62,13 @@ def verify_time_series(data: Any) -> dict[str, list[tuple[int, float]]]:
                                                                               str):
             family = row["case"].split()[0]
             family = _FAMILIES.get(family, family)
-            for key, label in (("seconds_total", "all five properties"),
-                               ("deadlock_freedom", "deadlock_freedom"),
-                               ("exactly_once_merge", "exactly_once_merge")):
+            measures: tuple[tuple[str, str], ...] = \
+                _V2_MEASURES if "pipeline_seconds" in row else _V1_MEASURES
+            if "semantics" in (row.get("not_measured") or ()):
+                # measured without the semantic analysis: its total is the protocol part
+                measures = tuple((k, _PROTOCOL_TOTAL if k == "pipeline_seconds" else label)
+                                 for k, label in measures)
+            for key, label in measures:
                 y = row.get(key)
                 if isinstance(y, (int, float)) and y > 0:
                     series.setdefault(f"{family} · {label}", []).append((int(x), float(y)))

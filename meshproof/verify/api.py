@@ -8,9 +8,10 @@ from meshproof.errors import InternalError, LaunchError, OptionError
 from meshproof.model.channels import derive_channels
 from meshproof.model.launch import MAX_QUEUE_DEPTH
 from meshproof.model.schedule import Schedule
+from meshproof.verify.certificate_job import certificate_job
 from meshproof.verify.properties import PROPERTY_NAMES, CheckContext, Property, VerifyConfig
 from meshproof.verify.registry import CHECKS
-from meshproof.verify.result import Verdict
+from meshproof.verify.result import PropertyResult, Verdict
 from meshproof.verify.z3util import Budget
 
 __all__ = ["VerifyConfig", "verify"]
@@ -28,16 +29,24 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
     if not selected:
         raise OptionError("--only/--skip leave no property to check; properties: "
                           f"{', '.join(PROPERTY_NAMES)}")
-    results = []
-    for prop in selected:
-        check = CHECKS.get(prop)
-        if check is None:
-            raise InternalError(f"no check is registered for {prop.value}; add one to "
-                                "meshproof/verify/registry.py")
-        result = check(ctx)
-        if result.name is not prop:
-            raise InternalError(f"the check registered for {prop.value} reported "
-                                f"{result.name.value}")
-        results.append(result)
+    results: dict[Property, PropertyResult] = {}
+    job = ctx.shared(certificate_job) if Property.DEADLOCK_FREEDOM in selected else None
+    try:
+        # deadlock_freedom last: on large launches Z3 checks its certificate on the second
+        # core meanwhile (verify/certificate_job.py); results are listed in verdict order
+        for prop in sorted(selected, key=lambda p: p is Property.DEADLOCK_FREEDOM):
+            check = CHECKS.get(prop)
+            if check is None:
+                raise InternalError(f"no check is registered for {prop.value}; add one to "
+                                    "meshproof/verify/registry.py")
+            result = check(ctx)
+            if result.name is not prop:
+                raise InternalError(f"the check registered for {prop.value} reported "
+                                    f"{result.name.value}")
+            results[prop] = result
+    finally:
+        if job is not None:
+            job.cancel()
     skipped = tuple(p for p in Property if p not in selected)
-    return Verdict(schedule.launch.kernel, schedule.launch, tuple(results), ctx.depth, skipped)
+    return Verdict(schedule.launch.kernel, schedule.launch,
+                   tuple(results[p] for p in selected), ctx.depth, skipped)

@@ -12,15 +12,11 @@ import time
 
 from meshproof.errors import InternalError
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
-from meshproof.model.progress import (
-    Progress,
-    find_cycle,
-    max_sends_per_channel,
-    run,
-    wait_for,
-)
+from meshproof.model.progress import Progress, depth_sweep, find_cycle, run, wait_for
 from meshproof.model.schedule import Schedule
+from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
+from meshproof.verify.deadlock_ground import check_order, check_stuck
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     BlockedOp,
@@ -45,32 +41,24 @@ def minimal_depth(schedule: Schedule, table: ChannelTable,
                   known: dict[int, bool] | None = None) -> tuple[int | None, dict[int, bool]]:
     """Smallest D >= 0 that is deadlock-free, or None if even unbounded queues deadlock.
 
-    Deadlock freedom is monotone in D (more buffering only enables more sends), and once D
-    reaches the most sends any link carries no send can block, so that D decides "never".
-    `known` maps depths already run to "deadlock-free", so they are not run again.
+    Deadlock freedom is monotone in D (more buffering only enables more sends), so one
+    sweep finds it: run at D = 1 and, each time the run sticks with sends waiting for
+    room, go on from that state at D + 1 (model/progress.py `depth_sweep`). It stops at
+    the most sends any link carries, where no send can block: that D decides "never".
+    `known` maps depths already run to "deadlock-free"; D = 0 (rendezvous) is run apart.
     """
     seen: dict[int, bool] = dict(known or {})
-
-    def free(d: int) -> bool:
-        if d not in seen:
-            seen[d] = not run(schedule, table, d).deadlock
-        return seen[d]
-
-    top = max(1, max_sends_per_channel(table))
-    if not free(top):
-        return None, seen
-    if free(0):
+    if 0 not in seen:
+        seen[0] = not run(schedule, table, 0).deadlock
+    if seen[0]:
         return 0, seen
-    # invariant: deadlock at lo, free at hi; depths already run narrow the search
-    lo = max((d for d, ok in seen.items() if not ok and d < top), default=0)
-    hi = min((d for d, ok in seen.items() if ok and d > lo), default=top)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if free(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi, seen
+    sweep = depth_sweep(table)
+    for d, ok in sweep.free.items():
+        if seen.setdefault(d, ok) != ok:
+            raise InternalError(f"the depth sweep says D={d} is "
+                                f"{'deadlock-free' if ok else 'deadlocked'}, a run at D={d} "
+                                "says otherwise")
+    return sweep.minimal, seen
 
 
 def _blocked_reason(schedule: Schedule, table: ChannelTable, ref: OpRef) -> str:
@@ -127,27 +115,42 @@ def deadlock_freedom(ctx: CheckContext) -> DeadlockResult:
     start = time.perf_counter()
     schedule, table, depth, budget = ctx.schedule, ctx.channels, ctx.depth, ctx.budget
     progress = ctx.shared(progress_at_depth)
-    model = DeadlockModel(schedule, table, progress.comm)
-    n_ops = len(model.ops)
+    model = DeadlockModel(schedule, table)
+    n_ops = table.cols.n
     certificates: list[str] = []
     unknown_reason = ""
+    text: str | None = None
     # Certify the run's own answer: its order when it finished, its frontier when stuck.
     if not progress.deadlock:
-        solver, counts, text = order_certificate(model, depth, progress.stamp, budget)
+        cons = ctx.shared(order_constraints_at_depth)
+        counts = cons.counts
+        job = ctx.shared(certificate_job)   # started early by verify on large launches
+        outcome, chunks = job.result() if job is not None else \
+            check_order(cons, progress.stamps, budget, starts=table.cols.start)
+        if outcome.result is SatResult.SAT and not cons.holds(progress.stamps):
+            raise InternalError(f"deadlock_freedom at D={depth}: Z3 accepts an order "
+                                "certificate that the constraints reject")
+        if ctx.config.keep_smt2:
+            text = order_certificate(model, depth, progress.stamps, budget)[2]
         what = "order certificate"
         label = (f"z3 order certificate ({counts['program_order']} program-order, "
                  f"{counts['message_order']} message, {counts[f'queue_capacity_D{depth}']} "
-                 "capacity constraints)")
+                 "capacity constraints" +
+                 (f"; ground facts in {chunks} chunks" if chunks > 1 else "") + ")")
         rejected = "the simulation finished but Z3 rejects its order certificate"
     else:
-        fixed = {r: progress.comm[r].index(i) for r, i in progress.stuck.items()}
-        solver, text = stuck_state(model, depth, budget, fixed, progress.stamp)
+        outcome, chunks = check_stuck(model, depth, progress.stamps, budget)
+        if ctx.config.keep_smt2:
+            first = table.cols.start
+            fixed = {r: table.cols.row(OpRef(r, i)) - int(first[r])
+                     for r, i in progress.stuck.items()}
+            text = stuck_state(model, depth, budget, fixed, progress.stamp)[1]
         what = "stuck-state witness"
-        label = "z3 stuck-state witness check"
+        label = "z3 stuck-state witness check" + (
+            f" (ground facts in {chunks} chunks)" if chunks > 1 else "")
         rejected = "the simulation is stuck but Z3 rejects the stuck state as unreachable " \
                    "or not stuck"
     smt2 = text if ctx.config.keep_smt2 else None
-    outcome = check(solver)
     if outcome.result is SatResult.UNSAT:
         raise InternalError(f"deadlock_freedom at D={depth}: {rejected}")
     if outcome.result is SatResult.UNKNOWN:

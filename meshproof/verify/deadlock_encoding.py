@@ -6,6 +6,10 @@ Two queries over the comm ops of a schedule:
   dependencies come strictly earlier: its program-order predecessor, a recv's matching
   send, and for the k-th send on a link the (k-D)-th recv there (D = 0: a send and its
   recv share one timestamp). If such timestamps exist no reachable state is stuck.
+  The constraints are computed as arrays of comm-op rows (`order_constraints`); Z3 checks
+  the run's timestamps against them as ground facts (deadlock_ground.py), and
+  `order_certificate` writes the same constraints over named variables (what `--smt2`
+  saves).
 * stuck state — progress counters `p_c{cube}p{pe}` (comm ops done per rank), executed
   flags derived from them, and timestamps ordering the executed ops as above; "stuck"
   means not all ranks are done and every unfinished rank's next op is blocked. UNSAT
@@ -14,12 +18,17 @@ Two queries over the comm ops of a schedule:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
-from meshproof.model.schedule import OpKind, Schedule
-from meshproof.verify.z3util import Budget, SmtLib, op_var_name, rank_var_name
+import numpy as np
+
+from meshproof.model.channels import NO_LINK, STATUSES, ChannelTable, CommColumns, OpRef
+from meshproof.model.channels import PortStatus as PortStatus
+from meshproof.model.schedule import Schedule
+from meshproof.verify.z3util import Budget, SmtLib
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,113 +47,176 @@ class DeadlockModel:
     """Comm ops and their FIFO relations, the common ground of both encodings."""
 
     def __init__(self, schedule: Schedule, table: ChannelTable,
-                 comm: tuple[tuple[int, ...], ...]) -> None:
+                 comm: tuple[tuple[int, ...], ...] | None = None) -> None:
+        del comm  # the table's columns hold each rank's comm ops in program order
         self.schedule = schedule
         self.table = table
-        self.comm = comm
-        self.ops: dict[OpRef, CommOp] = {}
-        for r, indices in enumerate(comm):
-            for pos, i in enumerate(indices):
-                ref = OpRef(r, i)
-                kind = schedule.programs[r].ops[i].kind
-                ch, k = table.position.get(ref, (None, 0))
-                self.ops[ref] = CommOp(ref, pos, kind is OpKind.SEND, ch, k,
-                                       table.port_use[ref].status)
+        self.cols: CommColumns = table.cols
+
+    @cached_property
+    def comm(self) -> tuple[tuple[int, ...], ...]:
+        ops, start = self.cols.op.tolist(), self.cols.start.tolist()
+        return tuple(tuple(ops[start[r]:start[r + 1]]) for r in range(len(start) - 1))
+
+    @cached_property
+    def ops(self) -> dict[OpRef, CommOp]:
+        """Per comm op its record, in rank and program order (the stuck-state query)."""
+        cols = self.cols
+        out: dict[OpRef, CommOp] = {}
+        start = cols.start.tolist()
+        for g, (r, o, s, ch, k, st) in enumerate(zip(
+                cols.rank.tolist(), cols.op.tolist(), cols.send.tolist(),
+                cols.channel.tolist(), cols.k.tolist(), cols.status.tolist(), strict=True)):
+            ref = OpRef(r, o)
+            out[ref] = CommOp(ref, g - start[r], s, ch, k, STATUSES[st])
+        return out
 
     def partner(self, op: CommOp) -> OpRef | None:
         """The matching op of a message (recv for a send, send for a recv)."""
         if op.channel is None or op.status is PortStatus.NO_LINK:
             return None
-        ch = self.table.channels[op.channel]
-        other = ch.recvs if op.is_send else ch.sends
-        return other[op.k] if op.k < len(other) else None
+        other = self.cols.side(op.channel, not op.is_send)
+        return self.cols.ref(int(other[op.k])) if op.k < len(other) else None
 
     def credit(self, op: CommOp, depth: int) -> OpRef | bool | None:
         """For a send at D >= 1: the recv that must precede it (True: none needed)."""
         if op.k < depth:
             return True
         assert op.channel is not None
-        recvs = self.table.channels[op.channel].recvs
+        recvs = self.cols.side(op.channel, False)
         j = op.k - depth
-        return recvs[j] if j < len(recvs) else None
+        return self.cols.ref(int(recvs[j])) if j < len(recvs) else None
 
     def name(self, ref: OpRef) -> str:
-        return op_var_name(self.schedule, ref)
+        ep = self.schedule.programs[ref.rank].endpoint
+        return f"t_c{ep.cube}p{ep.pe}_op{ref.op}"
+
+    def row_names(self) -> list[str]:
+        """The timestamp variable of every comm row."""
+        eps = [(p.endpoint.cube, p.endpoint.pe) for p in self.schedule.programs]
+        return [f"t_c{eps[r][0]}p{eps[r][1]}_op{o}"
+                for r, o in zip(self.cols.rank.tolist(), self.cols.op.tolist(), strict=True)]
 
 
-def order_certificate(model: DeadlockModel, depth: int, stamp: dict[OpRef, int],
+@dataclass(frozen=True, slots=True, eq=False)
+class OrderConstraints:
+    """The order certificate at depth D as rows: `t[after] > t[before]` per pair (D = 0:
+    message pairs are `t[after] = t[before]`), and rows that can never complete."""
+
+    depth: int
+    program: tuple[np.ndarray, np.ndarray]
+    message: tuple[np.ndarray, np.ndarray]
+    capacity: tuple[np.ndarray, np.ndarray]
+    never: np.ndarray
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"program_order": len(self.program[0]), "message_order": len(self.message[0]),
+                f"queue_capacity_D{self.depth}": len(self.capacity[0]),
+                "ops_that_can_never_complete": len(self.never)}
+
+    def holds(self, stamps: np.ndarray) -> bool:
+        """The constraints evaluated at `stamps` (an independent check of Z3's answer)."""
+        if len(self.never):
+            return False
+        eq = np.equal if self.depth == 0 else np.greater
+        return bool(np.all(stamps[self.program[0]] > stamps[self.program[1]]) and
+                    np.all(eq(stamps[self.message[0]], stamps[self.message[1]])) and
+                    np.all(stamps[self.capacity[0]] > stamps[self.capacity[1]]))
+
+
+def order_constraints(model: DeadlockModel, depth: int) -> OrderConstraints:
+    cols = model.cols
+    n = cols.n
+    rows = np.arange(n, dtype=np.int64)
+    first = np.zeros(n, dtype=bool)
+    starts = cols.start[:-1]
+    first[starts[starts < n]] = True
+    program = rows[~first]
+    linked = cols.status != NO_LINK
+    has_partner = (cols.partner >= 0) & linked
+    never = ~linked
+    empty = np.zeros(0, dtype=np.int64)
+    if depth == 0:
+        never |= linked & (cols.partner < 0)
+        msg = rows[cols.send & has_partner]
+        return OrderConstraints(depth, (program, program - 1), (msg, cols.partner[msg]),
+                                (empty, empty), rows[never])
+    recv = ~cols.send
+    never |= recv & linked & (cols.partner < 0)
+    msg = rows[recv & has_partner]
+    # the k-th send on a link needs the (k-D)-th recv there: its credit
+    side = cols.side_start[2 * cols.channel.astype(np.int64)]
+    n_recvs = cols.side_start[2 * cols.channel.astype(np.int64) + 1] - side
+    j = cols.k.astype(np.int64) - depth
+    needs = cols.send & linked & (j >= 0)
+    never |= needs & (j >= n_recvs)
+    cap = rows[needs & (j < n_recvs)]
+    return OrderConstraints(depth, (program, program - 1), (msg, cols.partner[msg]),
+                            (cap, cols.by_side[side[cap] + j[cap]]), rows[never])
+
+
+def order_certificate(model: DeadlockModel, depth: int,
+                      stamp: Mapping[OpRef, int] | np.ndarray,
                       budget: Budget) -> tuple[Any, dict[str, int], str]:
-    """Solver asserting the dependency constraints and the simulation's timestamps.
+    """Solver asserting the dependency constraints and the simulation's timestamps over
+    named variables (the text `--smt2` writes).
 
     Returns the solver (check it: SAT = certificate holds), constraint counts per group,
     and the query text.
     """
-    t = {ref: model.name(ref) for ref in model.ops}
+    cons = order_constraints(model, depth)
+    cols = model.cols
+    if isinstance(stamp, np.ndarray):
+        stamps = stamp
+    else:
+        stamps = np.full(cols.n, -1, dtype=np.int64)
+        for ref, s in stamp.items():
+            g = cols.row(ref)
+            if g >= 0:
+                stamps[g] = s
+    t = model.row_names()
     smt = SmtLib(f"order certificate, {model.schedule.launch.kernel}, queue depth {depth}")
-    smt.declare(list(t.values()))
-    smt.group("program_order")
-    for r, indices in enumerate(model.comm):
-        for pos in range(1, len(indices)):
-            smt.add(f"(> {t[OpRef(r, indices[pos])]} {t[OpRef(r, indices[pos - 1])]})")
-    smt.group("message_order")
-    never: list[OpRef] = []
-    capacity: list[str] = []
-    for ref, op in model.ops.items():
-        if op.status is PortStatus.NO_LINK:
-            never.append(ref)
-            continue
-        partner = model.partner(op)
-        if depth == 0:
-            if partner is None:
-                never.append(ref)
-            elif op.is_send:
-                smt.add(f"(= {t[ref]} {t[partner]})")
-            continue
-        if not op.is_send:
-            if partner is None:
-                never.append(ref)
-            else:
-                smt.add(f"(> {t[ref]} {t[partner]})")
-            continue
-        need = model.credit(op, depth)
-        if need is None:
-            never.append(ref)
-        elif need is not True:
-            assert isinstance(need, OpRef)
-            capacity.append(f"(> {t[ref]} {t[need]})")
-    smt.group(f"queue_capacity_D{depth}")
-    for term in capacity:
-        smt.add(term)
+    smt.declare(t)
+    rel = "=" if depth == 0 else ">"
+    for label, (after, before), op in (("program_order", cons.program, ">"),
+                                       ("message_order", cons.message, rel),
+                                       (f"queue_capacity_D{depth}", cons.capacity, ">")):
+        smt.group(label)
+        for a, b in zip(after.tolist(), before.tolist(), strict=True):
+            smt.add(f"({op} {t[a]} {t[b]})")
     smt.group("ops_that_can_never_complete")
-    for ref in never:
-        smt.comment(f"{t[ref]} can never complete")
+    for g in cons.never.tolist():
+        smt.comment(f"{t[g]} can never complete")
         smt.add("false")
     smt.group("simulation_timestamps")
-    for ref in model.ops:
-        smt.add(f"(= {t[ref]} {stamp.get(ref, -1)})")
+    for name, s in zip(t, stamps.tolist(), strict=True):
+        smt.add(f"(= {name} {s})")
     return smt.solver(budget), smt.counts, smt.text()
 
 
 def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
                 fixed_progress: dict[int, int] | None = None,
-                stamp: dict[OpRef, int] | None = None) -> tuple[Any, str]:
+                stamp: Mapping[OpRef, int] | None = None) -> tuple[Any, str]:
     """Solver for "a reachable state where some rank is unfinished and all such are blocked".
 
     `fixed_progress`/`stamp` pin the state to a simulation's stuck frontier (a witness
     check) instead of letting Z3 search for one.
     """
     sched = model.schedule
-    p = {r: rank_var_name(sched, r, "p") for r in range(len(model.comm))}
+    comm = model.comm
+    p = {r: f"p_c{sched.programs[r].endpoint.cube}p{sched.programs[r].endpoint.pe}"
+         for r in range(len(comm))}
     t = {ref: model.name(ref) for ref in model.ops}
     done = {ref: f"(> {p[ref.rank]} {op.pos})" for ref, op in model.ops.items()}
     kind = "witness check" if fixed_progress is not None else "search"
     smt = SmtLib(f"stuck-state {kind}, {sched.launch.kernel}, queue depth {depth}")
     smt.declare(list(p.values()) + list(t.values()))
     smt.group("progress_bounds")
-    for r, indices in enumerate(model.comm):
+    for r, indices in enumerate(comm):
         smt.add(f"(and (>= {p[r]} 0) (<= {p[r]} {len(indices)}))")
     smt.group("program_order")
-    for r, indices in enumerate(model.comm):
+    for r, indices in enumerate(comm):
         for pos in range(1, len(indices)):
             cur, prev = OpRef(r, indices[pos]), OpRef(r, indices[pos - 1])
             smt.add(f"(=> {done[cur]} (> {t[cur]} {t[prev]}))")
@@ -159,12 +231,12 @@ def stuck_state(model: DeadlockModel, depth: int, budget: Budget,
     for term in stuck:
         smt.add(term)
     smt.group("some_rank_unfinished")
-    unfinished = [f"(< {p[r]} {len(ix)})" for r, ix in enumerate(model.comm) if ix]
+    unfinished = [f"(< {p[r]} {len(ix)})" for r, ix in enumerate(comm) if ix]
     smt.add(f"(or {' '.join(unfinished)})" if len(unfinished) > 1 else
             (unfinished[0] if unfinished else "false"))
     if fixed_progress is not None:
         smt.group("simulated_frontier")
-        for r, ix in enumerate(model.comm):
+        for r, ix in enumerate(comm):
             smt.add(f"(= {p[r]} {fixed_progress.get(r, len(ix))})")
     if stamp is not None:
         smt.group("simulation_timestamps")

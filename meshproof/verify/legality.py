@@ -1,14 +1,18 @@
 """direction_legality and launch_confinement: every port used exists and stays inside.
 
 Both are decided by enumerating the schedule's finite set of comm ops against the wiring
-table: the enumeration is the proof (no search is involved, so no solver is needed).
+table: the enumeration is the proof (no search is involved, so no solver is needed). The
+enumeration is one array comparison over the channel table's columns; only the ops that
+break a property are looked at one by one.
 """
 
 from __future__ import annotations
 
 import time
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+import numpy as np
+
+from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.topology import Endpoint
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
@@ -21,8 +25,10 @@ from meshproof.verify.result import (
 )
 
 
-def _comm_refs(table: ChannelTable) -> list[OpRef]:
-    return sorted(table.port_use, key=lambda r: (r.rank, r.op))
+def _refs_with(table: ChannelTable, status: int) -> list[OpRef]:
+    """The comm ops whose port has `status`, in rank and program order."""
+    cols = table.cols
+    return [cols.ref(int(g)) for g in np.flatnonzero(cols.status == status)]
 
 
 def direction_legality(ctx: CheckContext) -> PropertyResult:
@@ -30,10 +36,7 @@ def direction_legality(ctx: CheckContext) -> PropertyResult:
     schedule, table = ctx.schedule, ctx.channels
     wiring = schedule.wiring
     diags: list[Diagnostic] = []
-    refs = _comm_refs(table)
-    for ref in refs:
-        if table.port_use[ref].status is not PortStatus.NO_LINK:
-            continue
+    for ref in _refs_with(table, NO_LINK):
         prog = schedule.programs[ref.rank]
         op = prog.ops[ref.op]
         assert op.dir is not None
@@ -45,7 +48,7 @@ def direction_legality(ctx: CheckContext) -> PropertyResult:
     seconds = time.perf_counter() - start
     if not diags:
         return PropertyResult(Property.DIRECTION_LEGALITY, Status.PROVED,
-                              f"all {len(refs)} send/recv ops use links of {wiring.name}",
+                              f"all {table.cols.n} send/recv ops use links of {wiring.name}",
                               seconds=seconds, certificate="enumeration of comm ops")
     dirs: dict[Endpoint, set[str]] = {}
     for d in diags:
@@ -65,11 +68,9 @@ def launch_confinement(ctx: CheckContext) -> PropertyResult:
     schedule, table = ctx.schedule, ctx.channels
     launch = schedule.launch
     diags: list[Diagnostic] = []
-    refs = _comm_refs(table)
-    for ref in refs:
-        use = table.port_use[ref]
-        if use.status is not PortStatus.OUTSIDE:
-            continue
+    port_use = table.port_use
+    for ref in _refs_with(table, OUTSIDE):
+        use = port_use[ref]
         prog = schedule.programs[ref.rank]
         op = prog.ops[ref.op]
         assert op.dir is not None and use.peer is not None
@@ -82,7 +83,7 @@ def launch_confinement(ctx: CheckContext) -> PropertyResult:
     seconds = time.perf_counter() - start
     if not diags:
         return PropertyResult(Property.LAUNCH_CONFINEMENT, Status.PROVED,
-                              f"all {len(refs)} send/recv ops stay inside the launch",
+                              f"all {table.cols.n} send/recv ops stay inside the launch",
                               seconds=seconds, certificate="enumeration of comm ops")
     pairs = sorted({(d.endpoint, d.dir.value, d.peer) for d in diags
                     if d.endpoint and d.dir and d.peer})

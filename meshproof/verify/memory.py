@@ -75,7 +75,7 @@ class RankMemory:
 def rank_memory(program: RankProgram) -> RankMemory:
     buffers: dict[str, _Buffer] = {}
     loads: dict[int, LoadSource] = {}
-    for op in program.ops:
+    for op in [o for o in program.ops if o.ptr is not None]:   # loads and stores only
         if op.kind not in (OpKind.LOAD, OpKind.STORE):
             continue
         lo, hi = op.offset, op.offset + math.prod(op.shape)

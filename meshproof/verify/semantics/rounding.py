@@ -89,12 +89,20 @@ def _positive_terms(form: Poly) -> bool:
     return not form.inf
 
 
-def _kind(interp: Interpreter, key: Key) -> Kind | None:
+def _kind(interp: Interpreter, key: Key, memo: dict[str, Kind | None]) -> Kind | None:
+    """The kind of a value's error; `memo` by form key (a function of the form alone)."""
     res = interp.values.get(key)
     if res is None or isinstance(res, Opaque):
         return None
-    what = describe(res.form)
-    if what in ("a constant", "an infinite constant") or _pure_input(res.form):
+    key_text = res.form.key
+    if key_text not in memo:
+        memo[key_text] = _form_kind(res.form)
+    return memo[key_text]
+
+
+def _form_kind(form: Poly) -> Kind | None:
+    what = describe(form)
+    if what in ("a constant", "an infinite constant") or _pure_input(form):
         return Kind.EXACT   # -inf and exp(-inf) = 0 of a running state started at -inf
     if what in ("Q", "K", "V") or "/" in what:
         return Kind.ABS     # q * scale in f16: rounded like any other linear form
@@ -116,6 +124,11 @@ class ErrorBounds(Dataflow[Err | None]):
         self.b = input_bound
         self.d = interp.problem.d_head
         self.why: dict[Key, str] = {}   # why a value has no error bound
+        # magnitude bounds by (form key, digit sizes): a pure function of the two, and
+        # equal keys are equal forms (terms.py), so a bound found once holds for every
+        # value with that form - SPMD ranks and sends/recvs/casts repeat forms often
+        self._mags: dict[tuple[str, tuple[tuple[int, int], ...]], float] = {}
+        self._kinds: dict[str, Kind | None] = {}
 
     def cycle(self, key: Key) -> Err | None:
         return None
@@ -129,9 +142,13 @@ class ErrorBounds(Dataflow[Err | None]):
         res = self.interp.values.get(key)
         if res is None or isinstance(res, Opaque):
             return math.inf
-        m = magnitude(res.form, self.b, self.d,
-                      sizes={dg.id: dg.size for dg in res.layout.digits})
-        return math.inf if m is None else m
+        sizes = tuple((dg.id, dg.size) for dg in res.layout.digits)
+        memo = (res.form.key, sizes)
+        known = self._mags.get(memo)
+        if known is None:
+            m = magnitude(res.form, self.b, self.d, sizes=dict(sizes))
+            known = self._mags[memo] = math.inf if m is None else m
+        return known
 
     def _form(self, key: Key) -> Poly:
         res = self.interp.values[key]
@@ -171,7 +188,7 @@ class ErrorBounds(Dataflow[Err | None]):
     def evaluate(self, key: Key) -> Err | None:
         self.interp.result(*key)
         op = self.defining[key]
-        kind = _kind(self.interp, key)
+        kind = _kind(self.interp, key, self._kinds)
         if kind is None:
             res = self.interp.values.get(key)
             what = "is outside the algebra" if res is None or isinstance(res, Opaque) else \
