@@ -20,7 +20,6 @@ mesh, args, sharded, groups, outputs, softmax_scale, queue_depth. Paths (`kernel
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Scalar
 from meshproof.model.topology import parse_system
 from meshproof.panels import Panel
+from meshproof.tomlfile import read_toml
 
 LAUNCH_KEYS = ("kernel", "wiring", "pes", "cubes", "cube_start", "mesh", "args", "sharded",
                "groups", "outputs", "softmax_scale", "queue_depth")
@@ -58,15 +58,8 @@ def panel_launches(panel: Panel, scale: str, queue_depth: int | None = None,
 def load_launches(path: Path, resolver: Resolver = resolve_kernel) -> LaunchList:
     """Read and validate a launches file; raises ConfigError (one line) on any problem.
     Kernels are found with `resolver` (the CLI's imports kernel files in a child first)."""
-    if not path.is_file():
-        raise ConfigError(f"launches file {path} does not exist; pass an existing TOML file "
-                          "with [[launch]] tables")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"launches file {path} is not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"launches file {path} cannot be read: {exc}") from None
+    data = read_toml(path, "launches file", "pass an existing TOML file with [[launch]] "
+                     "tables")
     unknown = sorted(set(data) - set(FILE_KEYS) - set(LAUNCH_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "

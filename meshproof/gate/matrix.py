@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Scalar
 from meshproof.model.topology import parse_system
 from meshproof.panels import SCALES, get_panel
+from meshproof.tomlfile import read_toml
 from meshproof.verify.properties import PROPERTY_NAMES, Property
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -109,15 +109,8 @@ class GateMatrix:
 
 def load_matrix(path: Path) -> GateMatrix:
     """Read and validate a matrix file; raises ConfigError (one line) on any problem."""
-    if not path.is_file():
-        raise ConfigError(f"proof matrix {path} does not exist; pass an existing TOML file "
-                          "(default: proofs.toml in the current directory)")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"proof matrix {path} is not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"proof matrix {path} cannot be read: {exc}") from None
+    data = read_toml(path, "proof matrix", "pass an existing TOML file (default: proofs.toml "
+                     "in the current directory)")
     unknown = sorted(set(data) - {"case"})
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; a proof "

@@ -7,11 +7,11 @@ hardware. Users pass their own with `--hw FILE.toml`.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from meshproof.errors import ConfigError
+from meshproof.tomlfile import read_toml
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,19 +55,9 @@ _LINKS = {"intra_cube", "inter_cube", "inter_sip"}
 
 def load_profile(path: Path) -> HardwareProfile:
     """Read a profile TOML; keys absent from the file keep the default's value."""
-    if path.is_dir():
-        raise ConfigError(f"hardware profile {path} is a directory; pass a TOML file, or leave "
-                          "out --hw for the default profile")
-    if not path.is_file():
-        raise ConfigError(f"hardware profile {path} does not exist; pass an existing TOML file "
-                          "or leave out --hw for the default profile")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"hardware profile {path} is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"hardware profile {path} cannot be read: "
-                          f"{exc.strerror or exc}") from None
+    data = read_toml(path, "hardware profile", "pass an existing TOML file or leave out --hw "
+                     "for the default profile", directory="pass a TOML file, or leave out "
+                     "--hw for the default profile")
     allowed = _SCALARS | _LINKS | {"name", "ipcq_depth"}
     unknown = sorted(set(data) - allowed)
     if unknown:

@@ -11,12 +11,10 @@ model/trace.py's second tracing core; the result equals the traced programs.
 
 from __future__ import annotations
 
-import gc
 from array import array
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import fields
 
+from meshproof.model.paused_gc import paused_gc
 from meshproof.model.schedule import Arg, Const, Op, RankProgram, SourceLoc, ValueRef
 from meshproof.model.topology import Endpoint
 
@@ -65,7 +63,7 @@ def unpack_programs(packed: PackedPrograms) -> tuple[RankProgram, ...]:
     locations = [SourceLoc(file, line) for file, line in table]
     args: dict[object, Arg] = {}  # operands repeat: build each once (they are immutable)
     out: list[RankProgram] = []
-    with _no_gc():  # a million new objects would trigger collections that find nothing
+    with paused_gc():  # a million new objects would trigger collections that find nothing
         ops: list[Op] = []
         for row in rows:
             values = list(row)
@@ -87,12 +85,3 @@ def _arg(value: object) -> Arg:
     return Const(value[0])
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

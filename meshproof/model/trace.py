@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from meshproof.errors import KernelRaised, MeshproofError, TraceMemoryLimit
 from meshproof.model import tensor
 from meshproof.model.budget import OpBudget
@@ -18,6 +14,7 @@ from meshproof.model.loader import (
     kernbench_shim,
 )
 from meshproof.model.module_state import ModuleState
+from meshproof.model.paused_gc import paused_gc
 from meshproof.model.schedule import RankProgram, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.model.trace_split import trace_on_two_cores, worth_splitting
@@ -54,19 +51,6 @@ def trace(kernel: KernelRef, launch: Launch) -> Schedule:
         else:
             programs += [trace_one(ep) for ep in rest]
     return Schedule(spec, launch.wiring, tuple(programs))
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Tracing builds millions of acyclic records: the cyclic collector would rescan the
-    growing heap again and again for nothing (a quarter of a 32x32 trace)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _trace_rank(kernel: KernelRef, launch: Launch, ep: Endpoint, pointer_names: list[str],

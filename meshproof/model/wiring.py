@@ -6,7 +6,6 @@ Built-ins are described in spec/machine.md; users describe their own hardware in
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from types import MappingProxyType
 
 from meshproof.errors import TopologyError, WiringError
 from meshproof.model.topology import Direction, Endpoint, System
+from meshproof.tomlfile import read_toml
 
 Port = tuple[Endpoint, Direction]
 
@@ -204,15 +204,9 @@ def load_wiring_file(path: Path, system: System) -> Wiring:
     Both halves of every link must be listed: an asymmetric file is rejected, because a
     one-way entry is far more often a typo than real hardware.
     """
-    if path.is_dir():
-        raise WiringError(f"wiring file {path} is a directory; pass a .toml file")
-    if not path.is_file():
-        raise WiringError(f"wiring file {path} does not exist; pass a built-in name "
-                          f"({', '.join(sorted(BUILTIN_WIRINGS))}) or an existing .toml file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise WiringError(f"wiring file {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "wiring file", f"pass a built-in name "
+                     f"({', '.join(sorted(BUILTIN_WIRINGS))}) or an existing .toml file",
+                     directory="pass a .toml file", error=WiringError)
     unknown = set(data) - {"name", "description", "link"}
     if unknown:
         raise WiringError(f"wiring file {path}: unknown key(s) {', '.join(sorted(unknown))}; "
