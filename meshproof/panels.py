@@ -166,3 +166,12 @@ def get_panel(name: str, scale: str = "validation") -> Panel:
     if name not in PANELS[scale]:
         raise LaunchError(f"unknown panel {name!r}: use one of {', '.join(PANEL_NAMES)}")
     return PANELS[scale][name]
+
+
+def panel_input_bound(name: str | None, scale: str | None) -> float:
+    """numeric_safety's |inputs| <= B for a launch of panel `name` (the headline panels
+    assume a smaller one than the default), else the default: what `verify --panel` and
+    gate cases with a panel use unless told otherwise."""
+    if name is None:
+        return DEFAULT_INPUT_BOUND
+    return get_panel(name, scale or "validation").input_bound

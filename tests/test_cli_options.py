@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import TEST_KERNELS, RunCli, assert_bad_input, kernel_spec, line_of
 
-from meshproof.cli.options import panel_input_bound, parse_arg
+from meshproof.cli.options import parse_arg
+from meshproof.panels import panel_input_bound
 
 
 def test_mesh_and_cubes_must_agree(run_cli: RunCli) -> None:

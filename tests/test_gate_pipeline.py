@@ -49,10 +49,11 @@ class Stages:
         return simulate(schedule, config)
 
     def run(self, *, simulate: bool, cache: GateCache | None = None, verify: bool = True,
-            depth: int = 3) -> CaseOutcome:
+            depth: int = 3, config: VerifyConfig | None = None) -> CaseOutcome:
         kernel = resolve_kernel("mesh_mlo_1d")
         launch = build_launch(kernel, LaunchOptions(pes=2, queue_depth=depth))
         return run_case(kernel, launch, simulate=simulate, verify=verify, cache=cache,
+                        verify_config=config or VerifyConfig(),
                         sim_config=SimConfig(timing=False), tracer=self.tracer,
                         verifier=self.verifier, simulator=self.simulator)
 
@@ -96,3 +97,23 @@ def test_an_unknown_outcome_is_never_cached(tmp_path: Path) -> None:
     stages.run(simulate=False, cache=cache)
     assert stages.calls.count("verify") == 2
     assert not (tmp_path / "cache").exists()
+
+
+def test_an_outcome_under_another_input_bound_is_proved_again(tmp_path: Path) -> None:
+    """numeric_safety's verdict rests on |inputs| <= B: a proof at 4 says nothing at 16."""
+    cache = GateCache(tmp_path / "cache")
+    stages = Stages()
+    stages.run(simulate=False, cache=cache, config=VerifyConfig(input_bound=4.0))
+    wider = stages.run(simulate=False, cache=cache)
+    assert stages.calls == ["trace", "verify", "trace", "verify"] and not wider.cached
+
+
+def test_a_gate_case_of_a_headline_panel_takes_the_panels_input_bound() -> None:
+    from meshproof.gate.matrix import GateCase
+    from meshproof.gate.runner import case_configs
+
+    launch = build_launch(resolve_kernel("mesh_mlo_1d"), LaunchOptions(pes=2)).spec
+    headline = GateCase("h", "mesh_mlo_1d", panel="single_user_decode", scale="headline")
+    plain = GateCase("p", "mesh_mlo_1d")
+    assert case_configs(headline, launch)[0].input_bound == 4.0
+    assert case_configs(plain, launch)[0].input_bound == 16.0

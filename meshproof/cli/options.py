@@ -26,7 +26,6 @@ from meshproof.model.isolation import (
 )
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
-from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import GroupMode, Harness, Scalar
 from meshproof.model.topology import MAX_PES, Endpoint, parse_mesh, parse_system
 from meshproof.panels import SCALES, get_panel
@@ -293,14 +292,6 @@ def resolve_launches(opts: dict[str, Any],
     launches = tuple(resolve_launch(**{**opts, "cube_start": k}, resolver=resolver)
                      for k in preset.launches)
     return LaunchList(f"{preset.name} ({opts.get('scale')})", launches)
-
-
-def panel_input_bound(panel: str | None, scale: str | None) -> float:
-    """numeric_safety's |inputs| <= B when --input-bound is not given: the panel's (the
-    headline panels assume a smaller one), else the default."""
-    if panel is None:
-        return DEFAULT_INPUT_BOUND
-    return get_panel(panel, scale or "validation").input_bound
 
 
 def _unique_args(arg_items: tuple[str, ...]) -> tuple[tuple[str, Scalar], ...]:

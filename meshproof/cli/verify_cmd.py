@@ -15,7 +15,6 @@ from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
-    panel_input_bound,
     resolve_launch,
     resolve_launches,
     trace_limit_options,
@@ -25,6 +24,7 @@ from meshproof.errors import OptionError
 from meshproof.gate.pipeline import run_case
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
+from meshproof.panels import panel_input_bound
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import PROPERTY_NAMES, parse_properties
 from meshproof.verify.result import Status, Verdict

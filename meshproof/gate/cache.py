@@ -31,6 +31,7 @@ from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import schedule_to_json
 from meshproof.outputs import write_text
+from meshproof.verify.properties import VerifyConfig
 
 CACHE_SCHEMA = "meshproof/gate-cache-v1"
 CACHE_ENV = "MESHPROOF_CACHE_DIR"
@@ -65,7 +66,8 @@ def meshproof_digest() -> str:
     return h.hexdigest()
 
 
-def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool) -> str:
+def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool,
+             config: VerifyConfig) -> str:
     links = [[lk.src.cube, lk.src.pe, lk.dir.value, lk.dst.cube, lk.dst.pe]
              for lk in launch.wiring.links]
     material = {
@@ -74,6 +76,12 @@ def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate:
         "schedule": schedule_to_json(schedule),
         "wiring_links": links,
         "simulate": simulate,
+        # what changes a decided verdict: the assumption numeric_safety rests on, the
+        # depth and the properties checked (budgets only ever make a verdict unknown,
+        # which is never stored)
+        "input_bound": config.input_bound,
+        "queue_depth": config.queue_depth,
+        "properties": [p.value for p in config.selected()],
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -86,8 +94,9 @@ class GateCache:
         self.directory = directory
 
     @staticmethod
-    def key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool) -> str:
-        return case_key(kernel, launch, schedule, simulate=simulate)
+    def key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate: bool,
+            config: VerifyConfig) -> str:
+        return case_key(kernel, launch, schedule, simulate=simulate, config=config)
 
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.directory / f"{key}.json"

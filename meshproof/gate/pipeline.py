@@ -67,7 +67,8 @@ def run_case(kernel: KernelRef, launch: Launch, *, simulate: bool, verify: bool 
     stored (an unknown depends on machine load).
     """
     schedule = tracer(kernel, launch)
-    key = cache.key(kernel, launch, schedule, simulate=simulate) if cache is not None else ""
+    key = cache.key(kernel, launch, schedule, simulate=simulate, config=verify_config) \
+        if cache is not None else ""
     if cache is not None:
         stored = cache.get(key)
         if stored is not None:

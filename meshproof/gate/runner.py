@@ -34,6 +34,7 @@ from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.isolation import limit_stage
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec
+from meshproof.panels import panel_input_bound
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
@@ -143,7 +144,8 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
     defaults = VerifyConfig()
     verify_config = VerifyConfig(
         queue_depth=launch.queue_depth, timeout_s=case.timeout,
-        rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit)
+        rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit,
+        input_bound=panel_input_bound(case.panel, case.scale))
     return verify_config, SimConfig(timing=False)
 
 
