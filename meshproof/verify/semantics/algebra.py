@@ -84,19 +84,18 @@ def sub(a: Poly, b: Poly) -> Poly:
     return add(a, neg(b))
 
 
+def positive_weights(p: Poly) -> bool:
+    """Every term's weight is positive: a sum of such terms cannot cancel."""
+    return all(all(pw.positive for _, _, pw in w.parts) if isinstance(w, Pieces)
+               else w.positive for _, w in p.terms)
+
+
 def positive(p: Poly) -> bool:
     """Provably > 0 for every input: positive weights, only positive factors."""
     if p.inf or not p.terms:
         return p.inf > 0
-    for body, w in p.terms:
-        if isinstance(w, Pieces):
-            if not all(pw.positive for _, _, pw in w.parts):
-                return False
-        elif not w.positive:
-            return False
-        if any(not isinstance(a, Pos) for a, _ in body.factors):
-            return False
-    return True
+    return positive_weights(p) and all(isinstance(a, Pos) for body, _ in p.terms
+                                       for a, _ in body.factors)
 
 
 def _bound_terms(p: Poly) -> bool:

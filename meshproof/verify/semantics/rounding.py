@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
+from meshproof.verify.semantics.algebra import positive_weights
 from meshproof.verify.semantics.dataflow import Dataflow, Key
 from meshproof.verify.semantics.events import describe
 from meshproof.verify.semantics.interp import Interpreter, Opaque
 from meshproof.verify.semantics.order import at_least_one, lower_bound
-from meshproof.verify.semantics.scalars import Pieces
 from meshproof.verify.semantics.terms import Input, Lin, Poly
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
@@ -79,14 +79,8 @@ def _pure_input(form: Poly) -> bool:
 
 
 def _positive_terms(form: Poly) -> bool:
-    """Every term's weight is positive: a sum of such values cannot cancel."""
-    for _, w in form.terms:
-        if isinstance(w, Pieces):
-            if not all(pw.positive for _, _, pw in w.parts):
-                return False
-        elif not w.positive:
-            return False
-    return not form.inf
+    """A finite value whose terms all weigh positively: a sum of such cannot cancel."""
+    return not form.inf and positive_weights(form)
 
 
 def _kind(interp: Interpreter, key: Key, memo: dict[str, Kind | None]) -> Kind | None:
