@@ -87,8 +87,8 @@ def test_simulate_checks_numerics() -> None:
     assert_verified("mesh_mlo_1d", pes=4, simulate=True)
     with pytest.raises(AssertionError, match="numerics out of tolerance"):
         assert_verified("mesh_mlo_1d_normalised_merge", pes=4, simulate=True)
-    assert_violates("mesh_mlo_1d_normalised_merge", "attention_equivalence", "numerics",
-                    exactly=True, pes=4, simulate=True)
+    assert_violates("mesh_mlo_1d_normalised_merge", "exactly_once_merge",
+                    "attention_equivalence", "numerics", exactly=True, pes=4, simulate=True)
 
 
 def test_panel_shorthand() -> None:

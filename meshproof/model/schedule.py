@@ -51,6 +51,9 @@ class OpKind(Enum):
     EXP = "exp"
     EXP2 = "exp2"
     LOG = "log"
+    LOG2 = "log2"
+    LOG1P = "log1p"
+    SIGMOID = "sigmoid"
     SOFTMAX = "softmax"
     MAXIMUM = "maximum"
     MINIMUM = "minimum"
@@ -71,7 +74,8 @@ class OpKind(Enum):
 
 ELEMENTWISE_BINARY = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV,
                                 OpKind.MAXIMUM, OpKind.MINIMUM})
-ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.EXP2, OpKind.LOG, OpKind.NEG})
+ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.EXP2, OpKind.LOG, OpKind.LOG2, OpKind.LOG1P,
+                               OpKind.SIGMOID, OpKind.NEG})
 REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 _DIRECTIONS = {d.value: d for d in Direction}  # "E" -> Direction.E (parse handles the rest)
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
-                 "max", "sum", "exp", "exp2", "log", "softmax", "maximum", "minimum", "cast",
-                 "zeros", "full", "send", "recv")
+                 "max", "sum", "exp", "exp2", "log", "log2", "log1p", "sigmoid", "softmax",
+                 "maximum", "minimum", "cast", "zeros", "full", "send", "recv")
 
 
 class UnsupportedTlOp(UnsupportedOp, AttributeError):
@@ -152,6 +152,18 @@ class Tl:
     @tl_op()
     def log(self, x: object) -> TensorHandle:
         return self._t.unary("log", x)
+
+    @tl_op()
+    def log2(self, x: object) -> TensorHandle:
+        return self._t.unary("log2", x)
+
+    @tl_op()
+    def log1p(self, x: object) -> TensorHandle:
+        return self._t.unary("log1p", x)
+
+    @tl_op()
+    def sigmoid(self, x: object) -> TensorHandle:
+        return self._t.unary("sigmoid", x)
 
     @tl_op()
     def softmax(self, x: object, axis: object = -1) -> TensorHandle:

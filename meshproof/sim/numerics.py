@@ -41,6 +41,8 @@ _BINARY: dict[OpKind, Callable[..., F32]] = {
 }
 _UNARY: dict[OpKind, Callable[..., F32]] = {
     OpKind.EXP: np.exp, OpKind.EXP2: np.exp2, OpKind.LOG: np.log, OpKind.NEG: np.negative,
+    OpKind.LOG2: np.log2, OpKind.LOG1P: np.log1p,
+    OpKind.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)),
 }
 
 

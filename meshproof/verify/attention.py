@@ -171,6 +171,6 @@ def _diagnostics(schedule: Schedule, a: Analysis, out: OutputResult,
 
 
 def _witness_facts(schedule: Schedule, w: Witness) -> WitnessFacts:
-    return WitnessFacts(f"seeded N(0,1), seed {w.seed}", w.precision, w.rel_err,
+    return WitnessFacts(w.inputs.replace(" (seed", ", seed").rstrip(), w.precision, w.rel_err,
                         schedule.programs[w.rank].endpoint, w.store.source, w.element, w.got,
                         w.want)

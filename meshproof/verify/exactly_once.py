@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
 from meshproof.verify.properties import CheckContext, Property
@@ -27,14 +28,17 @@ from meshproof.verify.result import (
     Role,
     Status,
 )
+from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics import shared_semantics
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
+from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.events import Departure, Event
-from meshproof.verify.semantics.judge import Counts, count_rows
+from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
 MAX_LISTED = 40
+MAX_WITNESS_ROWS = 4     # runs of wrongly counted rows tried as V = 1 on them
 
 
 def _vacuous(schedule: Schedule, outputs: tuple[str, ...]) -> bool:
@@ -87,7 +91,7 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         return result(Status.UNKNOWN, "no rank stores an output "
                       f"({', '.join(a.problem.outputs)}): nothing to count; name the output "
                       "buffers with --outputs")
-    return _judge(schedule, a, result)
+    return _judge(schedule, ctx.channels, a, result)
 
 
 @dataclass(slots=True)
@@ -96,38 +100,89 @@ class _Findings:
     counts: list[MergeCount] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     shown_lines: set[str] = field(default_factory=set)
+    suspects: list[OutputResult] = field(default_factory=list)   # outputs to witness
+    lost: bool = False     # an output waits on a message that never arrives
 
     def add(self, d: Diagnostic) -> None:
         if len(self.diags) < MAX_LISTED:
             self.diags.append(d)
 
 
-def _judge(schedule: Schedule, a: Analysis, result: _Result) -> PropertyResult:
+def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
+           result: _Result) -> PropertyResult:
     f = _Findings()
     for out in a.outputs:
         _judge_output(schedule, a, out, f)
+    structural = bool(f.lost) or bool(a.silent_groups)
     for g in a.silent_groups:
         f.diags.append(Diagnostic(f"no rank of group {g} stores an output: its "
                                   f"{a.problem.groups[g].n_shards} shard(s) are never merged",
                                   Role.MERGE))
-    if f.diags:
-        worst = max((r.numerator for r in f.counts), default=None)
-        zeros = sum(1 for r in f.counts if r.numerator == 0)
-        ranks = {d.endpoint for d in f.diags if d.endpoint} | {c.endpoint for c in f.counts}
-        summary = f"{len(f.counts) or len(f.diags)} wrong merge count(s) on {len(ranks)} " \
-                  "rank(s)"
-        if f.counts:
-            summary += f" (max count {_num(worst or 0)}, {zeros} run(s) of key rows never " \
-                       "merged)"
-        return result(Status.VIOLATED, summary,
-                      Counterexample(summary, tuple(f.diags), MergeDetails(tuple(f.counts))))
-    if f.unknown:
-        return result(Status.UNKNOWN, "cannot count merges: " + "; ".join(f.unknown[:3]))
-    n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
-    return result(Status.PROVED,
-                  f"{len(a.outputs)} stored output(s) each count every key row of their group "
-                  f"exactly once, numerator and denominator alike (up to {n} key rows in "
-                  f"{max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+    if not f.diags and not f.unknown:
+        n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
+        return result(Status.PROVED,
+                      f"{len(a.outputs)} stored output(s) each count every key row of their "
+                      f"group exactly once, numerator and denominator alike (up to {n} key "
+                      f"rows in {max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+    witness = None if structural else _witness(schedule, table, a, f)
+    if not structural and witness is None:
+        why = f.unknown[:3] or [d.message for d in f.diags[:2]]
+        return result(Status.UNKNOWN, "cannot show a wrong count with an input (Q = 0, every "
+                      "score equal, and V = 1 on the rows counted wrong): " + "; ".join(why))
+    worst = max((r.numerator for r in f.counts), default=None)
+    zeros = sum(1 for r in f.counts if r.numerator == 0)
+    ranks = {d.endpoint for d in f.diags if d.endpoint} | {c.endpoint for c in f.counts}
+    summary = f"{len(f.counts) or len(f.diags) or 1} wrong merge count(s) on " \
+              f"{len(ranks) or 1} rank(s)"
+    if f.counts:
+        summary += f" (max count {_num(worst or 0)}, {zeros} run(s) of key rows never merged)"
+    diags = list(f.diags)
+    for o in f.suspects:
+        if not any(d.source == o.store.source for d in diags) and o.opaque is None:
+            ep = schedule.programs[o.rank].endpoint
+            diags.append(Diagnostic("the stored output is not one ratio of sums of partials "
+                                    "(partials normalised separately and merged, or "
+                                    "multiplied): its key rows are not each counted once",
+                                    Role.MERGE, o.store.source, ep, o.store.index,
+                                    OpKind.STORE))
+            for e in _merge_events(a, o, missing=False)[:3]:
+                diags.append(Diagnostic(e.message, Role.MERGE, e.op.source,
+                                        schedule.programs[e.rank].endpoint, e.op.index,
+                                        e.op.kind))
+            break
+    if witness is not None:
+        ep = schedule.programs[witness.rank].endpoint
+        diags.append(Diagnostic("witness: " + _witness_text(witness, ep.describe(), a),
+                                Role.NOTE, witness.store.source, ep, witness.store.index,
+                                OpKind.STORE))
+    facts = _facts(schedule, witness) if witness is not None else None
+    return result(Status.VIOLATED, summary,
+                  Counterexample(summary, tuple(diags), MergeDetails(tuple(f.counts), facts)))
+
+
+def _witness(schedule: Schedule, table: ChannelTable, a: Analysis,
+             f: _Findings) -> Witness | None:
+    """An input under which the named rows' weight in the output differs from their
+    softmax weight: Q = 0 (every score equal) and V = 1 on those rows, else Q = 0 and a
+    seeded random 0/1 per row (any uneven weight shows)."""
+    rows = list(dict.fromkeys(c.rows for c in f.counts))[:MAX_WITNESS_ROWS]
+    families = [equal_scores(a.problem, r) for r in rows] + \
+        [equal_scores(a.problem, None, seed) for seed in SEEDS]
+    stores = [(o.rank, o.store, o.live) for o in f.suspects[:16]]
+    return find_witness(schedule, table, a.problem, stores, families)
+
+
+def _witness_text(w: Witness, endpoint: str, a: Analysis) -> str:
+    t, h, e = w.element
+    return (f"on {w.inputs}, evaluated in {w.precision}) the output at {w.store.source} on "
+            f"rank {endpoint} is O[{t}, {h}, {e}] = {w.got:.6g}, softmax gives {w.want:.6g} "
+            f"(relative difference {w.rel_err:.3g}): the key rows are not each weighted once")
+
+
+def _facts(schedule: Schedule, w: Witness) -> WitnessFacts:
+    return WitnessFacts(w.inputs.replace(" (seed", ", seed"), w.precision, w.rel_err,
+                        schedule.programs[w.rank].endpoint, w.store.source, w.element, w.got,
+                        w.want)
 
 
 def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findings) -> None:
@@ -135,18 +190,26 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
     where = (out.store.source, ep, out.store.index, OpKind.STORE)
     if out.opaque is not None:
         if out.opaque.lost:
+            f.lost = True
             f.add(Diagnostic(f"the stored output depends on a message that never arrives "
                              f"({out.opaque.op.source}: {out.opaque.reason})", Role.MERGE,
                              *where))
         else:
+            f.suspects.append(out)
             f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value "
                              f"outside the rules ({out.opaque.op.source}: {out.opaque.reason})")
         return
     if out.form is None:
         f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value that "
-                         f"cannot be placed in the output ({'; '.join(out.verdict.reasons)})")
+                         f"cannot be placed in the output ({'; '.join(out.verdict.texts)})")
         return
     c = count_rows(out.form, a.problem, a.problem.group_of[out.rank])
+    if c is None:
+        f.suspects.append(out)
+        f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value that is "
+                         "not one ratio of sums of partials, so its key rows have no count")
+        return
+    before = len(f.diags) + len(f.counts)
     if c.foreign:
         f.add(Diagnostic("the stored output counts keys of another attention problem "
                          "(another group's KV)", Role.MERGE, *where))
@@ -160,7 +223,10 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
                          "into a denominator", Role.MERGE, *where))
     bad = _bad_runs(c)
     if not bad:
+        if len(f.diags) + len(f.counts) > before:
+            f.suspects.append(out)
         return
+    f.suspects.append(out)
     size = a.problem.S_kv_per_rank
     for lo, hi, n, d in bad:
         # one count per shard: split runs at shard boundaries
@@ -222,7 +288,7 @@ def _count_diag(out: OutputResult, ep: Endpoint, shard: Endpoint | None, lo: int
 _WHY = (Departure.OVERLAP, Departure.WEIGHTED, Departure.MACHINE_ZERO, Departure.CONTRACTION)
 
 
-def _merge_events(a: Analysis, out: OutputResult) -> list[Event]:
+def _merge_events(a: Analysis, out: OutputResult, missing: bool = True) -> list[Event]:
     """The lines where the double or missing merge happens: double merges, weights and
     machine zeros in the output's cone, else the last merge on the storing rank."""
     arg = out.store.args[0]
@@ -234,7 +300,7 @@ def _merge_events(a: Analysis, out: OutputResult) -> list[Event]:
         if e.kind in _WHY and str(e.op.source) not in seen:
             seen.add(str(e.op.source))
             picked.append(e)
-    if picked:
+    if picked or not missing:
         return picked[:6]
     merges = [e for e in events if e.kind is Departure.MERGE and e.rank == out.rank]
     if merges:

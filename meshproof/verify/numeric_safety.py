@@ -11,6 +11,7 @@ import dataclasses
 import time
 
 from meshproof.model.channels import ChannelTable
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
@@ -24,9 +25,9 @@ from meshproof.verify.result import (
 )
 from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
-from meshproof.verify.semantics.bounds import Finding, Hazard, Safety, check_safety
-from meshproof.verify.semantics.interp import Interpreter, Opaque
 from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
+from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
+from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
 
 NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"
@@ -46,7 +47,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
     a = sem.analysis
-    safety = check_safety(schedule, table, a.problem, a.interp, input_bound)
+    safety = check_safety(schedule, table, a.problem, a.evaluation, input_bound)
     empty = _empty_partials(schedule, table, sem) if a.problem and \
         schedule.launch.empty_shards else []
     findings = safety.violations + empty
@@ -65,7 +66,8 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                       "; ".join(safety.unknown[:3]))
     extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
         if schedule.launch.empty_shards else ""
-    etas = output_error_bounds(a.interp, [(o.rank, o.store) for o in a.outputs], input_bound)
+    etas = output_error_bounds(a.evaluation, [(o.rank, o.store) for o in a.outputs],
+                               input_bound, a.problem.d_head)
     # the bound is due for outputs whose exact value is attention; the others are
     # attention_equivalence's to report
     lost = [e for e, o in zip(etas, a.outputs, strict=True)
@@ -98,15 +100,16 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
     index = schedule.rank_index()
     empty = frozenset(index[e] for e in schedule.launch.empty_shards if e in index)
     problem = dataclasses.replace(sem.problem, empty=empty)
-    interp = Interpreter(schedule, table, problem)
+    ev: Evaluation[Result] = Evaluation(schedule, table, Symbolic(schedule, problem))
+    ev.run()
     out: list[Finding] = []
     seen: set[str] = set()
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
             if op.out is None:
                 continue
-            res = interp.result(r, op.out)
-            if isinstance(res, Opaque) and res.op is op and _undefined(res.reason) and \
+            res = ev.value(r, op.out)
+            if isinstance(res, Opaque) and res.op is op and res.undefined is not None and \
                     str(op.source) not in seen:
                 seen.add(str(op.source))
                 out.append(Finding(Hazard.EMPTY_PARTIAL, r, op,
@@ -114,15 +117,6 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
                                    f"{op.kind.value} {res.reason} (FlashInfer #4051: guard "
                                    "the max of an empty partial)"))
     return out
-
-
-_UNDEFINED = ("inf", "divides by zero", "log of a constant <= 0", "nan", "undefined")
-
-
-def _undefined(reason: str) -> bool:
-    """An opaque value that is undefined on the machine (inf - inf, 0/0, log 0), not merely
-    outside the algebra."""
-    return any(word in reason for word in _UNDEFINED)
 
 
 def _names(schedule: Schedule, ranks: frozenset[int]) -> str:

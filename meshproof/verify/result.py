@@ -166,9 +166,13 @@ class MergeDetails:
     """exactly_once_merge's counterexample facts: every wrong count."""
 
     counts: tuple[MergeCount, ...]
+    witness: Witness | None = None     # an input on which the wrong count shows
 
     def to_json(self) -> dict[str, Any]:
-        return {"counts": [c.to_json() for c in self.counts]}
+        out: dict[str, Any] = {"counts": [c.to_json() for c in self.counts]}
+        if self.witness is not None:
+            out["witness"] = self.witness.to_json()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,8 +237,8 @@ sum_of_maxima = _kernel(_sum_of_maxima)
 
 def _split_d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int, h_q: int,
              h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
-    """CORRECT but out of scope: the scores are two dots over the halves of d_head, added
-    (h_q = h_kv = 1, S_q = 1)."""
+    """CORRECT: the scores are two dots over the halves of d_head, added (a split
+    contraction; h_q = h_kv = 1, S_q = 1)."""
     hd = d_head // 2
     q = tl.load(q_ptr, shape=(1, 1, d_head), dtype="f16")
     k = tl.load(k_ptr, shape=(S_kv, 1, d_head), dtype="f16")

@@ -1,8 +1,26 @@
 """Semantic analysis of attention kernels: exact normal forms of every stored output.
 
-Public face for the three semantic properties (attention_equivalence, exactly_once_merge,
-numeric_safety). `semantic_analysis` evaluates the schedule once into exact forms; the
+The public face of the three semantic properties (attention_equivalence, exactly_once_merge,
+numeric_safety): `semantic_analysis` evaluates the schedule once into exact forms and the
 properties read it. Nothing here runs kernel code: the schedule IR is the input.
+
+Reading order (each module imports only those before it):
+
+- index.py     digits, affine index forms, mixed-radix layouts
+- atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
+- poly.py      exponential polynomials, row sums over key rows, logarithms
+- rational.py  the normal form: rational functions, exp, log, max (reasons.py: why not)
+- reduce.py    sums over key rows, contractions into scores, maxima over rows
+- views.py     what a form is, in the words of an online softmax
+- order.py     max-domination: exp arguments <= 0, lower bounds
+- bounds.py    magnitude bounds under |inputs| <= B
+- layouts.py   values: a layout and a form
+- events.py    departures, recorded where a kernel stops being an online softmax
+- symbolic.py  the symbolic domain of model/evaluate.py
+- judge.py     the identity with attention, and why not; counts.py: key-row counts
+- numeric.py, witness.py   the numeric domain and witnesses in 40-digit arithmetic
+- safety.py, rounding.py   numeric_safety's checks and rounding bound
+- analysis.py  the analysis the properties share
 """
 
 from __future__ import annotations
@@ -10,11 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.problem import Problem, ProblemUnavailable, attention_problem
+from meshproof.model.problem import (
+    DEFAULT_INPUT_BOUND,
+    Problem,
+    ProblemUnavailable,
+    attention_problem,
+)
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import CheckContext
 from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
-from meshproof.verify.semantics.bounds import DEFAULT_INPUT_BOUND
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,15 +11,23 @@ import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
-from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.events import Departure, Event
-from meshproof.verify.semantics.index import Aff, unify_axis
-from meshproof.verify.semantics.interp import Interpreter, Opaque, output_coords
-from meshproof.verify.semantics.judge import Shape, Verdict, compare, decompose
-from meshproof.verify.semantics.layouts import Value, read
-from meshproof.verify.semantics.terms import Poly
+from meshproof.verify.semantics.index import (
+    Aff,
+    DigitSource,
+    Layout,
+    flat_slice,
+    regroup,
+    unify_axis,
+)
+from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
+from meshproof.verify.semantics.layouts import Value, buffer, read
+from meshproof.verify.semantics.rational import ZERO_RAT, Rat
+from meshproof.verify.semantics.reasons import NotModelled
+from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,18 +38,23 @@ class OutputResult:
     shape: Shape | None          # None when the stored value is opaque
     opaque: Opaque | None = None
     misplaced: bool = False      # it writes outside the output buffer
-    form: Poly | None = None     # the judged form (of the live part of the store)
+    form: Rat | None = None      # the judged form (of the live part of the store)
     live: tuple[int, int] | None = None   # the elements still held, when a later store
                                           # rewrote the rest
 
 
-_RELEVANT = {
-    "weigh": (Departure.OVERLAP, Departure.WEIGHTED, Departure.MACHINE_ZERO),
-    "reference": (Departure.REFERENCE_POINTS,),
-    "normalised": (Departure.NORMALISED_TWICE, Departure.MERGES_NORMALISED),
-    "scale": (Departure.SCALE,),
-    "score": (Departure.CONTRACTION, Departure.SCALE),
-    "never divided": (),
+_D = Departure
+_RELEVANT: dict[Mismatch, tuple[Departure, ...]] = {
+    Mismatch.UNEVEN: (_D.OVERLAP, _D.WEIGHTED, _D.MACHINE_ZERO),
+    Mismatch.NUM_DEN_DIFFER: (_D.OVERLAP, _D.WEIGHTED, _D.MACHINE_ZERO),
+    Mismatch.MIXED_ROWS: (_D.OVERLAP, _D.WEIGHTED, _D.MACHINE_ZERO),
+    Mismatch.REFERENCE_POINTS: (_D.REFERENCE_POINTS,),
+    Mismatch.NORMALISED_TWICE: (_D.NORMALISED_TWICE, _D.MERGES_NORMALISED),
+    Mismatch.SCALE: (_D.SCALE, _D.CONTRACTION, _D.REFERENCE_POINTS),
+    Mismatch.SCALES_DIFFER: (_D.SCALE, _D.CONTRACTION),
+    Mismatch.NOT_A_PARTIAL: (_D.CONTRACTION, _D.SCALE),
+    Mismatch.WRONG_QUERY: (_D.CONTRACTION, _D.SCALE),
+    Mismatch.NOT_A_MERGE: (_D.CONTRACTION, _D.SCALE),
 }
 MAX_EXPLAINED = 8
 
@@ -50,24 +63,21 @@ MAX_EXPLAINED = 8
 class Analysis:
     problem: Problem
     outputs: tuple[OutputResult, ...]
-    interp: Interpreter
+    evaluation: Evaluation[Result]
+    domain: Symbolic
     silent_groups: tuple[int, ...]       # groups in which no rank stores an output
     unwritten: tuple[tuple[int, str, tuple[tuple[int, int], ...]], ...] = ()
     # (rank, output buffer, element ranges it never writes) on ranks that must write it
 
+    def value(self, rank: int, vid: int) -> Result:
+        return self.evaluation.value(rank, vid)
+
     def cone_events(self, rank: int, vid: int) -> list[Event]:
         """Departure events of every value the given value depends on, in program order."""
-        seen: set[tuple[int, int]] = set()
-        stack = [(rank, vid)]
+        events = self.domain.rec.events
         out: list[Event] = []
-        interp = self.interp
-        while stack:
-            key = stack.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            out.extend(interp.rec.events.get(key, ()))
-            stack.extend(interp.deps(key))
+        for key in self.evaluation.cone([(rank, vid)]):
+            out.extend(events.get(key, ()))
         return sorted(out, key=lambda e: (e.op.index, e.rank))
 
     def explain(self, result: OutputResult) -> list[Event]:
@@ -82,11 +92,7 @@ class Analysis:
             return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
                                    f"line {op.source.line}: tl.{op.kind.value} "
                                    f"{result.opaque.reason}")]
-        wanted: list[Departure] = []
-        for reason in result.verdict.reasons:
-            for word, kinds in _RELEVANT.items():
-                if word in reason:
-                    wanted.extend(kinds)
+        wanted = {k for reason in result.verdict.reasons for k in _RELEVANT.get(reason.kind, ())}
         shown: set[tuple[str, str]] = set()
         out: list[Event] = []
         for e in events:
@@ -125,15 +131,52 @@ def _one_sided(events: list[Event]) -> list[Event]:
     return out
 
 
-def _coords_for(interp: Interpreter, rank: int, offset: int, value: Value
+def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ...],
+                  src: DigitSource) -> tuple[Layout, tuple[Aff, Aff, Aff]] | str:
+    """For a store of `shape` at `offset` into an output buffer of `rank`: a layout of
+    `shape` and the (query row, q head, feature) each of its elements lands on."""
+    base = problem.q_base(rank)
+    if base is None:
+        return "stores an output on a rank that holds no query rows"
+    coords: dict[str, tuple[Aff, Aff, Aff]] = {}
+
+    def make(c: tuple[Aff, ...]) -> Rat:
+        coords["c"] = (c[0].shift(base), c[1], c[2])
+        return ZERO_RAT
+
+    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src)
+    layout = out.layout
+    total = layout.size()
+    count = math.prod(shape)
+    if offset + count > total:
+        return f"stores beyond the end of the output ({offset + count} > {total} elements)"
+    c3 = coords["c"]
+    if not (offset == 0 and count == total):
+        box = flat_slice(layout, offset, count, src)
+        if box is None:
+            return "stores elements that straddle rows of the output"
+        flat = box.flat
+        t, h, e = (a.substitute(box.subst) for a in c3)
+        c3 = (t, h, e)
+    else:
+        flat = layout.flat()
+    regrouped = regroup(flat, shape, src)
+    if regrouped is None:
+        return f"stores a {shape} value into the output in an order that mixes indices"
+    new_layout, s = regrouped
+    t, h, e = (a.substitute(s) for a in c3)
+    return new_layout, (t, h, e)
+
+
+def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
                 ) -> tuple[Value, tuple[Aff, Aff, Aff]] | str:
-    placed = output_coords(interp.problem, rank, offset, value.layout.shape, interp.src)
+    placed = output_coords(domain.problem, rank, offset, value.layout.shape, domain.src)
     if isinstance(placed, str):
         return placed
     layout, coords = placed
     form = value.form
     for va, oa in zip(value.layout.axes, layout.axes, strict=True):
-        unified = unify_axis(va, oa, interp.src) if (va or oa) else ((), {}, {})
+        unified = unify_axis(va, oa, domain.src) if (va or oa) else ((), {}, {})
         if unified is None:
             return "stores a value whose axes do not line up with the output's"
         _, s_val, s_out = unified
@@ -144,11 +187,13 @@ def _coords_for(interp: Interpreter, rank: int, offset: int, value: Value
 
 
 def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analysis:
-    interp = Interpreter(schedule, table, problem)
+    domain = Symbolic(schedule, problem)
+    ev: Evaluation[Result] = Evaluation(schedule, table, domain)
+    ev.run()
     outputs: list[OutputResult] = []
     storing: set[int] = set()
     for r, prog in enumerate(schedule.programs):
-        memory = interp.rank_memory(r)
+        memory = ev.rank_memory(r)
         for op in prog.ops:
             if op.kind is not OpKind.STORE or op.ptr not in problem.outputs:
                 continue
@@ -157,16 +202,17 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analys
             storing.add(problem.group_of[r])
             arg = op.args[0]
             assert isinstance(arg, ValueRef)
-            res = interp.result(r, arg.id)
+            res = ev.value(r, arg.id)
             if isinstance(res, Opaque):
-                outputs.append(OutputResult(r, op, Verdict(False, (res.reason,)), None, res))
+                outputs.append(OutputResult(r, op, Verdict(False, (
+                    Reason(Mismatch.DIFFERS, res.reason),)), None, res))
                 continue
-            outputs.extend(_judge_store(interp, r, op, res, memory.live_ranges[op.index]))
+            outputs.extend(_judge_store(domain, r, op, res, memory.live_ranges[op.index]))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
-    return Analysis(problem, tuple(outputs), interp, silent, _unwritten(schedule, problem))
+    return Analysis(problem, tuple(outputs), ev, domain, silent, _unwritten(schedule, problem))
 
 
-def _judge_store(interp: Interpreter, rank: int, store: Op, value: Value,
+def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
                  live: tuple[tuple[int, int], ...]) -> list[OutputResult]:
     """A store judged on what it still holds: whole, or each range a later store left."""
     size = math.prod(store.shape)
@@ -176,17 +222,18 @@ def _judge_store(interp: Interpreter, rank: int, store: Op, value: Value,
     else:
         for lo, hi in live:
             try:
-                parts.append((lo, read(value, lo - store.offset, (hi - lo,), interp.src),
+                parts.append((lo, read(value, lo - store.offset, (hi - lo,), domain.src),
                               (lo, hi)))
             except NotModelled as exc:
                 parts.append((lo, f"keeps elements {lo}..{hi - 1} that {exc}", (lo, hi)))
     out = []
-    problem = interp.problem
+    problem = domain.problem
     for offset, part, rows in parts:
-        placed = _coords_for(interp, rank, offset, part) if isinstance(part, Value) else part
+        placed = _coords_for(domain, rank, offset, part) if isinstance(part, Value) else part
         if isinstance(placed, str):
-            out.append(OutputResult(rank, store, Verdict(False, (placed,)), None,
-                                    misplaced="beyond the end" in placed, live=rows))
+            out.append(OutputResult(rank, store, Verdict(False, (
+                Reason(Mismatch.DIFFERS, placed),)), None, misplaced="beyond the end" in placed,
+                live=rows))
             continue
         judged, coords = placed
         sizes = {d.id: d.size for d in judged.layout.digits}

@@ -1,21 +1,25 @@
 """Departures: the ops where a kernel's values stop being those of an online softmax.
 
-The interpreter records an event when an op does something an attention kernel does not
-need (normalises twice, adds partials with different reference points or overlapping key
-rows, weighs a partial by a constant, takes a constant that is 0 on the machine, forms
+The symbolic domain records an event when an op does something an attention kernel does
+not need (normalises twice, adds partials with different reference points or overlapping
+key rows, weighs a partial by a constant, takes a constant that is 0 on the machine, forms
 scores with a scale). When an output is not attention, the events in its dependency cone
 say, at their lines and in words, where it went wrong.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from meshproof.model.schedule import Op
-from meshproof.verify.semantics.index import BOUND
-from meshproof.verify.semantics.scalars import Pieces
-from meshproof.verify.semantics.terms import QK, Input, Max, Poly, Pos, Scrambled
+from meshproof.verify.semantics.atoms import Score, Scrambled
+from meshproof.verify.semantics.poly import Poly
+from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.views import describe, partial_rows, reference_points, short
+
+__all__ = ["Departure", "Event", "Recorder", "describe", "line"]
 
 
 class Departure(Enum):
@@ -40,82 +44,18 @@ class Event:
     value: float = 0.0
 
 
-def describe(form: Poly) -> str:
-    """What a value is, in the words of an online softmax."""
-    if form.inf:
-        return "an infinite constant"
-    if form.as_const() is not None:
-        return "a constant"
-    lin = form.as_lin()
-    if lin is not None:
-        atoms = [a for a, _ in lin.coeffs]
-        if any(isinstance(a, Max) for a in atoms):
-            return "a running max (m)"
-        if any(isinstance(a, QK) for a in atoms):
-            return "scores"
-        kinds = {a.tensor for a in atoms if isinstance(a, Input)}
-        if kinds:
-            return "/".join(sorted(kinds))
-        return "a log-sum-exp value"
-    has_v = any(isinstance(a, Input) and a.tensor == "V" for b, _ in form.terms
-                for a, _ in b.factors)
-    normalised = any(isinstance(a, Pos) and k < 0 for b, _ in form.terms for a, k in b.factors)
-    summed = any(isinstance(w, Pieces) for _, w in form.terms)
-    if has_v:
-        return "o (normalised)" if normalised else "o"
-    if summed:
-        return "ℓ" if not normalised else "a normalised sum of exponentials"
-    if normalised:
-        return "softmax probabilities"
-    return "exponential weights"
-
-
-def _short(form: Poly) -> str:
-    """ℓ, o or what else a value is, without the normalisation remark."""
-    what = describe(form)
-    return "o" if what.startswith("o ") else what
-
-
-def partial_rows(form: Poly) -> dict[str, Pieces]:
-    """Per partial shape (score and V element, without the reference point), its rows."""
-    out: dict[str, Pieces] = {}
-    for body, w in form.terms:
-        if not isinstance(w, Pieces):
-            continue
-        score = [a for a, _ in body.expo if isinstance(a, QK) and BOUND in a.digits]
-        if not score:   # only true scores have key rows (a scrambled dot's are synthetic)
-            continue
-        key = ",".join(a.key for a in score) + "|" + ",".join(
-            a.key for a, _ in body.factors if not isinstance(a, Pos))
-        out[key] = out[key] + w if key in out else w
-    return out
-
-
-def reference_points(form: Poly) -> dict[str, set[str]]:
-    """Per partial shape, the distinct reference points exp(R) its terms carry."""
-    out: dict[str, set[str]] = {}
-    for body, w in form.terms:
-        if not isinstance(w, Pieces):
-            continue
-        score = [a for a, _ in body.expo if isinstance(a, QK) and BOUND in a.digits]
-        rest = [f"{c}*{a.key}" for a, c in body.expo if a not in score]
-        key = ",".join(a.key for a in score) + "|" + ",".join(
-            a.key for a, _ in body.factors if not isinstance(a, Pos))
-        out.setdefault(key, set()).add(";".join(rest))
-    return out
-
-
-def _overlap(a: Pieces, b: Pieces) -> tuple[int, int] | None:
-    for lo1, hi1, _ in a.parts:
-        for lo2, hi2, _ in b.parts:
+def _overlap(a: Sequence[tuple[int, int, object]], b: Sequence[tuple[int, int, object]]
+             ) -> tuple[int, int] | None:
+    for lo1, hi1, _ in a:
+        for lo2, hi2, _ in b:
             lo, hi = max(lo1, lo2), min(hi1, hi2)
             if lo < hi:
                 return lo, hi
     return None
 
 
-def _negatives(form: Poly) -> set[Pos]:
-    return {a for b, _ in form.terms for a, k in b.factors if isinstance(a, Pos) and k < 0}
+def _denominators(form: Rat) -> set[Poly]:
+    return {f for f, _ in form.den}
 
 
 def line(op: Op) -> str:
@@ -124,7 +64,7 @@ def line(op: Op) -> str:
 
 
 class Recorder:
-    """Collects departure events per value while the interpreter evaluates."""
+    """Collects departure events per value while the symbolic domain evaluates."""
 
     def __init__(self) -> None:
         self.events: dict[tuple[int, int], list[Event]] = {}
@@ -136,42 +76,43 @@ class Recorder:
         self.events.setdefault(self.key, []).append(Event(kind, self.key[0], op, message,
                                                           value))
 
-    def produced(self, op: Op, result: Poly) -> None:
+    def produced(self, op: Op, result: Rat) -> None:
         """Remember where a normalised o first appears (e.g. dot(softmax(s), V))."""
         if describe(result) == "o (normalised)":
-            for p in _negatives(result):
-                self.o_origin.setdefault(p.key, op)
+            for f in _denominators(result):
+                self.o_origin.setdefault(f.key, op)
 
-    def divided(self, op: Op, dividend: Poly, divisor: Poly, result: Poly) -> None:
-        before = _negatives(dividend)
-        new = _negatives(result) - before
-        for p in new:
-            self.pos_origin.setdefault(p.key, op)
+    def divided(self, op: Op, dividend: Rat, divisor: Rat, result: Rat) -> None:
+        before = _denominators(dividend)
+        new = _denominators(result) - before
+        for f in new:
+            self.pos_origin.setdefault(f.key, op)
         if before and new:
-            old = sorted(before, key=lambda p: p.key)
-            origin = next((self.pos_origin[p.key] for p in old if p.key in self.pos_origin),
+            old = sorted(before, key=lambda f: f.key)
+            origin = next((self.pos_origin[f.key] for f in old if f.key in self.pos_origin),
                           None)
-            first_o = next((self.o_origin[p.key] for p in old if p.key in self.o_origin),
+            first_o = next((self.o_origin[f.key] for f in old if f.key in self.o_origin),
                            None)
             what = "o" if "o" in describe(dividend) else describe(dividend)
             at = f" at {line(first_o)}" if first_o is not None else ""
             by = f" (tl.{origin.kind.value} at {line(origin)})" if origin is not None else ""
             self.add(Departure.NORMALISED_TWICE, op,
                      f"{what}{at} is already divided by the softmax denominator{by}; "
-                     f"{line(op)} divides by {_short(divisor)} again")
+                     f"{line(op)} divides by {short(divisor)} again")
 
-    def added(self, op: Op, a: Poly, b: Poly, result: Poly) -> None:
+    def added(self, op: Op, a: Rat, b: Rat, result: Rat) -> None:
         ra, rb = partial_rows(a), partial_rows(b)
-        for key in ra.keys() & rb.keys():
-            both = _overlap(ra[key], rb[key])
-            if both is not None:
-                self.add(Departure.OVERLAP, op,
-                         f"{line(op)} adds the partial of key rows {both[0]}..{both[1] - 1} "
-                         f"to {_short(a)}, which already holds them (a double merge)")
-                return
+        if ra and rb and a.den == b.den:
+            for key in ra.keys() & rb.keys():
+                both = _overlap(ra[key], rb[key])
+                if both is not None:
+                    self.add(Departure.OVERLAP, op,
+                             f"{line(op)} adds the partial of key rows {both[0]}..{both[1] - 1}"
+                             f" to {short(a)}, which already holds them (a double merge)")
+                    return
         if ra and rb:
             self.add(Departure.MERGE, op, f"{line(op)} merges partials")
-        na, nb = _negatives(a), _negatives(b)
+        na, nb = _denominators(a), _denominators(b)
         if na and nb and na != nb:
             self.add(Departure.MERGES_NORMALISED, op,
                      f"{line(op)} adds o values already divided by different softmax "
@@ -182,24 +123,24 @@ class Recorder:
                      f"{line(op)} adds partials scaled by different reference points "
                      "exp(-m): one side is not rescaled by exp(m_old - m_new)")
 
-    def weighted(self, op: Op, factor: float, scaled: Poly, received: bool) -> None:
+    def weighted(self, op: Op, factor: float, scaled: Rat, received: bool) -> None:
         if factor == 1 or not (partial_rows(scaled) or
                                describe(scaled) == "exponential weights"):
             return
         who = "the received " if received else ""
         self.add(Departure.WEIGHTED, op,
-                 f"{who}{_short(scaled)} is scaled by {factor:g} at {line(op)}", factor)
+                 f"{who}{short(scaled)} is scaled by {factor:g} at {line(op)}", factor)
 
     def machine_zero(self, op: Op, value: float, dtype: str) -> None:
         self.add(Departure.MACHINE_ZERO, op,
                  f"{line(op)} uses {value:.3g}, which is 0 in {dtype} on the machine")
 
-    def exponent(self, op: Op, arg: Poly) -> None:
+    def exponent(self, op: Op, arg: Rat) -> None:
         lin = arg.as_lin()
         if lin is None:
             return
         for a, c in lin.coeffs:
-            if isinstance(a, (QK, Scrambled)):
+            if isinstance(a, (Score, Scrambled)):
                 self.add(Departure.SCALE, op, f"the scores exponentiated at {line(op)} "
                          f"(tl.{op.kind.value}) are scaled by {float(c):.6g}", float(c))
                 return

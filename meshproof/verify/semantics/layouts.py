@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.verify.semantics.algebra import NotModelled
 from meshproof.verify.semantics.index import (
     Aff,
     Digit,
@@ -21,13 +20,14 @@ from meshproof.verify.semantics.index import (
     regroup,
     unify_axis,
 )
-from meshproof.verify.semantics.terms import Poly
+from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.reasons import NotModelled
 
 
 @dataclass(frozen=True, slots=True)
 class Value:
     layout: Layout
-    form: Poly
+    form: Rat
 
     def subst(self, s: Subst) -> Value:
         return Value(self.layout, self.form.subst(s)) if s else self

@@ -2,8 +2,9 @@
 
 `nonpositive(L)`: L <= 0, proved when L = P - M with M a maximum and P one of M's members
 (or a maximum over a subset of them, or a row of a ranged member): every exp argument of
-an online softmax is of this form. `at_least_one(X)`: a sum of exp(e - M) over the
-members e of M is >= 1, because the member that attains the max contributes exp(0).
+an online softmax is of this form. `lower_bound(X)`: a positive X >= L, because where a
+member of a max M attains it, X holds a term that is at least a known constant (the
+member's own exp(0), a log-sum-exp's exp(log ℓ - log ℓ)).
 """
 
 from __future__ import annotations
@@ -12,38 +13,28 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from meshproof.verify.semantics import algebra as alg
-from meshproof.verify.semantics.algebra import NotModelled
+from meshproof.verify.semantics import poly as P
+from meshproof.verify.semantics.atoms import ZERO, Atom, Elem, Lin, Max, Ranges, Score, Scrambled
 from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.scalars import Pieces, Ranges, Weight
-from meshproof.verify.semantics.terms import (
-    QK,
-    Body,
-    Elem,
-    Lin,
-    Log,
-    Max,
-    Poly,
-    Pos,
-    Scrambled,
-    rows_of,
-)
+from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.rational import Rat, sign
+
+B_ROW = Aff(0, ((BOUND, 1),))
 
 
 def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
     """`p` (one score, at a row that is a constant or one free digit) as a ranged member
     over the rows that row takes."""
-    scores = [a for a, _ in p.coeffs if isinstance(a, (QK, Scrambled))]
+    scores = [a for a, _ in p.coeffs if isinstance(a, (Score, Scrambled))]
     if len(scores) != 1 or any(BOUND in a.digits for a, _ in p.coeffs):
         return None
     score = scores[0]
-    row = rows_of(score)
-    assert row is not None
+    row = score.row
     if not row.terms:
-        if not isinstance(score, QK):
+        if not isinstance(score, Score):
             return None
-        bound = QK(score.group, score.t, score.h, Aff(0, ((BOUND, 1),)), score.g)
-        body = Lin.make(p.const, ((bound if a == score else a, c) for a, c in p.coeffs))
+        bound = score.with_row(B_ROW)
+        body = Lin.make(p.const, ((bound if a is score else a, c) for a, c in p.coeffs))
         return Elem(body, Ranges.interval(row.const, row.const + 1))
     if len(row.terms) != 1 or row.terms[0][1] != 1:
         return None
@@ -69,23 +60,24 @@ def _shifted_up(p: Lin, q: Lin) -> bool:
     """q = p + c with a rational c >= 0."""
     if isinstance(p.const, float) or isinstance(q.const, float) or q.const < p.const:
         return False
-    return Lin(Fraction(0), p.coeffs) == Lin(Fraction(0), q.coeffs)
+    return Lin(ZERO, p.coeffs) == Lin(ZERO, q.coeffs)
 
 
 def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
     """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it."""
     if lin.infinite:
         return lin.infinite < 0
-    maxes = [(a, c) for a, c in lin.coeffs if isinstance(a, Max) and not a.is_min and c < 0]
     if not lin.coeffs:
         return bool(lin.const <= 0)
+    maxes = [(a, c) for a, c in lin.coeffs if isinstance(a, Max) and not a.is_min and c < 0]
     for m, c in maxes:
         assert isinstance(m, Max)
         # L = P - k*M <= 0  iff  P/k <= M  (k > 0; exp2 gives k = ln 2)
-        rest = Lin(lin.const, tuple((a, x) for a, x in lin.coeffs if a != m)).scale(-1 / c)
+        rest = Lin(lin.const, tuple((a, x) for a, x in lin.coeffs if a is not m)).scale(-1 / c)
         if _below(rest, m, sizes, rows):
             return True
-    return False
+    upper = _log_upper(lin)
+    return upper is not None and upper <= 0
 
 
 def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
@@ -95,14 +87,12 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
         return any(_const_member_at_least(e, p.const) for e in m.elems)
     inner = [a for a, c in p.coeffs if isinstance(a, Max) and c == 1 and not a.is_min]
     for sub in inner:
-        # P = M' + R <= M when every member e of M' has e + R among M's members (R keeps
-        # P's constant: max(m_a + 20, m_b + 20) dominates m_a + 20)
+        # P = M' + R <= M when every member e of M' has e + R among M's members
         assert isinstance(sub, Max)
-        r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a != sub))
+        r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a is not sub))
         if all(_covered(Elem(e.body + r, e.rows), m) for e in sub.elems):
             return True
-    # P itself a member, or (when P's constant is <= 0) P minus its constant one
-    candidates = [p] + ([Lin(Fraction(0), p.coeffs)] if p.const < 0 else [])
+    candidates = [p] + ([Lin(ZERO, p.coeffs)] if p.const < 0 else [])
     for q in candidates:
         if rows is not None and BOUND in q.digits:
             if _covered(Elem(q, rows), m):
@@ -113,6 +103,34 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
         member = _as_member(q, sizes)
         if member is not None and _covered(member, m):
             return True
+    # p = log ρ_I + c <= log ρ_J for a member log ρ_J with I inside J
+    if any(e.rows is None and (d := _log_bound(e.body + p.scale(Fraction(-1))))
+           is not None and d >= 0 for e in m.elems):
+        return True
+    return _below_a_log_sum(p, m, sizes, rows)
+
+
+def _below_a_log_sum(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None) -> bool:
+    """g(b0) <= log Σ_{b in I} exp(g(b)) for b0 in I: p is one exponent of a member's sum
+    (log ℓ-style members of a log-sum-exp merge's max dominate every score of their rows)."""
+    if p.const and p.const > 0:
+        return False
+    core = Lin(ZERO, p.coeffs)
+    if rows is not None and BOUND in core.digits:
+        elem: Elem | None = Elem(core, rows)
+    else:
+        elem = _as_member(core, sizes)
+    if elem is None or elem.rows is None:
+        return False
+    body = Monomial(core if BOUND in core.digits else elem.body)
+    for e in m.elems:
+        if e.rows is not None or len(e.body.coeffs) != 1 or e.body.coeffs[0][1] != 1 or \
+                e.body.const:
+            continue
+        s = _logged_sum(e.body.coeffs[0][0])
+        if s is not None and s.body == body and all(s.lo <= lo and hi <= s.hi
+                                                    for lo, hi in elem.rows.parts):
+            return True
     return False
 
 
@@ -121,129 +139,127 @@ def _const_member_at_least(e: Elem, c: Fraction) -> bool:
         e.body.const >= c
 
 
+def _log_bound(lin: Lin) -> Fraction | None:
+    """A constant L with lin >= L for every input, when lin's atoms are logarithms of row
+    sums that dominate each other (log Σ_J - log Σ_I >= 0 for I inside J, same body)."""
+    assert not isinstance(lin.const, float)
+    pos: dict[str, list[tuple[RowSum, Fraction]]] = {}
+    neg: dict[str, list[tuple[RowSum, Fraction]]] = {}
+    for a, c in lin.coeffs:
+        s = _logged_sum(a)
+        if s is None:
+            return None
+        (pos if c > 0 else neg).setdefault(s.body.key, []).append((s, abs(c)))
+    for body, items in neg.items():
+        for s, c in items:
+            # each subtracted log needs an added one of the same body over a superset
+            if not any(t.lo <= s.lo and s.hi <= t.hi and k == c for t, k in pos.get(body, ())):
+                return None
+    return lin.const
+
+
+def _log_upper(lin: Lin) -> Fraction | None:
+    """A constant U with lin <= U (the same domination, the other way round)."""
+    flipped = _log_bound(lin.scale(Fraction(-1)))
+    return None if flipped is None else -flipped
+
+
+def _logged_sum(a: Atom) -> RowSum | None:
+    if not isinstance(a, Log) or len(a.arg.terms) != 1:
+        return None
+    m, c = a.arg.terms[0]
+    if c != 1 or m.unit.coeffs or len(m.vars) != 1 or m.vars[0][1] != 1:
+        return None
+    s = m.vars[0][0]
+    return s if isinstance(s, RowSum) and s.positive else None
+
+
+def _exp(x: float) -> float:
+    return math.inf if x > 700 else math.exp(x)
+
+
 LowOf = Callable[[Lin], "float | None"]
 
 
-def at_least_one(x: Poly) -> bool:
+def at_least_one(x: Rat) -> bool:
     """x >= 1 for every input (x a positive sum of exp(member - M) terms)."""
     return lower_bound(x) >= 1
 
 
-def lower_bound(x: Poly, low_of: LowOf | None = None) -> float:
-    """A positive L with x >= L for every input, by max-domination (0 if none is shown):
-    x holds a term w·exp(k·(P - M - c)) for every member P + c of a max M, and where P
-    attains M that term alone is w·exp(-k·c) (a reference point above the max, max + 20,
-    gives exp(-20))."""
-    if not alg.positive(x):
+def log_exponent(m: Monomial) -> Lin:
+    """A monomial exp(u) · prod(x^k) of positive variables as one linear form
+    u + sum k·log x."""
+    return Lin.make(ZERO, [*m.unit.coeffs, *((Log.make(Poly.var(a)), Fraction(k))
+                                            for a, k in m.vars)])
+
+
+def lower_bound(x: Rat, low_of: LowOf | None = None) -> float:
+    """A positive L with x >= L for every input, by max-domination (0 if none is shown)."""
+    if x.den or sign(x) <= 0:
         return 0.0
     best = 0.0
-    for body, _ in x.terms:
-        for atom, c in body.expo:
+    for m, c in x.num.terms:
+        if not m.unit.coeffs and not m.vars:
+            best = max(best, float(c) * _exp(float(m.unit.const)))
+        for atom, k in m.unit.coeffs:
             # exp(k·(P - M)) with k = 1, or ln 2 and a scale for exp2 (any k > 0)
-            if isinstance(atom, Max) and c < 0 and not atom.is_min:
-                best = max(best, _dominated_floor(x, atom, -c, low_of))
+            if isinstance(atom, Max) and k < 0 and not atom.is_min:
+                best = max(best, _dominated_floor(x.num, atom, -k, low_of))
     return best
 
 
-def log_exponent(body: Body) -> Lin:
-    """The exponent of exp(L) * prod(pos(X)^k) read as one linear form L + sum k log X."""
-    return Lin.make(Fraction(0), [*body.expo,
-                                  *((Log(a.arg), Fraction(k)) for a, k in body.factors
-                                    if isinstance(a, Pos))])
-
-
-def _dominated_by_a_term(x: Poly, m: Max, e: Elem) -> bool:
-    """Some single term w * exp(P - M) of x with w >= 1 has P >= e (e.g. the log-sum-exp
-    merge: exp(m_a + log l_a - mx) dominates every member of mx that comes from side a)."""
-    for body, w in x.terms:
-        if not isinstance(w, Weight) or w.value() < 1 or \
-                any(not isinstance(a, Pos) for a, _ in body.factors):
-            continue
-        p = log_exponent(body) + Lin.make(Fraction(0), ((m, Fraction(1)),))
-        if nonpositive(e.body + p.scale(Fraction(-1)), {}, e.rows):
-            return True
-    return False
-
-
-def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None = None) -> float:
-    """min over the members P + c of m of what x's term for P weighs where P attains the
-    max: w·exp(-k·c) (0 when a member has no term). With `low_of` (a lower bound of a
-    linear form under the input bound), a constant member below another member's lower
-    bound never attains the max and needs no term (maximum(m, -1e30) guards)."""
-    minus = ((m, -k),)
-    low = math.inf
+def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> float:
+    """min over the members e of m of what x holds where e attains the max (0 when some
+    member is not matched by a term). With `low_of` (a lower bound of a linear form under
+    the input bound), a constant member below another member's lower bound never attains
+    the max and needs no term (maximum(m, -1e30) guards)."""
     lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
     above = max((v for v in lows if v is not None), default=-math.inf)
+    low = math.inf
     for e in m.elems:
         if isinstance(e.body.const, float):
             continue
         if not e.body.coeffs and float(e.body.const) < above:
             continue
-        want = Body.make(tuple((a, c * k) for a, c in e.body.coeffs) + minus, ())
-        w = dict(x.terms).get(want)
-        if w is None:
-            if k == 1 and _dominated_by_a_term(x, m, e):
-                low = min(low, 1.0)
-                continue
+        floor = max((_term_floor(mono, c, m, k, e) for mono, c in x.terms), default=0.0)
+        if floor <= 0:
             return 0.0
-        floor = Weight.of(1, k * e.body.const)   # the term is w / floor at the max
-        if e.rows is None:
-            if not isinstance(w, Weight):
-                return 0.0
-            low = min(low, w.ratio(floor))
-        elif not isinstance(w, Pieces):
-            return 0.0
-        else:
-            low = min(low, _covered_ratio(w, e.rows, floor))
-    return 0.0 if low == math.inf else max(low, 0.0)
-
-
-def _covered_ratio(w: Pieces, rows: Ranges, floor: Weight) -> float:
-    """The smallest weight w gives a row of `rows`, over `floor` (0 if a row has none)."""
-    low = math.inf
-    for lo, hi in rows.parts:
-        need = lo
-        for plo, phi, pw in w.parts:
-            if plo <= need < phi:
-                low = min(low, pw.ratio(floor))
-                need = phi
-            if need >= hi:
-                break
-        if need < hi:
-            return 0.0
+        low = min(low, floor)
     return 0.0 if low == math.inf else low
 
 
-def ratio_at_most_one(p: Poly) -> bool:
-    """p = N * pos(Y)^-1 with every term of N also a term of Y (weights no larger)."""
-    if len(p.terms) != 1:
-        return False
-    body, w = p.terms[0]
-    negs = [(a, k) for a, k in body.factors if isinstance(a, Pos) and k < 0]
-    if len(negs) != 1 or negs[0][1] != -1:
-        return False
-    y = negs[0][0]
-    assert isinstance(y, Pos)
-    num_body = Body(body.expo, tuple((a, k) for a, k in body.factors if a != y))
-    try:
-        from meshproof.verify.semantics.judge import expand
+def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem) -> float:
+    """A lower bound of one term c·exp(u)·prod(x) where member e attains m (0: none)."""
+    if c <= 0 or mono.unit.coeff(m) != -k:
+        return 0.0
+    assert isinstance(e.body.const, Fraction)
+    rest = Lin(mono.unit.const, tuple((a, q) for a, q in mono.unit.coeffs if a is not m))
+    if e.rows is not None:
+        # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser
+        target = Monomial(Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs)))
+        for a, p in mono.vars:
+            if isinstance(a, RowSum) and p == 1 and a.body == target and \
+                    a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi and \
+                    len(mono.vars) == 1 and not rest.coeffs:
+                assert isinstance(rest.const, Fraction)
+                return float(c) * math.exp(float(rest.const - k * e.body.const))
+        return 0.0
+    if any(not (isinstance(a, RowSum) and a.positive) for a, _ in mono.vars):
+        return 0.0
+    # the term as exp(L) with L = u + sum log x; L + k·M - k·e >= a constant
+    gap = log_exponent(mono) + Lin.make(ZERO, ((m, k),)) + e.body.scale(-k)
+    assert isinstance(gap.const, Fraction) and isinstance(mono.unit.const, Fraction)
+    bound = _log_bound(Lin(gap.const + mono.unit.const, gap.coeffs))
+    return 0.0 if bound is None else float(c) * _exp(float(bound))
 
-        num = expand(Poly.make([(num_body, w)]))
-        den = expand(y.arg)
-    except NotModelled:
+
+def ratio_at_most_one(r: Rat) -> bool:
+    """r = N / Y with every term of N also a term of Y (coefficients no larger): <= 1."""
+    if len(r.den) != 1 or r.den[0][1] != 1:
         return False
+    y = r.den[0][0]
+    if not P.positive(y):
+        return False
+    num, den = P.common(r.num, y)
     terms = dict(den.terms)
-    for b, nw in num.terms:
-        dw = terms.get(b)
-        if dw is None or not _weight_le(nw, dw):
-            return False
-    return alg.positive(den)
-
-
-def _weight_le(a: Weight | Pieces, b: Weight | Pieces) -> bool:
-    if isinstance(a, Weight) and isinstance(b, Weight):
-        return a.value() <= b.value() * (1 + 1e-12)
-    if isinstance(a, Pieces) and isinstance(b, Pieces):
-        diff = b + a.times(Weight.of(-1))
-        return all(pw.value() >= -1e-12 for _, _, pw in diff.parts)
-    return False
+    return all(m in terms and c <= terms[m] for m, c in num.terms)

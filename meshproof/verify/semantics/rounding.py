@@ -20,16 +20,19 @@ B (the input bound) bounds the floors of products with V. The output bound (η, 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
-from meshproof.verify.semantics.algebra import positive_weights
-from meshproof.verify.semantics.dataflow import Dataflow, Key
-from meshproof.verify.semantics.events import describe
-from meshproof.verify.semantics.interp import Interpreter, Opaque
+from meshproof.verify.semantics.atoms import Input, Lin
+from meshproof.verify.semantics.bounds import lin_interval
 from meshproof.verify.semantics.order import at_least_one, lower_bound
-from meshproof.verify.semantics.terms import Input, Lin, Poly
+from meshproof.verify.semantics.ranges import value_ranges
+from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.symbolic import Opaque, Result
+from meshproof.verify.semantics.views import convex_output, describe
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
 TINY = {DType.F16: 2.0 ** -25, DType.BF16: 2.0 ** -134, DType.F32: 2.0 ** -150}
@@ -71,30 +74,19 @@ class NoBound:
     attention: bool
 
 
-def _pure_input(form: Poly) -> bool:
+def _pure_input(form: Rat) -> bool:
     """An input element itself (Q, K or V at some coordinates): exact as loaded."""
     lin = form.as_lin()
     return lin is not None and lin.const == 0 and len(lin.coeffs) == 1 and \
         lin.coeffs[0][1] == 1 and isinstance(lin.coeffs[0][0], Input)
 
 
-def _positive_terms(form: Poly) -> bool:
+def _positive_terms(form: Rat) -> bool:
     """A finite value whose terms all weigh positively: a sum of such cannot cancel."""
-    return not form.inf and positive_weights(form)
+    return not form.inf and all(c > 0 for _, c in form.num.terms)
 
 
-def _kind(interp: Interpreter, key: Key, memo: dict[str, Kind | None]) -> Kind | None:
-    """The kind of a value's error; `memo` by form key (a function of the form alone)."""
-    res = interp.values.get(key)
-    if res is None or isinstance(res, Opaque):
-        return None
-    key_text = res.form.key
-    if key_text not in memo:
-        memo[key_text] = _form_kind(res.form)
-    return memo[key_text]
-
-
-def _form_kind(form: Poly) -> Kind | None:
+def _form_kind(form: Rat) -> Kind | None:
     what = describe(form)
     if what in ("a constant", "an infinite constant") or _pure_input(form):
         return Kind.EXACT   # -inf and exp(-inf) = 0 of a running state started at -inf
@@ -102,7 +94,8 @@ def _form_kind(form: Poly) -> Kind | None:
         return Kind.ABS     # q * scale in f16: rounded like any other linear form
     if what in ("scores", "a running max (m)", "a log-sum-exp value"):
         return Kind.ABS
-    if what in ("ℓ", "exponential weights", "softmax probabilities"):
+    if what in ("ℓ", "exponential weights", "softmax probabilities",
+                "a normalised sum of exponentials"):
         return Kind.REL
     if what == "o":
         return Kind.OSCALE
@@ -111,42 +104,35 @@ def _form_kind(form: Poly) -> Kind | None:
     return None
 
 
-class ErrorBounds(Dataflow[Err | None]):
-    def __init__(self, interp: Interpreter, input_bound: float) -> None:
-        super().__init__(interp.schedule, interp.table)
-        self.interp = interp
+class ErrorBounds:
+    """The rounding domain: per value its `Err`, computed from its operands' errors and
+    read off the symbolic forms of the value and its operands (an OpSemantics of
+    model/evaluate.py over the analysis's symbolic evaluation)."""
+
+    def __init__(self, symbolic: Evaluation[Result], input_bound: float, d_head: int) -> None:
+        self.sym = symbolic
         self.b = input_bound
-        self.d = interp.problem.d_head
+        self.d = d_head
         self.why: dict[Key, str] = {}   # why a value has no error bound
-        # magnitude bounds by (form key, digit sizes): a pure function of the two, and
-        # equal keys are equal forms (terms.py), so a bound found once holds for every
-        # value with that form - SPMD ranks and sends/recvs/casts repeat forms often
-        self._mags: dict[tuple[str, tuple[tuple[int, int], ...]], float] = {}
+        self.ranges = value_ranges(symbolic, input_bound, d_head)
         self._kinds: dict[str, Kind | None] = {}
 
-    def cycle(self, key: Key) -> Err | None:
-        return None
+    def _res(self, key: Key) -> Result | None:
+        return self.sym.get(key)
 
     def _fail(self, key: Key, op: Op, reason: str) -> None:
         self.why.setdefault(key, f"{op.source}: {reason}")
 
     def _mag(self, key: Key) -> float:
-        from meshproof.verify.semantics.bounds import magnitude
-
-        res = self.interp.values.get(key)
+        res = self._res(key)
         if res is None or isinstance(res, Opaque):
             return math.inf
-        sizes = tuple((dg.id, dg.size) for dg in res.layout.digits)
-        memo = (res.form.key, sizes)
-        known = self._mags.get(memo)
-        if known is None:
-            m = magnitude(res.form, self.b, self.d, sizes=dict(sizes))
-            known = self._mags[memo] = math.inf if m is None else m
-        return known
+        lo, hi = self.ranges.value(*key)
+        return max(abs(lo), abs(hi))
 
-    def _form(self, key: Key) -> Poly:
-        res = self.interp.values[key]
-        assert not isinstance(res, Opaque)
+    def _form(self, key: Key) -> Rat:
+        res = self._res(key)
+        assert res is not None and not isinstance(res, Opaque)
         return res.form
 
     def _arg_mag(self, op: Op, key: Key, i: int) -> float:
@@ -162,58 +148,106 @@ class ErrorBounds(Dataflow[Err | None]):
         a = op.args[i]
         if not isinstance(a, ValueRef):
             return abs(a.value)
-        from meshproof.verify.semantics.bounds import lin_interval
 
         def low_of(lin: Lin) -> float | None:
             iv = lin_interval(lin, self.b, self.d)
             return None if iv is None else iv[0]
 
-        res = self.interp.values.get((key[0], a.id))
-        return 0.0 if res is None or isinstance(res, Opaque) else lower_bound(res.form,
-                                                                              low_of)
+        res = self._res((key[0], a.id))
+        return 0.0 if res is None or isinstance(res, Opaque) else lower_bound(res.form, low_of)
 
     def _at_least_one(self, op: Op, key: Key, i: int) -> bool:
         a = op.args[i]
         if not isinstance(a, ValueRef):
             return abs(a.value) >= 1
-        res = self.interp.values.get((key[0], a.id))
+        res = self._res((key[0], a.id))
         return res is not None and not isinstance(res, Opaque) and at_least_one(res.form)
 
-    def evaluate(self, key: Key) -> Err | None:
-        self.interp.result(*key)
-        op = self.defining[key]
-        kind = _kind(self.interp, key, self._kinds)
+    # --- OpSemantics -----------------------------------------------------------------------
+    def const(self, rank: int, op: Op, value: float) -> Err | None:
+        return Err(Kind.EXACT, 0.0, DType.F32)
+
+    def cycle(self, rank: int, op: Op) -> Err | None:
+        return None
+
+    def recv(self, rank: int, op: Op, sent: Err | Lost | None) -> Err | None:
+        key = (rank, op.out or 0)
+        kind = self._kind_of(key, op)
         if kind is None:
-            res = self.interp.values.get(key)
+            return None
+        if sent is None or isinstance(sent, Lost):
+            src = self.sym.recv_source(rank, op)
+            self._inherit(key, op, [src] if isinstance(src, tuple) else [])
+            return None
+        return self._round(sent, kind, op.dtype, key)
+
+    def load(self, rank: int, op: Op, reload: Reload[Err | None] | None) -> Err | None:
+        key = (rank, op.out or 0)
+        kind = self._kind_of(key, op)
+        if kind is None:
+            return None
+        if reload is not None:
+            store, kept = reload.stores[0]
+            if kept is None:
+                self._inherit(key, op, [(rank, store.value_args[0])])
+                return None
+            return self._round(kept, kind, op.dtype, key)
+        u = UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0   # inputs are f16 values
+        if kind is Kind.ABS or kind is Kind.EXACT:
+            return Err(Kind.ABS, u * self._mag(key), op.dtype) if u else \
+                Err(kind, 0.0, op.dtype)
+        return Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
+
+    def full(self, rank: int, op: Op) -> Err | None:
+        return self._compute(rank, op, [])
+
+    def cast(self, rank: int, op: Op, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def reshape(self, rank: int, op: Op, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def trans(self, rank: int, op: Op, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def unary(self, rank: int, op: Op, fn: Unary, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def binary(self, rank: int, op: Op, fn: Binary, a: Err | None, b: Err | None
+               ) -> Err | None:
+        return self._compute(rank, op, [a, b])
+
+    def reduce(self, rank: int, op: Op, fn: Reduction, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def softmax(self, rank: int, op: Op, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
+    def dot(self, rank: int, op: Op, a: Err | None, b: Err | None) -> Err | None:
+        return self._compute(rank, op, [a, b])
+
+    def _kind_of(self, key: Key, op: Op) -> Kind | None:
+        res = self._res(key)
+        if res is None or isinstance(res, Opaque):
+            kind = None
+        else:
+            text = res.form.key
+            if text not in self._kinds:
+                self._kinds[text] = _form_kind(res.form)
+            kind = self._kinds[text]
+        if kind is None:
             what = "is outside the algebra" if res is None or isinstance(res, Opaque) else \
                 f"holds {describe(res.form)}"
             self._fail(key, op, f"{op.kind.value} {what}, which the rounding analysis does "
                        "not model")
+        return kind
+
+    def _compute(self, rank: int, op: Op, args: list[Err | None]) -> Err | None:
+        key = (rank, op.out or 0)
+        kind = self._kind_of(key, op)
+        if kind is None:
             return None
-        if op.kind is OpKind.RECV:
-            src = self.recv_source(key[0], op)
-            sent = self.values.get(src) if isinstance(src, tuple) else None
-            if sent is None:
-                self._inherit(key, op, [src] if isinstance(src, tuple) else [])
-                return None
-            return self._round(sent, kind, op.dtype, key)
-        if op.kind is OpKind.LOAD:
-            source = self.rank_memory(key[0]).loads.get(op.index)
-            if source is not None:
-                kept_key = (key[0], source.writers[0].value_args[0])
-                kept = self.values.get(kept_key)
-                if kept is None:
-                    self._inherit(key, op, [kept_key])
-                    return None
-                return self._round(kept, kind, op.dtype, key)
-            u = UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0   # inputs are f16 values
-            if kind is Kind.ABS or kind is Kind.EXACT:
-                return Err(Kind.ABS, u * self._mag(key), op.dtype) if u else \
-                    Err(kind, 0.0, op.dtype)
-            return Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
-        keys = [(key[0], a.id) for a in op.args if isinstance(a, ValueRef)]
-        args = [self.values.get((key[0], a.id)) if isinstance(a, ValueRef) else
-                Err(Kind.EXACT, 0.0, DType.F32) for a in op.args]
+        keys = [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
         if any(a is None for a in args):
             self._inherit(key, op, keys)
             return None
@@ -279,6 +313,11 @@ class ErrorBounds(Dataflow[Err | None]):
         if k is OpKind.SOFTMAX:
             n = self._axis_size(op, key)
             return Err(Kind.REL, _expm1(2 * args[0].eps) + (n + 2) * u32, dt)
+        if k is OpKind.SUM and kind is Kind.ABS and args[0].kind in (Kind.ABS, Kind.EXACT):
+            # n values off by eps each, accumulated in f32 (a split contraction's parts)
+            n = self._axis_size(op, key)
+            arg = self._abs_err(op, key, 0, args[0])
+            return Err(kind, n * arg + n * u32 * n * self._arg_mag(op, key, 0), dt)
         if k is OpKind.SUM and kind is Kind.REL:
             n = self._axis_size(op, key)
             return Err(kind, args[0].eps + (n - 1) * u32, dt, n * args[0].floor)
@@ -314,7 +353,7 @@ class ErrorBounds(Dataflow[Err | None]):
                                "cover")
                     return None
                 continue
-            res = self.interp.values.get((key[0], a.id))
+            res = self._res((key[0], a.id))
             if res is not None and not isinstance(res, Opaque) and res.form.is_zero:
                 continue   # ℓ·exp(-inf) = 0 of a running state started at -inf / 0
             if res is None or isinstance(res, Opaque) or not _positive_terms(res.form) or \
@@ -332,11 +371,11 @@ class ErrorBounds(Dataflow[Err | None]):
             consts = [a.kind is Kind.EXACT for a in args]
             if not any(consts):
                 return None
-            spread = sum(self._abs_err(op, key, i, a) *
-                         math.prod(m for j, m in enumerate(mags) if j != i)
+            spread = sum(_scaled(self._abs_err(op, key, i, a),
+                                 _prod(m for j, m in enumerate(mags) if j != i))
                          for i, a in enumerate(args))
             return Err(kind, spread, op.dtype)
-        floor = sum(a.floor * math.prod(m for j, m in enumerate(mags) if j != i)
+        floor = sum(_scaled(a.floor, _prod(m for j, m in enumerate(mags) if j != i))
                     for i, a in enumerate(args))
         return Err(kind, sum(a.eps for a in args), op.dtype, floor)
 
@@ -381,7 +420,7 @@ class ErrorBounds(Dataflow[Err | None]):
     def _inner(self, op: Op, key: Key) -> int:
         arg = op.args[0]
         assert isinstance(arg, ValueRef)
-        res = self.interp.values.get((key[0], arg.id))
+        res = self._res((key[0], arg.id))
         if res is None or isinstance(res, Opaque) or not res.layout.shape:
             return 1
         return res.layout.shape[-1]
@@ -389,26 +428,28 @@ class ErrorBounds(Dataflow[Err | None]):
     def _axis_size(self, op: Op, key: Key) -> int:
         arg = op.args[0]
         assert isinstance(arg, ValueRef) and op.axis is not None
-        res = self.interp.values.get((key[0], arg.id))
+        res = self._res((key[0], arg.id))
         if res is None or isinstance(res, Opaque):
             return 1
         return res.layout.shape[op.axis]
 
 
-def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
-                        input_bound: float) -> list[OutputBound | NoBound]:
+def output_error_bounds(symbolic: Evaluation[Result], stores: list[tuple[int, Op]],
+                        input_bound: float, d_head: int) -> list[OutputBound | NoBound]:
     """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
-    eb = ErrorBounds(interp, input_bound)
+    domain = ErrorBounds(symbolic, input_bound, d_head)
+    eb: Evaluation[Err | None] = Evaluation(symbolic.schedule, symbolic.table, domain)
     out: list[OutputBound | NoBound] = []
     for rank, store in stores:
         arg = store.args[0]
         assert isinstance(arg, ValueRef)
         key = (rank, arg.id)
-        attention = _convex_output(interp, key)
-        e = eb.result(rank, arg.id)
+        res = symbolic.get(key)
+        attention = res is not None and not isinstance(res, Opaque) and convex_output(res.form)
+        e = eb.value(rank, arg.id)
         if e is None or e.kind is not Kind.OUT:
-            out.append(NoBound(eb.why.get(key, f"{store.source}: the stored value is not a "
-                                      "normalised output"), attention))
+            out.append(NoBound(domain.why.get(key, f"{store.source}: the stored value is not a "
+                                          "normalised output"), attention))
             continue
         if UNIT[store.dtype] > UNIT[e.dtype]:
             e = Err(e.kind, e.eps + UNIT[store.dtype], store.dtype,
@@ -428,11 +469,14 @@ def output_error_bounds(interp: Interpreter, stores: list[tuple[int, Op]],
     return out
 
 
-def _convex_output(interp: Interpreter, key: Key) -> bool:
-    from meshproof.verify.semantics.bounds import convex_output
+def _prod(xs: Iterable[float]) -> float:
+    """A product of magnitudes (inf where unbounded)."""
+    return math.prod(xs)
 
-    res = interp.values.get(key)
-    return res is not None and not isinstance(res, Opaque) and convex_output(res.form)
+
+def _scaled(err: float, mag: float) -> float:
+    """err · mag with 0 · inf = 0: no error, however large the value."""
+    return 0.0 if not err else err * mag
 
 
 def _expm1(x: float) -> float:

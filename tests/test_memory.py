@@ -1,10 +1,10 @@
-"""Buffer contents per rank (verify/memory.py): which store last wrote each element."""
+"""Buffer contents per rank (model/memory.py): which store last wrote each element."""
 
 from __future__ import annotations
 
+from meshproof.model.memory import rank_memory
 from meshproof.model.schedule import DType, Op, OpKind, RankProgram, SourceLoc, ValueRef
 from meshproof.model.topology import Endpoint
-from meshproof.verify.memory import rank_memory
 
 
 def _mem_op(index: int, kind: OpKind, offset: int, n: int) -> Op:

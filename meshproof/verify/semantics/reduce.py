@@ -1,0 +1,195 @@
+"""Reductions over axes of a value: sums (and contractions), maxima.
+
+A sum over digits that enter a monomial only through one key-row coordinate becomes a row
+sum (poly.RowSum): the coordinate is renamed to the canonical bound row b, so that the
+partials of different shards have one body and their intervals merge. A sum of Q[.., f]
+times K[.., f] over features is the score atom (a span of features: a contraction split in
+two dots gives two spans that add up to one score). A max over key rows of a linear form is
+a maximum with one member ranged over those rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from meshproof.verify.semantics import poly as P
+from meshproof.verify.semantics import rational as R
+from meshproof.verify.semantics.atoms import (
+    Atom,
+    Elem,
+    Input,
+    Lin,
+    Max,
+    Ranges,
+    Score,
+    Scrambled,
+    row_of,
+)
+from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
+from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.reasons import NotModelled, Scramble
+
+Sizes = Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    subst: Subst
+    lo: int
+    hi: int
+
+
+def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes) -> Bound:
+    """Rename the summed digits `over` into the canonical bound key row: the key-row
+    coordinate of the score (or of K, V) becomes BOUND itself."""
+    for a in atoms:
+        if isinstance(a, (Max, Log, RowSum)) and a.digits & over:
+            raise NotModelled("reduces over an axis that a maximum or a sum inside the "
+                              "value also depends on")
+    refs = sorted((a for a in atoms if (r := row_of(a)) is not None and r.digits & over),
+                  key=lambda a: (0 if isinstance(a, (Score, Scrambled)) else 1 if
+                                 getattr(a, "tensor", "") in ("K", "Kx") else 2, a.key))
+    if not refs:
+        raise NotModelled("reduces over an axis that is not the key axis (e.g. over heads, "
+                          "query rows or features)")
+    row = row_of(refs[0])
+    assert row is not None
+    if row.without(over).terms:
+        raise NotModelled("reduces over key rows whose range depends on another index")
+    if row.digits != over:
+        raise NotModelled("reduces over the key axis together with another axis")
+    n = mixed_radix(row, sizes, over)
+    if n is None:
+        raise NotModelled("reduces over key rows that are strided or repeated")
+    lead = next(d for d, c in row.terms if c == 1)
+    rest = Aff(0, tuple((d, -c) for d, c in row.terms if d != lead))
+    return Bound({lead: Aff(-row.const, ((BOUND, 1),)) + rest}, row.const, row.const + n)
+
+
+def _contract(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | None:
+    """sum_f Q[.., f] K[.., f] over features -> a score; None if m has no Q·K pair on the
+    summed digits."""
+    qs = [(a, k) for a, k in m.vars if isinstance(a, Input) and a.tensor == "Q" and
+          a.digits & over]
+    ks = [(a, k) for a, k in m.vars if isinstance(a, Input) and a.tensor in ("K", "Kx") and
+          a.digits & over]
+    if not qs and not ks:
+        return None
+    if len(qs) != 1 or len(ks) != 1 or qs[0][1] != 1 or ks[0][1] != 1:
+        raise NotModelled("contracts an axis that is not a product of Q with K over the "
+                          "features")
+    q, k = qs[0][0], ks[0][0]
+    assert isinstance(q, Input) and isinstance(k, Input)
+    fq, fk = q.coords[2], k.coords[2]
+    if q.group != k.group:
+        raise NotModelled("multiplies the Q of one attention problem with the K of another")
+    if fq != fk:
+        raise Scramble("contracts Q's feature index with a different index of K (its rows "
+                       "or another feature): K is reshaped, not transposed")
+    n = mixed_radix(fq, sizes, over)
+    if n is None:
+        raise NotModelled("contracts the features of Q and K in a strided or repeated order")
+    for c in (q.coords[0], q.coords[1], k.coords[0], k.coords[1]):
+        if c.digits & over:
+            raise Scramble("contracts Q's features against K's rows or heads")
+    rest = [(a, p) for a, p in m.vars if a is not q and a is not k]
+    if any(a.digits & over for a, _ in rest) or m.unit.digits & over:
+        raise NotModelled("contracts the features of a product with more than Q and K")
+    score = Score.make(q.group, q.coords[0], q.coords[1], k.coords[0], k.coords[1],
+                       fq.without(over), n)
+    return Monomial(m.unit, P._powers([*rest, (score, 1)]))
+
+
+def _span_sum(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | None:
+    """c · QK[f0 + w·x : w] summed over x in [0, n) is c · QK[f0 : w·n]: the parts of a
+    split contraction added up."""
+    if m.unit.coeffs or m.unit.const or len(m.vars) != 1 or m.vars[0][1] != 1:
+        return None
+    s = m.vars[0][0]
+    if not isinstance(s, Score) or not s.fbase.digits & over or \
+            (s.t.digits | s.h.digits | s.j.digits | s.g.digits) & over:
+        return None
+    width = s.flen
+    span = Aff(0, tuple((d, c) for d, c in s.fbase.terms if d in over))
+    total = 1
+    for c, d in sorted((c, d) for d, c in span.terms):
+        if c != width * total:
+            return None
+        total *= sizes[d]
+    if len(span.terms) != len(over & s.fbase.digits):
+        return None
+    return Monomial(m.unit, ((s.with_span(s.fbase.without(over), width * total), 1),))
+
+
+def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
+    """sum over the digits `over` (id -> size): a reduction or a dot's contraction."""
+    del features   # a span of features is a score; the judge asks for all of them
+    if r.inf:
+        return r
+    digits = frozenset(over)
+    if any(f.digits & digits for f, _ in r.den):
+        raise NotModelled("sums over key rows a value divided by something that depends on "
+                          "those rows")
+    items: list[tuple[Monomial, Fraction]] = []
+    for m, c in r.num.terms:
+        dep = m.digits & digits
+        count = math.prod(over[d] for d in digits - dep)
+        c = c * count
+        if not dep:
+            items.append((m, c))
+            continue
+        contracted = _contract(m, dep, over)
+        if contracted is not None:
+            items.append((contracted, c))
+            continue
+        spans = _span_sum(m, dep, over)
+        if spans is not None:
+            items.append((spans, c))
+            continue
+        items.append((_row_sum(m, dep, over), c))
+    return Rat.make(Poly.make(items), r.den)
+
+
+def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial:
+    if any(isinstance(a, RowSum) and a.digits & dep for a, _ in m.vars):
+        raise NotModelled("sums over key rows a value that already sums over key rows")
+    unit_b = [(a, c) for a, c in m.unit.coeffs if a.digits & dep]
+    vars_b = [(a, k) for a, k in m.vars if a.digits & dep]
+    bound = bind_rows([a for a, _ in unit_b] + [a for a, _ in vars_b], dep, sizes)
+    body = Monomial(Lin.make(Fraction(0), unit_b).subst(bound.subst),
+                    P._powers((a.subst(bound.subst), k) for a, k in vars_b))
+    if body.digits & dep:
+        raise NotModelled("sums over key rows that are mixed with another index")
+    rest_unit = Lin(m.unit.const, tuple((a, c) for a, c in m.unit.coeffs
+                                        if not a.digits & dep))
+    rest_vars = [(a, k) for a, k in m.vars if not a.digits & dep]
+    return Monomial(rest_unit, P._powers([*rest_vars,
+                                          (RowSum.make(body, bound.lo, bound.hi), 1)]))
+
+
+def max_over(r: Rat, over: Mapping[int, int]) -> Rat:
+    """max over the digits `over` (a max reduction)."""
+    if r.inf:
+        return r
+    lin = r.as_lin()
+    if lin is None:
+        raise NotModelled("takes the max over an axis of a value that is not a linear form "
+                          "of scores (e.g. of exponentials)")
+    digits = frozenset(over)
+    dep = [(a, c) for a, c in lin.coeffs if a.digits & digits]
+    if not dep:
+        return r
+    rest = Lin(lin.const, tuple((a, c) for a, c in lin.coeffs if not a.digits & digits))
+    used = frozenset().union(*(a.digits & digits for a, _ in dep))
+    bound = bind_rows([a for a, _ in dep], used, over)
+    body = Lin.make(Fraction(0), dep).subst(bound.subst)
+    if body.digits & used:
+        raise NotModelled("takes a max over key rows that are mixed with another index")
+    inner = R.make_max([Elem(body, Ranges.interval(bound.lo, bound.hi))], False)
+    inner_lin = inner.as_lin()
+    assert inner_lin is not None
+    return Rat.of_lin(inner_lin + rest)

@@ -1,0 +1,445 @@
+"""The symbolic domain: every value of every rank as its exact normal form.
+
+An `OpSemantics` of model/evaluate.py. Every value gets a `Value` (layout + exact form,
+rational.py) or an `Opaque` result that says, at the op's line, why its form is outside the
+algebra (or that it is undefined: 0/0, inf - inf, log 0). Semantics: exact real arithmetic
+on everything that depends on an input; a value that depends on no input (a constant, a
+`full`, a cast of one) is what the machine holds, i.e. rounded to its dtype, so a factor of
+1e-50 in f32 is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
+from meshproof.model.problem import Problem
+from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics import rational as R
+from meshproof.verify.semantics.atoms import Input, Scrambled
+from meshproof.verify.semantics.events import Departure, Recorder
+from meshproof.verify.semantics.index import (
+    Aff,
+    DigitSource,
+    Layout,
+    compose,
+    permute,
+    unify_axis,
+)
+from meshproof.verify.semantics.layouts import Value, broadcast, buffer, read, separate, view
+from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined, UndefinedKind
+from meshproof.verify.semantics.reduce import max_over, sum_over
+from meshproof.verify.semantics.scalars import machine_value
+from meshproof.verify.semantics.views import describe
+
+
+@dataclass(frozen=True, slots=True)
+class Opaque:
+    """A value whose exact form is not known: `reason` in words, at `op` of `rank`."""
+
+    reason: str
+    rank: int
+    op: Op
+    lost: bool = False                       # it depends on a message that never arrives
+    undefined: UndefinedKind | None = None   # it is undefined on the machine (0/0, ...)
+
+
+Result = Value | Opaque
+UNDERFLOW_WATCH = 2.0 ** -60     # constant factors below this get the underflow check
+F16_MAX = 65504.0
+F32_TINY = 2.0 ** -149            # the smallest positive f32
+LN2 = Fraction(math.log(2.0))     # ln 2 as the nearest double, used consistently
+INV_LN2 = 1 / LN2                 # its exact reciprocal: exp2(log2 x) = x exactly
+SCALAR = Layout((), ())
+
+_BINARY: dict[Binary, Callable[[Rat, Rat], Rat]] = {
+    Binary.ADD: R.add, Binary.SUB: R.sub, Binary.MUL: R.mul, Binary.DIV: R.div,
+    Binary.MAXIMUM: R.maximum, Binary.MINIMUM: lambda a, b: R.maximum(a, b, is_min=True),
+}
+
+
+def _const(v: float) -> Rat:
+    return Rat.const(Fraction(v) if math.isfinite(v) else v)
+
+
+class Symbolic:
+    """The exact-form domain of one schedule and attention problem."""
+
+    def __init__(self, schedule: Schedule, problem: Problem) -> None:
+        self.schedule = schedule
+        self.problem = problem
+        self.src = DigitSource()
+        self.rec = Recorder()
+        self._buffers: dict[tuple[int, str], Value | None] = {}
+        self.defining: list[dict[int, Op]] = [
+            {op.out: op for op in prog.ops if op.out is not None} for prog in schedule.programs]
+
+    # --- the guard around every op -------------------------------------------------------
+    def _run(self, rank: int, op: Op, compute: Callable[[], Result]) -> Result:
+        self.rec.key = (rank, op.out if op.out is not None else -1)
+        try:
+            out = compute()
+        except Undefined as exc:
+            self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} "
+                         f"{exc}")
+            return Opaque(str(exc), rank, op, undefined=exc.kind)
+        except NotModelled as exc:
+            self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} "
+                         f"{exc}")
+            return Opaque(str(exc), rank, op)
+        return self._fold(out, op) if isinstance(out, Value) else out
+
+    def _fold(self, value: Value, op: Op) -> Value:
+        """A value that depends on no input is what the machine holds in its dtype."""
+        c = constant_value(value.form)
+        if c is None:
+            return value
+        held = machine_value(c, op.dtype)
+        exact = value.form.as_const()
+        if isinstance(exact, Fraction) and held == float(exact):
+            return value
+        if c and not held:
+            self.rec.machine_zero(op, c, op.dtype.value)
+        if held != held:
+            raise Undefined(UndefinedKind.NAN_CONSTANT, "computes nan from constants")
+        return Value(value.layout, _const(held))
+
+    # --- OpSemantics -----------------------------------------------------------------------
+    def const(self, rank: int, op: Op, value: float) -> Result:
+        # Python scalars are computed in f32 (the result is then rounded to its dtype)
+        v = machine_value(value, DType.F32)
+        self.rec.key = (rank, op.out if op.out is not None else -1)
+        if v != v:
+            return Opaque("uses a nan constant", rank, op, undefined=UndefinedKind.NAN_CONSTANT)
+        if value and not v:
+            self.rec.machine_zero(op, value, DType.F32.value)
+        return Value(SCALAR, _const(v))
+
+    def cycle(self, rank: int, op: Op) -> Result:
+        return Opaque("depends on itself through messages", rank, op)
+
+    def recv(self, rank: int, op: Op, sent: Result | Lost) -> Result:
+        if isinstance(sent, Lost):
+            return Opaque(sent.reason, rank, op, lost=True)
+        if isinstance(sent, Opaque) or sent.layout.shape == op.shape:
+            return sent
+
+        def reshaped() -> Result:
+            assert isinstance(sent, Value)
+            if sent.layout.size() != math.prod(op.shape):
+                raise NotModelled(f"receives shape {op.shape}, but the message holds "
+                                  f"{sent.layout.shape} ({sent.layout.size()} elements)")
+            # a message is flat bytes: the receiver reads them in its declared shape
+            return view(sent, op.shape, self.src)
+        return self._run(rank, op, reshaped)
+
+    def load(self, rank: int, op: Op, reload: Reload[Result] | None) -> Result:
+        return self._run(rank, op, lambda: self._load(rank, op, reload))
+
+    def _load(self, rank: int, op: Op, reload: Reload[Result] | None) -> Result:
+        if reload is not None:
+            if len(reload.stores) != 1 or reload.uncovered:
+                raise NotModelled(f"reads {op.ptr} elements written by several stores (or "
+                                  "partly by none): reload exactly what one store wrote")
+            store, stored = reload.stores[0]
+            if isinstance(stored, Opaque):
+                return stored
+            return read(stored, op.offset - store.offset, op.shape, self.src)
+        assert op.ptr is not None
+        buf = self.input_buffer(rank, op.ptr)
+        if buf is None:
+            raise NotModelled(f"loads {op.ptr}, which the harness does not fill on this rank "
+                              "(and the rank has not stored there before)")
+        return read(buf, op.offset, op.shape, self.src)
+
+    def full(self, rank: int, op: Op) -> Result:
+        def fill() -> Result:
+            assert op.fill is not None
+            v = machine_value(op.fill, op.dtype)
+            if v != v:
+                raise Undefined(UndefinedKind.NAN_CONSTANT, "fills a tensor with nan")
+            return Value(Layout.fresh(op.shape, self.src), _const(v))
+        return self._run(rank, op, fill)
+
+    def cast(self, rank: int, op: Op, x: Result) -> Result:
+        return x if isinstance(x, Opaque) else self._run(rank, op, lambda: x)
+
+    def reshape(self, rank: int, op: Op, x: Result) -> Result:
+        if isinstance(x, Opaque):
+            return x
+        return self._run(rank, op, lambda: view(x, op.shape, self.src))
+
+    def trans(self, rank: int, op: Op, x: Result) -> Result:
+        if isinstance(x, Opaque):
+            return x
+        assert op.perm is not None
+        perm = op.perm
+        return self._run(rank, op, lambda: Value(permute(x.layout, perm), x.form))
+
+    def unary(self, rank: int, op: Op, fn: Unary, x: Result) -> Result:
+        if isinstance(x, Opaque):
+            return x
+        return self._run(rank, op, lambda: Value(x.layout, self._unary(op, fn, x.form)))
+
+    def _unary(self, op: Op, fn: Unary, f: Rat) -> Rat:
+        match fn:
+            case Unary.EXP:
+                self.rec.exponent(op, f)
+                return R.exp(f)
+            case Unary.EXP2:   # exp2(x) = exp(x ln 2)
+                arg = R.scale(f, LN2)
+                self.rec.exponent(op, arg)
+                return R.exp(arg)
+            case Unary.LOG:
+                return R.log(f)
+            case Unary.LOG2:   # log2(x) = log(x) / ln 2
+                return R.scale(R.log(f), INV_LN2)
+            case Unary.LOG1P:
+                return R.log(R.add(R.ONE_RAT, f))
+            case Unary.SIGMOID:   # 1 / (1 + exp(-x))
+                return R.reciprocal(R.add(R.ONE_RAT, R.exp(R.neg(f))))
+            case Unary.NEG:
+                return R.neg(f)
+
+    def binary(self, rank: int, op: Op, fn: Binary, a: Result, b: Result) -> Result:
+        if isinstance(a, Opaque):
+            return a
+        if isinstance(b, Opaque):
+            return b
+        return self._run(rank, op, lambda: self._binary(rank, fn, a, b, op))
+
+    def _binary(self, rank: int, fn: Binary, a: Value, b: Value, op: Op | None) -> Value:
+        b = separate(a.layout, b, self.src)
+        layout, sa, sb = broadcast(a.layout, b.layout, self.src)
+        fa, fb = a.form.subst(sa), b.form.subst(sb)
+        if fn is Binary.MAXIMUM:
+            guarded = _guard(fa, fb) or _guard(fb, fa)
+            if guarded is not None:
+                return Value(layout, guarded)
+        try:
+            out = _BINARY[fn](fa, fb)
+        except NotModelled as exc:
+            if fn in (Binary.MAXIMUM, Binary.MINIMUM):
+                raise NotModelled(f"of {describe(fa)} and {describe(fb)}: {exc}") from None
+            raise
+        if op is not None:
+            self._note(rank, fn, op, fa, fb, out)
+            if fn in (Binary.MUL, Binary.DIV):
+                out = self._underflow(op, fa, fb, out)
+        return Value(layout, out)
+
+    def _underflow(self, op: Op, fa: Rat, fb: Rat, out: Rat) -> Rat:
+        """A value scaled by a tiny constant may be below the smallest f32 for every input:
+        the machine holds 0 (the harness's inputs are f16 numbers, |x| <= 65504)."""
+        from meshproof.verify.semantics.bounds import magnitude
+
+        tiny = [abs(float(c)) for c in (fa.as_const(), fb.as_const())
+                if isinstance(c, Fraction) and c]
+        if not tiny or min(tiny) >= UNDERFLOW_WATCH or out.is_zero or out.inf:
+            return out
+        bound = magnitude(out, F16_MAX, self.problem.d_head)
+        if bound is not None and bound < F32_TINY:
+            self.rec.machine_zero(op, bound, "f32 (for every input: the value is at most "
+                                  "that)")
+            return R.ZERO_RAT
+        return out
+
+    def _note(self, rank: int, fn: Binary, op: Op, fa: Rat, fb: Rat, out: Rat) -> None:
+        if fn in (Binary.ADD, Binary.SUB):
+            self.rec.added(op, fa, fb, out)
+        elif fn is Binary.DIV:
+            self.rec.divided(op, fa, fb, out)
+        elif fn is Binary.MUL:
+            for this, other, arg in ((fa, fb, 0), (fb, fa, 1)):
+                c = other.as_const()
+                if isinstance(c, Fraction):
+                    src = op.args[arg]
+                    received = isinstance(src, ValueRef) and \
+                        self.defining[rank][src.id].kind is OpKind.RECV
+                    self.rec.weighted(op, float(c), this, received)
+
+    def reduce(self, rank: int, op: Op, fn: Reduction, x: Result) -> Result:
+        if isinstance(x, Opaque):
+            return x
+        assert op.axis is not None
+        axis = op.axis
+        return self._run(rank, op, lambda: self._reduce(x, axis, op.keepdims, fn))
+
+    def _reduce(self, x: Value, axis: int, keepdims: bool, fn: Reduction) -> Value:
+        over = {dg.id: dg.size for dg in x.layout.axes[axis]}
+        if fn is Reduction.SUM:
+            form = sum_over(x.form, over, self.problem.d_head)
+        else:
+            form = max_over(x.form, over)
+        axes = list(x.layout.axes)
+        shape = list(x.layout.shape)
+        if keepdims:
+            axes[axis], shape[axis] = (), 1
+        else:
+            del axes[axis]
+            del shape[axis]
+        return Value(Layout(tuple(axes), tuple(shape)), form)
+
+    def softmax(self, rank: int, op: Op, x: Result) -> Result:
+        if isinstance(x, Opaque):
+            return x
+        assert op.axis is not None
+        axis = op.axis
+
+        def compute() -> Result:
+            m = self._reduce(x, axis, True, Reduction.MAX)
+            e = self._binary(rank, Binary.SUB, x, m, op)
+            self.rec.exponent(op, e.form)
+            e = Value(e.layout, R.exp(e.form))
+            z = self._reduce(e, axis, True, Reduction.SUM)
+            return self._binary(rank, Binary.DIV, e, z, op)
+        return self._run(rank, op, compute)
+
+    def dot(self, rank: int, op: Op, a: Result, b: Result) -> Result:
+        if isinstance(a, Opaque):
+            return a
+        if isinstance(b, Opaque):
+            return b
+
+        def compute() -> Result:
+            try:
+                out = self._dot(a, b, self.problem.d_head)
+            except Scramble as exc:
+                return self._scrambled(rank, op, a, b, str(exc))
+            self.rec.produced(op, out.form)
+            return out
+        return self._run(rank, op, compute)
+
+    def _dot(self, a: Value, b: Value, features: int) -> Value:
+        b = separate(a.layout, b, self.src, always=True)
+        la, lb = a.layout, b.layout
+        if _empty_keys(a.form) or _empty_keys(b.form):
+            return Value(Layout.fresh((*la.shape[:-1], lb.shape[-1]), self.src), R.NEG_INF)
+        batch, sa, sb = broadcast(Layout(la.axes[:-2], la.shape[:-2]),
+                                  Layout(lb.axes[:-2], lb.shape[:-2]), self.src)
+        ka, kb = la.axes[-1], lb.axes[-2]
+        over: dict[int, int] = {}
+        if ka or kb:
+            unified = unify_axis(ka, kb, self.src)
+            if unified is None:
+                raise NotModelled("contracts axes whose factors do not line up")
+            common, ua, ub = unified
+            sa, sb = compose(sa, ua) if ua else sa, compose(sb, ub) if ub else sb
+            over = {dg.id: dg.size for dg in common}
+        prod = R.mul(a.form.subst(sa), b.form.subst(sb))
+        form = sum_over(prod, over, features)
+        layout = Layout((*batch.axes, la.axes[-2], lb.axes[-1]),
+                        (*batch.shape, la.shape[-2], lb.shape[-1]))
+        return Value(layout, form)
+
+    def _scrambled(self, rank: int, op: Op, a: Value, b: Value, reason: str) -> Value:
+        """A wrong contraction becomes a fresh score-like symbol indexed by the result's
+        axes (its last axis plays the key rows), so the rest is still judged."""
+        src = self._view_source(rank, op.args[1])
+        here = f"line {op.source.line}"
+        self.rec.add(Departure.CONTRACTION, op,
+                     f"the scores at {here} use a reshape of K (line {src.source.line}), not its "
+                     "transpose" if src is not None and "reshaped" in reason else
+                     f"the scores at {here} are not q·kᵀ: the dot {reason}")
+        layout = Layout.fresh((*a.layout.shape[:-1], b.layout.shape[-1]), self.src)
+        axes = layout.axes
+        row = Aff(0)
+        stride = 1
+        for dg in reversed(axes[-1]):
+            row = row + Aff.digit(dg.id, stride)
+            stride *= dg.size
+        others = tuple(Aff.digit(dg.id) for axis in axes[:-1] for dg in axis)
+        label = f"{op.source}@{self.schedule.programs[rank].endpoint.label}"
+        return Value(layout, Rat.atom(Scrambled.make(label, row, others,
+                                                     _product_bound(a, b))))
+
+    def _view_source(self, rank: int, arg: ValueRef | object) -> Op | None:
+        """The reshape an operand went through (following trans, cast, recv)."""
+        while isinstance(arg, ValueRef):
+            op = self.defining[rank].get(arg.id)
+            if op is None:
+                return None
+            if op.kind is OpKind.RESHAPE:
+                return op
+            if op.kind not in (OpKind.TRANS, OpKind.CAST) or not op.args:
+                return None
+            arg = op.args[0]
+        return None
+
+    # --- the harness's inputs ------------------------------------------------------------
+    def input_buffer(self, rank: int, ptr: str) -> Value | None:
+        """The harness's content of `ptr` on `rank`, or None if it fills none."""
+        if (rank, ptr) in self._buffers:
+            return self._buffers[(rank, ptr)]
+        p = self.problem
+        g = p.group_of[rank]
+        value: Value | None = None
+        if ptr == "q_ptr" and p.q_base(rank) is not None:
+            base = p.q_base(rank) or 0
+            value = buffer((p.S_q, p.h_q, p.d_head),
+                           lambda c: Rat.atom(Input.make("Q", g, (c[0].shift(base), c[1], c[2]))),
+                           self.src)
+        elif ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
+            base = p.kv_base(rank) or 0
+            # an empty slice (numeric_safety's --empty-shard) holds no keys: its scores
+            # are -inf, which the algebra then follows (max = -inf, exp(-inf - x) = 0)
+            name = ("K" if ptr == p.k_ptr else "V") + ("x" if rank in p.empty else "")
+            value = buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
+                           lambda c: Rat.atom(Input.make(name, g, (c[0].shift(base), c[1],
+                                                                   c[2]))),
+                           self.src)
+        self._buffers[(rank, ptr)] = value
+        return value
+
+
+def _product_bound(a: Value, b: Value) -> float | None:
+    """|dot(a, b)| for inputs bounded by 1, when both are linear in Q/K/V elements."""
+    total = float(a.layout.shape[-1]) if a.layout.shape else 1.0
+    for v in (a, b):
+        lin = v.form.as_lin()
+        if lin is None or not all(isinstance(x, Input) for x, _ in lin.coeffs):
+            return None
+        total *= abs(float(lin.const)) + sum(abs(float(c)) for _, c in lin.coeffs)
+    return total
+
+
+def constant_value(form: Rat) -> float | None:
+    """The value of a form that depends on no input (also exp or log of constants), as a
+    float; None if it depends on an input (or is infinite: kept exact)."""
+    if form.inf or form.den:
+        return None
+    total = 0.0
+    for m, c in form.num.terms:
+        if m.unit.coeffs or m.vars:
+            return None
+        with np.errstate(over="ignore"):
+            try:
+                total += float(c) * math.exp(float(m.unit.const))
+            except OverflowError:
+                total += math.inf if c > 0 else -math.inf
+    return total
+
+
+def _empty_keys(form: Rat) -> bool:
+    return any(isinstance(a, Input) and a.tensor == "Kx" for a in form.atoms())
+
+
+def _guard(x: Rat, floor: Rat) -> Rat | None:
+    """maximum(x, c) is x when x is a positive sum provably >= c (ℓ >= 1 >= eps)."""
+    from meshproof.verify.semantics.order import at_least_one
+
+    c = floor.as_const()
+    if not isinstance(c, Fraction) or x.as_lin() is not None or R.sign(x) <= 0:
+        return None
+    if c <= 0 or (c <= 1 and at_least_one(x)):
+        return x
+    return None
+
+
+__all__ = ["Opaque", "Result", "Symbolic", "Value"]
