@@ -201,8 +201,8 @@ def _term_bound(m: Monomial, b: float, d: int, depth: int,
         sup = _sum_bound(m, only, b, d, depth)
     else:
         sup = _exp_sup(m.unit, b, d, depth, sizes)
-        for a, k in sums:
-            ab = _atom_bound(a, b, d, depth)
+        for rs, k in sums:
+            ab = _atom_bound(rs, b, d, depth)
             sup = None if ab is None or sup is None else sup * ab ** k
     if sup is None:
         return None
