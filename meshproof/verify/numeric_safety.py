@@ -47,7 +47,8 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
     a = sem.analysis
-    safety = check_safety(schedule, table, a.problem, a.evaluation, input_bound)
+    safety = check_safety(schedule, table, a.problem, a.evaluation, input_bound,
+                          [(o.rank, o.store) for o in a.outputs])
     empty = _empty_partials(schedule, table, sem) if a.problem and \
         schedule.launch.empty_shards else []
     findings = safety.violations + empty

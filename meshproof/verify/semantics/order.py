@@ -150,11 +150,18 @@ def _log_bound(lin: Lin) -> Fraction | None:
         if s is None:
             return None
         (pos if c > 0 else neg).setdefault(s.body.key, []).append((s, abs(c)))
-    for body, items in neg.items():
-        for s, c in items:
-            # each subtracted log needs an added one of the same body over a superset
-            if not any(t.lo <= s.lo and s.hi <= t.hi and k == c for t, k in pos.get(body, ())):
+    # the atoms must pair up as c·(log Σ_J - log Σ_I) with I inside J, each >= 0; a log
+    # left over has no sign (log Σ_b exp(g(b)) is as negative as g)
+    for body in set(pos) | set(neg):
+        free = list(pos.get(body, ()))
+        for s, c in neg.get(body, ()):
+            match = next((i for i, (t, k) in enumerate(free)
+                          if k == c and t.lo <= s.lo and s.hi <= t.hi), None)
+            if match is None:
                 return None
+            free.pop(match)
+        if free:
+            return None
     return lin.const
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import zlib
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
@@ -42,9 +43,10 @@ def _powers(items: Iterable[tuple[Atom, int]]) -> Powers:
 class Monomial:
     """exp(unit) · prod(var^k); immutable, equal by key."""
 
-    __slots__ = ("_hash", "digits", "key", "unit", "vars")
+    __slots__ = ("_hash", "_order", "digits", "key", "unit", "vars")
     unit: Lin
     vars: Powers
+    _order: tuple[float, str] | None
     key: str
     digits: frozenset[int]
     _hash: int
@@ -60,6 +62,7 @@ class Monomial:
         for a, _ in vars:
             digits.update(a.digits)
         object.__setattr__(self, "digits", frozenset(digits))
+        object.__setattr__(self, "_order", None)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("monomials are immutable")
@@ -433,28 +436,36 @@ def _merge(p: Poly, a: RowSum, b: RowSum) -> Poly:
 # --- exact division --------------------------------------------------------------------
 
 
-def _lead(p: Poly) -> tuple[Monomial, Fraction]:
-    best = p.terms[0]
-    for t in p.terms[1:]:
-        if _greater(t[0], best[0]):
-            best = t
-    return best
+def _weight(key: str) -> float:
+    """A fixed pseudo-random weight per symbol (crc32: the same in every process)."""
+    w = _WEIGHTS.get(key)
+    if w is None:
+        w = _WEIGHTS[key] = 1.0 + zlib.crc32(key.encode()) / 2 ** 32
+    return w
 
 
-def _greater(a: Monomial, b: Monomial) -> bool:
-    """A lexicographic order on exponent vectors (variables, then units): compatible
-    with multiplication, so lead(p·q) = lead(p)·lead(q)."""
-    va, vb = dict(a.vars), dict(b.vars)
-    for x in sorted(set(va) | set(vb), key=lambda x: x.key):
-        if va.get(x, 0) != vb.get(x, 0):
-            return va.get(x, 0) > vb.get(x, 0)
-    ua, ub = dict(a.unit.coeffs), dict(b.unit.coeffs)
-    for x in sorted(set(ua) | set(ub), key=lambda x: x.key):
-        if ua.get(x, ZERO) != ub.get(x, ZERO):
-            return ua.get(x, ZERO) > ub.get(x, ZERO)
-    ca, cb = a.unit.const, b.unit.const
-    assert isinstance(ca, Fraction) and isinstance(cb, Fraction)
-    return ca > cb
+_WEIGHTS: dict[str, float] = {}
+
+
+def _order(m: Monomial) -> tuple[float, str]:
+    """A monomial order compatible with multiplication: exponents weighed by a fixed
+    weight per symbol (a linear functional, so order(a·b) = order(a) + order(b)); ties,
+    which only equal weights can make, fall back to the key and at worst leave a factor
+    undivided, never a wrong quotient."""
+    cached = m._order
+    if cached is not None:
+        return cached
+    total = sum(k * _weight(a.key) for a, k in m.vars)
+    total += sum(float(c) * _weight("e:" + a.key) for a, c in m.unit.coeffs)
+    assert isinstance(m.unit.const, Fraction)
+    out = (total + float(m.unit.const) * 1e-3, m.key)
+    object.__setattr__(m, "_order", out)
+    return out
+
+
+def _lead(terms: dict[Monomial, Fraction]) -> tuple[Monomial, Fraction]:
+    m = max(terms, key=_order)
+    return m, terms[m]
 
 
 def _divide_monomial(a: Monomial, b: Monomial) -> Monomial | None:
@@ -471,13 +482,13 @@ def divide(p: Poly, f: Poly) -> Poly | None:
     if not p.terms:
         return ZERO_POLY
     rp, rf = common(p, f)
-    lm, lc = _lead(rf)
+    lm, lc = _lead(dict(rf.terms))
     rest = dict(rp.terms)
     quotient: list[tuple[Monomial, Fraction]] = []
     for _ in range(8 * (len(rp.terms) + len(rf.terms)) + 32):
         if not rest:
             return coarsen(Poly.make(quotient))
-        tm, tc = _lead(Poly(tuple(rest.items())))
+        tm, tc = _lead(rest)
         q = _divide_monomial(tm, lm)
         if q is None:
             return None

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from meshproof.model.evaluate import Binary, Evaluation, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op, ValueRef
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
-from meshproof.verify.semantics.order import lower_bound
+from meshproof.verify.semantics.order import lower_bound, nonpositive
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.symbolic import Opaque, Result
 
@@ -64,11 +65,17 @@ def form_interval(form: Rat, b: float, d: int, sizes: dict[int, int]) -> Interva
     lin = form.as_lin()
     if lin is not None:
         iv = lin_interval(lin, b, d)
-        return UNBOUNDED if iv is None else iv
+        lo, hi = UNBOUNDED if iv is None else iv
+        if hi > 0 and nonpositive(lin, sizes):
+            hi = 0.0      # a value minus a max over a set holding it (max-domination)
+        return lo, hi
     mag = magnitude(form, b, d, sizes=sizes)
     hi = INF if mag is None else mag
     if sign(form) > 0:
-        low = lower_bound(form) if not form.den else 0.0
+        def low_of(member: Lin) -> float | None:
+            iv = lin_interval(member, b, d)
+            return None if iv is None else iv[0]
+        low = lower_bound(form, low_of) if not form.den else 0.0
         return low, hi
     return -hi, hi
 

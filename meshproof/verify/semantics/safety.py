@@ -11,6 +11,7 @@ K = -B makes every score negative; seeded N(0,1)); otherwise unknown.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -19,8 +20,9 @@ import numpy as np
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
-from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
+from meshproof.model.schedule import DType, Op, OpKind, Schedule, SourceLoc, ValueRef
 from meshproof.verify.semantics import rational as R
+from meshproof.verify.semantics.hazards import suspects, undefined_outputs
 from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
 from meshproof.verify.semantics.ranges import value_ranges
@@ -36,6 +38,7 @@ class Hazard(Enum):
     EXP_POSITIVE = "exp_positive"
     OVERFLOW = "overflow"
     EMPTY_PARTIAL = "empty_partial"
+    UNDEFINED_OUTPUT = "undefined_output"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class _Checks:
         self.out = Safety()
         self.evals: dict[str, Evaluation[Num | None]] = {}
         self.seen: set[tuple[str, str]] = set()
+        self.exp_cands: dict[SourceLoc, list[tuple[int, Op]]] = {}
+        self.narrow_cands: dict[SourceLoc, list[tuple[int, Op, int, float | None]]] = {}
 
     def numeric(self, name: str, inputs: Inputs) -> Evaluation[Num | None]:
         if name not in self.evals:
@@ -89,32 +94,38 @@ class _Checks:
                                                   inputs)
         return self.evals[name]
 
-    def search(self, rank: int, vid: int, reaches: object) -> tuple[str, float] | None:
-        """The first input family whose value at (rank, vid) passes `reaches`."""
-        assert callable(reaches)
+    def search(self, cands: list[tuple[int, int]], reaches: Callable[[np.ndarray], float | None]
+               ) -> tuple[str, float, int] | None:
+        """The first input family under which some candidate (rank, value id) passes
+        `reaches`, with the value and the rank: every rank is tried (a stale reference
+        point or another rank's max shows on some ranks only)."""
         with np.errstate(all="ignore"):
             for name, inputs in families(self.problem, self.b):
-                val = self.numeric(name, inputs).value(rank, vid)
-                if val is None:
-                    continue
-                top = reaches(np.asarray(val.data, dtype=float))
-                if top is not None:
-                    return name, top
+                ev = self.numeric(name, inputs)
+                for rank, vid in cands:
+                    val = ev.value(rank, vid)
+                    if val is None:
+                        continue
+                    top = reaches(np.asarray(val.data, dtype=float))
+                    if top is not None:
+                        return name, top, rank
         return None
+
+    def _opaque(self, sig: tuple[str, str], text: str) -> None:
+        if sig not in self.seen:
+            self.seen.add(sig)
+            self.out.unknown.append(text)
 
     def check_exp(self, rank: int, op: Op) -> None:
         arg = op.args[0]
         assert isinstance(arg, ValueRef)
         res = self.sym.value(rank, arg.id)
         self.out.exp_checked += 1
-        sig = ("exp", str(op.source))
         if isinstance(res, Opaque) and res.lost:
             return   # it waits on a message that never arrives: it never runs
         if isinstance(res, Opaque):
-            if sig not in self.seen:
-                self.seen.add(sig)
-                self.out.unknown.append(f"{op.source}: the argument of {op.kind.value} is not "
-                                        f"known exactly ({res.reason})")
+            self._opaque(("exp", str(op.source)), f"{op.source}: the argument of "
+                         f"{op.kind.value} is not known exactly ({res.reason})")
             return
         form = R.scale(res.form, LN2) if op.kind is OpKind.EXP2 else res.form
         lin = form.as_lin()
@@ -127,13 +138,20 @@ class _Checks:
                     return
             except (NotModelled, Undefined):
                 pass
-        if sig in self.seen:
-            return
-        self.seen.add(sig)
-        found = self.search(rank, arg.id, lambda v: (t if (t := float(np.nanmax(v))) > 1e-9
-                                                     else None))
-        if found is not None:
-            name, top = found
+        self.exp_cands.setdefault(op.source, []).append((rank, op))
+
+    def judge_exps(self) -> None:
+        for source, cands in self.exp_cands.items():
+            op = cands[0][1]
+            found = self.search([(r, o.args[0].id) for r, o in cands],  # type: ignore[union-attr]
+                                lambda v: (t if (t := float(np.nanmax(v))) > 1e-9 else None))
+            if found is None:
+                self.out.unknown.append(f"{source}: cannot show that the argument of "
+                                        f"{op.kind.value} is <= 0 (it is not a value minus a "
+                                        "max over a set containing it)")
+                continue
+            name, top, rank = found
+            op = next(o for r, o in cands if r == rank)
             scale = " · ln 2" if op.kind is OpKind.EXP2 else ""
             self.out.violations.append(Finding(
                 Hazard.EXP_POSITIVE, rank, op,
@@ -141,52 +159,72 @@ class _Checks:
                 f"subtracted from it: with {name} it reaches {top:.4g} > 0 (exp may "
                 "overflow; subtract the running max, e.g. max(m, m_in), not m + m_in)",
                 top, 0.0))
-            return
-        self.out.unknown.append(f"{op.source}: cannot show that the argument of "
-                                f"{op.kind.value} is <= 0 (it is not a value minus a max over "
-                                "a set containing it)")
 
     def check_narrow(self, rank: int, op: Op) -> None:
         vid = op.out if op.out is not None else op.args[0].id  # type: ignore[union-attr]
         res = self.sym.value(rank, vid)
         self.out.narrow_checked += 1
-        sig = ("narrow", str(op.source))
         if isinstance(res, Opaque) and res.lost:
             return
         if isinstance(res, Opaque):
-            if sig not in self.seen:
-                self.seen.add(sig)
-                self.out.unknown.append(f"{op.source}: the {op.dtype.value} value of "
-                                        f"{op.kind.value} is not known exactly, so it cannot "
-                                        f"be bounded ({res.reason})")
+            self._opaque(("narrow", str(op.source)), f"{op.source}: the {op.dtype.value} "
+                         f"value of {op.kind.value} is not known exactly, so it cannot be "
+                         f"bounded ({res.reason})")
             return
         if res.form.inf:
             return   # -inf (a running max before the first tile) is exact in every dtype
-        limit = DTYPE_MAX[op.dtype]
         lo, hi = self.ranges.value(rank, vid)
         bound = None if math.isinf(lo) or math.isinf(hi) else max(abs(lo), abs(hi))
-        if bound is not None and bound <= limit:
+        if bound is not None and bound <= DTYPE_MAX[op.dtype]:
             return
-        if sig in self.seen:
-            return
-        self.seen.add(sig)
-        found = self.search(rank, vid, lambda v: (t if (t := float(np.nanmax(np.abs(v))))
-                                                  > limit else None))
-        if found is not None:
-            name, top = found
+        self.narrow_cands.setdefault(op.source, []).append((rank, op, vid, bound))
+
+    def judge_narrows(self) -> None:
+        for source, cands in self.narrow_cands.items():
+            op = cands[0][1]
+            limit = DTYPE_MAX[op.dtype]
+            found = self.search([(r, vid) for r, _, vid, _ in cands], _above(limit))
+            bound = cands[0][3]
+            if found is None:
+                self.out.unknown.append(f"{source}: the {op.dtype.value} value of "
+                                        f"{op.kind.value} has no bound below {limit:g} for "
+                                        f"|inputs| <= {self.b:g} (bound {_fmt(bound)})")
+                continue
+            name, top, rank = found
+            op, vid, bound = next((o, v, bd) for r, o, v, bd in cands if r == rank)
+            res = self.sym.value(rank, vid)
+            what = describe(res.form) if not isinstance(res, Opaque) else "the value"
             self.out.violations.append(Finding(
                 Hazard.OVERFLOW, rank, op,
-                f"{describe(res.form)} in {op.dtype.value} can reach {top:.6g} > {limit:g}, "
-                f"the largest finite {op.dtype.value} (with {name}; bound {_fmt(bound)} for "
-                f"|inputs| <= {self.b:g}): keep it in f32", bound, limit))
+                f"{what} in {op.dtype.value} can reach {top:.6g} > {limit:g}, the largest "
+                f"finite {op.dtype.value} (with {name}; bound {_fmt(bound)} for |inputs| <= "
+                f"{self.b:g}): keep it in f32", bound, limit))
+
+    def check_outputs(self, stores: list[tuple[int, Op]]) -> None:
+        """No stored output is nan or infinite on the machine (hazards.py)."""
+        found = suspects(self.schedule, self.ranges)
+        if not found:
             return
-        self.out.unknown.append(f"{op.source}: the {op.dtype.value} value of {op.kind.value} "
-                                f"has no bound below {limit:g} for |inputs| <= {self.b:g} "
-                                f"(bound {_fmt(bound)})")
+        bad = undefined_outputs(self.schedule, self.table, self.problem, stores, found,
+                                families(self.problem, self.b))
+        if bad is None:
+            first = found[0]
+            self.out.unknown.append(f"{first.op.source}: {first.why}; no input tried makes "
+                                    "an output nan or infinite on the machine")
+            return
+        cause = bad.cause
+        why = f": {cause.why} at {cause.op.source} (tl.{cause.op.kind.value})" if cause else ""
+        where = cause if cause is not None else None
+        self.out.violations.append(Finding(
+            Hazard.UNDEFINED_OUTPUT, where.rank if where else bad.rank,
+            where.op if where else bad.store,
+            f"with {bad.family} the output stored at {bad.store.source} is {bad.value:g} on "
+            f"the machine (element {bad.element}){why}", None, None))
 
 
 def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
-                 symbolic: Evaluation[Result], input_bound: float) -> Safety:
+                 symbolic: Evaluation[Result], input_bound: float,
+                 stores: list[tuple[int, Op]] | None = None) -> Safety:
     checks = _Checks(schedule, table, problem, symbolic, input_bound)
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
@@ -195,7 +233,18 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
             elif op.dtype in (DType.F16, DType.BF16) and op.kind is not OpKind.LOAD and \
                     (op.out is not None or op.kind in (OpKind.SEND, OpKind.STORE)):
                 checks.check_narrow(r, op)
+    checks.judge_exps()
+    checks.judge_narrows()
+    if stores:
+        checks.check_outputs(stores)
     return checks.out
+
+
+def _above(limit: float) -> Callable[[np.ndarray], float | None]:
+    def reaches(v: np.ndarray) -> float | None:
+        top = float(np.nanmax(np.abs(v)))
+        return top if top > limit else None
+    return reaches
 
 
 def _fmt(x: float | None) -> str:

@@ -57,6 +57,11 @@ F32_TINY = 2.0 ** -149            # the smallest positive f32
 LN2 = Fraction(math.log(2.0))     # ln 2 as the nearest double, used consistently
 INV_LN2 = 1 / LN2                 # its exact reciprocal: exp2(log2 x) = x exactly
 SCALAR = Layout((), ())
+# A form larger than this cannot be the normal form of a merge that simplifies (correct
+# merges stay under a hundred characters per partial at any size): past it the value is
+# opaque, so a form that grows with every merge costs bounded time and memory.
+FORM_LIMIT = 20_000
+TERM_LIMIT = 256
 
 _BINARY: dict[Binary, Callable[[Rat, Rat], Rat]] = {
     Binary.ADD: R.add, Binary.SUB: R.sub, Binary.MUL: R.mul, Binary.DIV: R.div,
@@ -93,6 +98,14 @@ class Symbolic:
             self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} "
                          f"{exc}")
             return Opaque(str(exc), rank, op)
+        if isinstance(out, Value) and (len(out.form.key) > FORM_LIMIT or
+                                       len(out.form.num.terms) > TERM_LIMIT):
+            reason = (f"grows past the algebra's size bound ({len(out.form.num.terms)} terms, "
+                      f"{len(out.form.key)} characters): the merge does not simplify (a "
+                      "normalisation or weight that never cancels)")
+            self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} "
+                         f"{reason}")
+            return Opaque(reason, rank, op)
         return self._fold(out, op) if isinstance(out, Value) else out
 
     def _fold(self, value: Value, op: Op) -> Value:
