@@ -21,7 +21,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, OpKind, Schedule
+from collections.abc import Collection
+
+from meshproof.model.schedule import (
+    DEFAULT_OUTPUTS,
+    GroupMode,
+    Harness,
+    OpKind,
+    RankProgram,
+    Schedule,
+)
 
 # numeric_safety's assumption when none is given: |every input element| <= this
 DEFAULT_INPUT_BOUND = 16.0
@@ -131,6 +140,21 @@ def reference_scale(schedule: Schedule, softmax_scale: float | None,
     return 1.0 / math.sqrt(d_head), f"1/sqrt(d_head) = 1/sqrt({d_head})"
 
 
+def holds_shard(program: RankProgram, sharded: Collection[str | None],
+                outputs: Collection[str | None]) -> bool:
+    """Whether the launch gives this rank a KV slice: every rank that takes part in its
+    group -- loads K or V, sends, receives, or stores an output -- holds one (idle PEs that
+    do nothing stay out), so a slice a rank never loads is a slice never merged."""
+    for op in program.ops:
+        if op.kind is OpKind.LOAD and op.ptr in sharded:
+            return True
+        if op.kind in (OpKind.SEND, OpKind.RECV):
+            return True
+        if op.kind is OpKind.STORE and op.ptr in outputs:
+            return True
+    return False
+
+
 def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
                       outputs: tuple[str, ...] = DEFAULT_OUTPUTS,
                       softmax_scale: float | None = None) -> Problem:
@@ -153,8 +177,9 @@ def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
         shards, q_blocks = [], []
         for r in ranks:
             group_of[r] = gi
-            loads = {op.ptr for op in schedule.programs[r].ops if op.kind is OpKind.LOAD}
-            if loads & sharded:
+            prog = schedule.programs[r]
+            loads = {op.ptr for op in prog.ops if op.kind is OpKind.LOAD}
+            if holds_shard(prog, sharded, outputs):
                 shards.append(r)
             if Q_PTR in loads:
                 q_blocks.append(r)

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.errors import HarnessError
-from meshproof.model.problem import reference_scale
+from meshproof.model.problem import holds_shard, reference_scale
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
 from meshproof.sim.inputs import InputKind, fill_inputs
@@ -126,7 +126,8 @@ def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> Gro
         loads.append({op.ptr for op in ops if op.kind is OpKind.LOAD and op.ptr})
         stores.append(any(op.kind is OpKind.STORE and op.ptr in schedule.launch.outputs
                           for op in ops))
-    shard_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if ld & sharded]
+    shard_ranks = [r for r in group.ranks
+                   if holds_shard(schedule.programs[r], sharded, schedule.launch.outputs)]
     q_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if Q_PTR in ld]
     roles = []
     for r, st in zip(group.ranks, stores, strict=True):

@@ -27,6 +27,7 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.numeric import Inputs
 from meshproof.verify.semantics.ranges import Interval
+from meshproof.verify.semantics.symbolic import Opaque, Result
 
 # the smallest positive number and the largest finite one of each dtype, and the exp
 # argument past which exp overflows it
@@ -58,12 +59,17 @@ def _low(iv: Interval) -> float:
     return min(abs(iv[0]), abs(iv[1])) if iv[0] * iv[1] > 0 else 0.0
 
 
-def suspects(schedule: Schedule, ranges: Evaluation[Interval]) -> list[Suspect]:
+def suspects(schedule: Schedule, ranges: Evaluation[Interval],
+             symbolic: Evaluation[Result]) -> list[Suspect]:
     """The ops that could be undefined or overflow for some input within the bound."""
     out: list[Suspect] = []
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
             if op.out is None:
+                continue
+            res = symbolic.get((r, op.out))
+            if isinstance(res, Opaque) and res.undefined is not None and res.op is op:
+                out.append(Suspect(r, op, f"it {res.reason}"))
                 continue
             why = _suspect(ranges, r, op)
             if why:

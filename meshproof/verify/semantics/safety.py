@@ -166,6 +166,8 @@ class _Checks:
         self.out.narrow_checked += 1
         if isinstance(res, Opaque) and res.lost:
             return
+        if isinstance(res, Opaque) and res.undefined is not None:
+            return   # an undefined value: check_outputs judges where it goes
         if isinstance(res, Opaque):
             self._opaque(("narrow", str(op.source)), f"{op.source}: the {op.dtype.value} "
                          f"value of {op.kind.value} is not known exactly, so it cannot be "
@@ -202,7 +204,7 @@ class _Checks:
 
     def check_outputs(self, stores: list[tuple[int, Op]]) -> None:
         """No stored output is nan or infinite on the machine (hazards.py)."""
-        found = suspects(self.schedule, self.ranges)
+        found = suspects(self.schedule, self.ranges, self.sym)
         if not found:
             return
         bad = undefined_outputs(self.schedule, self.table, self.problem, stores, found,
