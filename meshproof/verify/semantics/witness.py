@@ -20,6 +20,7 @@ from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule, ValueRef
+from meshproof.verify.semantics.cone import ConeTooLarge, high_precision
 from meshproof.verify.semantics.numeric import (
     FLOAT64,
     MP_DIGITS,
@@ -33,6 +34,7 @@ from meshproof.verify.semantics.numeric import (
 
 WITNESS_RTOL = 1e-6
 SEEDS = (0, 1, 2)
+CONE_BUDGET = 3_000_000     # scalar operations of one element's cone in 40-digit
 
 __all__ = ["MP_DIGITS", "SEEDS", "WITNESS_RTOL", "Family", "Inputs", "Witness", "equal_scores",
            "find_witness", "make_inputs", "numeric_evaluation", "reference", "seeded_families"]
@@ -133,8 +135,19 @@ class Witness:
                 f"{self.got:.6g}, attention gives {self.want:.6g}")
 
 
-def _compare(problem: Problem, ev: Evaluation[Num | None], be: Backend, rank: int, store: Op,
-             family: Family, live: tuple[int, int] | None = None) -> Witness | None:
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    rank: int
+    store: Op
+    flat: int                         # the element's index in the stored value
+    element: tuple[int, int, int]
+    got: float
+    want: float
+    scale: float                      # max |reference| over the elements judged
+
+
+def _compare(problem: Problem, ev: Evaluation[Num | None], rank: int, store: Op,
+             live: tuple[int, int] | None = None) -> _Candidate | None:
     arg = store.args[0]
     assert isinstance(arg, ValueRef)
     got = ev.value(rank, arg.id)
@@ -144,7 +157,7 @@ def _compare(problem: Problem, ev: Evaluation[Num | None], be: Backend, rank: in
         return None
     domain = ev.domain
     assert isinstance(domain, Numeric)
-    ref = reference(problem, domain.inputs, g, be)[base:base + problem.S_q].reshape(-1)
+    ref = reference(problem, domain.inputs, g, FLOAT64)[base:base + problem.S_q].reshape(-1)
     n = math.prod(store.shape)
     if got is None or store.offset + n > ref.size:
         return None
@@ -166,8 +179,46 @@ def _compare(problem: Problem, ev: Evaluation[Num | None], be: Backend, rank: in
     flat = store.offset + lo + worst
     t, rest = divmod(flat, problem.h_q * problem.d_head)
     h, e = divmod(rest, problem.d_head)
-    return Witness(family.text, family.seed, be.name, rel, rank, store, (base + t, h, e),
-                   float(values[worst]), float(want[worst]))
+    return _Candidate(rank, store, lo + worst, (base + t, h, e), float(values[worst]),
+                      float(want[worst]), scale)
+
+
+def reference_element(problem: Problem, inputs: Inputs, group: int,
+                      element: tuple[int, int, int]) -> float:
+    """One element of attention in 40-digit arithmetic."""
+    t, h, e = element
+    g = h // problem.gqa
+    n = problem.kv_rows(group)
+    q = [mpmath.mpf(float(x)) for x in inputs.q[group][t, h]]
+    c = mpmath.mpf(problem.scale)
+    s = [c * mpmath.fdot(q, [mpmath.mpf(float(x)) for x in inputs.k[group][j, g]])
+         for j in range(n)]
+    top = max(s)
+    w = [mpmath.exp(x - top) for x in s]
+    v = [mpmath.mpf(float(inputs.v[group][j, g, e])) for j in range(n)]
+    return float(mpmath.fdot(w, v) / mpmath.fsum(w))
+
+
+def _confirm(problem: Problem, ev: Evaluation[Num | None], cand: _Candidate,
+             family: Family) -> Witness | None:
+    """The candidate re-evaluated in 40-digit arithmetic over the element's cone only;
+    a witness when the difference is still far above the evaluation's rounding."""
+    arg = cand.store.args[0]
+    assert isinstance(arg, ValueRef)
+    with mpmath.workdps(MP_DIGITS):
+        try:
+            got = high_precision(ev, cand.rank, arg.id, cand.flat, CONE_BUDGET)
+        except ConeTooLarge:
+            return None
+        want = reference_element(problem, family.inputs, problem.group_of[cand.rank],
+                                 cand.element)
+    if got is None:
+        return None
+    rel = math.inf if not math.isfinite(got) else abs(got - want) / cand.scale
+    if rel <= WITNESS_RTOL:
+        return None
+    return Witness(family.text, family.seed, MPMATH.name, rel, cand.rank, cand.store,
+                   cand.element, got, want)
 
 
 def find_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
@@ -180,11 +231,10 @@ def find_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
         ev = numeric_evaluation(schedule, table, problem, family.inputs)
         with np.errstate(all="ignore"):
             for rank, store, live in stores:
-                if _compare(problem, ev, FLOAT64, rank, store, family, live) is None:
+                cand = _compare(problem, ev, rank, store, live)
+                if cand is None:
                     continue
-                with mpmath.workdps(MP_DIGITS):
-                    mp = numeric_evaluation(schedule, table, problem, family.inputs, MPMATH)
-                    confirmed = _compare(problem, mp, MPMATH, rank, store, family, live)
+                confirmed = _confirm(problem, ev, cand, family)
                 if confirmed is not None:
                     return confirmed
     return None
