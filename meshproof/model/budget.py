@@ -51,6 +51,14 @@ def _address_space() -> int:
         return 0
 
 
+def resident_bytes() -> int:
+    """This process's resident memory (0 where /proc does not tell)."""
+    try:
+        return int(_STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def size_text(n: float) -> str:
     """Bytes in words: GiB, MiB or KiB."""
     for unit, shift in (("GiB", 30), ("MiB", 20)):

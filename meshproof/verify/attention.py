@@ -43,7 +43,7 @@ def attention_equivalence(ctx: CheckContext) -> PropertyResult:
 def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
            start: float) -> PropertyResult:
     if sem.analysis is None:
-        return _unknown(f"no attention problem to compare with: {sem.unavailable}", start)
+        return _unknown(sem.why_not("no attention problem to compare with"), start)
     a = sem.analysis
     if not schedule.active:
         return _unknown("no rank ran any op (every rank returned at once): nothing to "

@@ -80,7 +80,7 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
                       "computes a softmax partial or stores an output")
     sem = ctx.shared(shared_semantics)
     if sem.analysis is None:
-        return result(Status.UNKNOWN, f"cannot count merges: {sem.unavailable}")
+        return result(Status.UNKNOWN, sem.why_not("cannot count merges"))
     a = sem.analysis
     if not any(g.shards for g in a.problem.groups):
         named = ", ".join(schedule.launch.sharded)

@@ -45,7 +45,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                              CERTIFICATE, input_bound, bound[0], bound[1])
 
     if sem.analysis is None or sem.problem is None:
-        return result(Status.UNKNOWN, f"no attention problem to bound: {sem.unavailable}")
+        return result(Status.UNKNOWN, sem.why_not("no attention problem to bound"))
     a = sem.analysis
     safety = check_safety(schedule, table, a.problem, a.evaluation, input_bound,
                           [(o.rank, o.store) for o in a.outputs])

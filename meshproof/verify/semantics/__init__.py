@@ -37,27 +37,44 @@ from meshproof.model.problem import (
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import CheckContext
 from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
+from meshproof.verify.semantics.budget import Budget, OutOfBudget
 
 
 @dataclass(frozen=True, slots=True)
 class SemanticAnalysis:
     problem: Problem | None
     analysis: Analysis | None
-    unavailable: str = ""       # why there is no attention problem to judge
+    unavailable: str = ""       # why there is no analysis: no attention problem, or ...
+    stopped: bool = False       # ... its budget ran out (then `unavailable` says where)
+
+    def why_not(self, what: str) -> str:
+        """Why a property has nothing to judge, in the words a verdict uses."""
+        if self.stopped:
+            return (f"{self.unavailable}; check the protocol alone with --skip "
+                    "exactly_once_merge,attention_equivalence,numeric_safety, or give more "
+                    "time with --timeout")
+        return f"{what}: {self.unavailable}"
 
 
 def shared_semantics(ctx: CheckContext) -> SemanticAnalysis:
     """The analysis the three semantic properties share (ctx.shared caches it)."""
-    return semantic_analysis(ctx.schedule, ctx.channels)
+    return semantic_analysis(ctx.schedule, ctx.channels, Budget.start(ctx.config.timeout_s))
 
 
-def semantic_analysis(schedule: Schedule, table: ChannelTable) -> SemanticAnalysis:
+def semantic_analysis(schedule: Schedule, table: ChannelTable,
+                      budget: Budget | None = None) -> SemanticAnalysis:
     spec = schedule.launch
     try:
         problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
     except ProblemUnavailable as exc:
         return SemanticAnalysis(None, None, str(exc))
-    return SemanticAnalysis(problem, analyse(schedule, table, problem))
+    try:
+        return SemanticAnalysis(problem, analyse(schedule, table, problem, budget))
+    except OutOfBudget as exc:
+        return SemanticAnalysis(problem, None, str(exc), stopped=True)
+    except MemoryError:
+        return SemanticAnalysis(problem, None, "the semantic analysis ran out of memory",
+                                stopped=True)
 
 
 __all__ = ["DEFAULT_INPUT_BOUND", "Analysis", "OutputResult", "SemanticAnalysis",

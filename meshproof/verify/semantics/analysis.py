@@ -14,6 +14,7 @@ from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics.budget import Budget
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import (
     Aff,
@@ -186,8 +187,9 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
     return Value(value.layout, form), coords
 
 
-def analyse(schedule: Schedule, table: ChannelTable, problem: Problem) -> Analysis:
-    domain = Symbolic(schedule, problem)
+def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
+            budget: Budget | None = None) -> Analysis:
+    domain = Symbolic(schedule, problem, budget)
     ev: Evaluation[Result] = Evaluation(schedule, table, domain)
     ev.run()
     outputs: list[OutputResult] = []

@@ -22,6 +22,7 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atoms import Input, Scrambled
+from meshproof.verify.semantics.budget import Budget, unbounded
 from meshproof.verify.semantics.events import Departure, Recorder
 from meshproof.verify.semantics.index import (
     Aff,
@@ -76,9 +77,11 @@ def _const(v: float) -> Rat:
 class Symbolic:
     """The exact-form domain of one schedule and attention problem."""
 
-    def __init__(self, schedule: Schedule, problem: Problem) -> None:
+    def __init__(self, schedule: Schedule, problem: Problem,
+                 budget: Budget | None = None) -> None:
         self.schedule = schedule
         self.problem = problem
+        self.budget = budget if budget is not None else unbounded()
         self.src = DigitSource()
         self.rec = Recorder()
         self._buffers: dict[tuple[int, str], Value | None] = {}
@@ -98,6 +101,8 @@ class Symbolic:
             self.rec.add(Departure.OPAQUE, op, f"line {op.source.line}: tl.{op.kind.value} "
                          f"{exc}")
             return Opaque(str(exc), rank, op)
+        if isinstance(out, Value):
+            self.budget.tick(op, len(out.form.key))
         if isinstance(out, Value) and (len(out.form.key) > FORM_LIMIT or
                                        len(out.form.num.terms) > TERM_LIMIT):
             reason = (f"grows past the algebra's size bound ({len(out.form.num.terms)} terms, "
