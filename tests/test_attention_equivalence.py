@@ -138,7 +138,7 @@ MUTATION_WORDS = {
 }
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.sampled_from(sorted(MUTATION_WORDS)), st.sampled_from(["((t2 t0) (t3 t1))",
                                                                "(t3 ((t1 t0) t2))",
                                                                "(((t0 t1) t2) t3)"]),
@@ -165,3 +165,87 @@ def test_the_simulator_confirms_each_mistake(name: str) -> None:
     ref = resolve_kernel(f"{CASES}::{name}")
     sim = simulate(trace(ref, build_launch(ref, LaunchOptions(pes=4))), SimConfig(timing=False))
     assert sim.numeric is not None and not sim.numeric.ok, sim.numeric
+
+
+# --- random merge trees mixing the four representations ----------------------------------
+
+
+@st.composite
+def _mixed(draw: st.DrawFn) -> tuple[int, str, str]:
+    """A tree over every tile once plus up to two empty partials, in a random order and
+    association, each merge in a random representation (merge_trees.REPRESENTATIONS)."""
+    tiles = draw(st.sampled_from([2, 3, 4]))
+    leaves = [f"t{i}" for i in draw(st.permutations(list(range(tiles))))]
+    for _ in range(draw(st.integers(0, 2))):
+        leaves.insert(draw(st.integers(0, len(leaves))), "e")
+
+    def tree(xs: list[str]) -> str:
+        if len(xs) == 1:
+            return xs[0]
+        k = draw(st.integers(1, len(xs) - 1))
+        return f"({tree(xs[:k])} {tree(xs[k:])})"
+
+    return tiles, tree(leaves), draw(st.text(alphabet="mlpsr", min_size=1, max_size=4))
+
+
+@settings(max_examples=25, deadline=None)
+@given(_mixed())
+def test_merge_trees_mixing_representations_are_attention_and_merge_once(
+        case: tuple[int, str, str]) -> None:
+    tiles, plan, reprs = case
+    v = run(TREES, pes=1, args={"plan": plan, "tiles": tiles, "reprs": reprs,
+                                "S_kv_per_rank": 12})
+    for name in ("attention_equivalence", "exactly_once_merge"):
+        p = v.property(name)
+        assert p.status is Status.PROVED, (plan, reprs, name, _text(p))
+
+
+@settings(max_examples=20, deadline=None)
+@given(_mixed(), st.sampled_from(sorted(MUTATION_WORDS)), st.integers(0, 8))
+def test_single_mutations_in_mixed_trees_are_violated_with_a_40_digit_witness(
+        case: tuple[int, str, str], mutation: str, at: int) -> None:
+    tiles, plan, reprs = case
+    merges = plan.count("(")
+    args: dict[str, Scalar] = {"plan": plan, "tiles": tiles, "reprs": reprs,
+                               "mutation": mutation, "at": at % merges, "S_kv_per_rank": 12}
+    p = prop(TREES, pes=1, args=args)
+    if p.status is not Status.VIOLATED and _harmless(plan, at % merges, mutation, reprs):
+        return
+    assert p.status is Status.VIOLATED, (plan, reprs, mutation, at, _text(p))
+    assert "evaluated in 40-digit" in _text(p)
+
+
+def _harmless(plan: str, at: int, mutation: str, reprs: str) -> bool:
+    """A mutation that changes nothing: one side holds only empty partials (its weight
+    is 0: doubling or not rescaling it is exact), or "normalise" on an incoming side that
+    another representation already handed back normalised (ℓ = 1)."""
+    merges = _merges(plan)
+    left, right = merges[at]
+    if any(all(leaf == "e" for leaf in side) for side in (left, right)):
+        return True
+    if mutation == "normalise" and len(right) > 1:
+        inner = next(i for i, (lf, rt) in enumerate(merges) if lf + rt == right)
+        return reprs[inner % len(reprs)] != "m"
+    return False
+
+
+def _merges(plan: str) -> list[tuple[list[str], list[str]]]:
+    """The merges of a plan in the order the kernel runs them (children first), each as
+    the leaves of its two sides."""
+    tokens = plan.replace("(", " ( ").replace(")", " ) ").split()
+    pos = 0
+    out: list[tuple[list[str], list[str]]] = []
+
+    def walk() -> list[str]:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok != "(":
+            return [tok]
+        left, right = walk(), walk()
+        pos += 1
+        out.append((left, right))
+        return left + right
+
+    walk()
+    return out

@@ -19,9 +19,8 @@ h reads kv head h // (h_q / h_kv) (blocked GQA).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from meshproof.model.schedule import (
     DEFAULT_OUTPUTS,

@@ -6,6 +6,14 @@ guards its max with a finite floor, so two empty partials merge to an empty one 
 exp(-inf - (-inf)). `mutation` (with `at`, the index of the merge it applies to) injects
 one realistic mistake into one merge: drop the rescale of o, weigh a partial twice, swap m
 and ℓ of the incoming side, use exp2 for one weight, or normalise before merging.
+
+`reprs` picks, merge by merge (cycling), the representation the merge is written in:
+`m` the (m, ℓ, o) online-softmax merge; `l` the log-sum-exp merge of (lse, O normalised);
+`p` ring-flash-attention's log(1 + exp) update; `s` its sigmoid update; `r` the lerp
+merge of normalised partials. A merge in another representation converts both sides
+(lse = m + log ℓ, O = o / ℓ, guarded for empty partials) and hands back (lse, 1, O): the
+same partial, so any mix of representations along any tree computes attention. The
+mutated merge is always an (m, ℓ, o) merge.
 """
 
 from __future__ import annotations
@@ -40,9 +48,9 @@ def _parse(plan: str) -> Any:
 
 
 def merge_tree(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, plan: str = "(t0 t1)",
-               tiles: int = 2, mutation: str = "", at: int = 0, S_q: int = 1,
-               S_kv_per_rank: int = 16, h_q: int = 2, h_kv: int = 1, d_head: int = 8, *,
-               tl: Any) -> None:
+               tiles: int = 2, mutation: str = "", at: int = 0, reprs: str = "m",
+               S_q: int = 1, S_kv_per_rank: int = 16, h_q: int = 2, h_kv: int = 1,
+               d_head: int = 8, *, tl: Any) -> None:
     """Merge the partials of `tiles` tiles of this rank's KV slice along `plan`."""
     tile = S_kv_per_rank // tiles
     q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
@@ -67,6 +75,9 @@ def merge_tree(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, plan: str = "(t0 
         index = counter[0]
         counter[0] += 1
         bug = mutation if index == at else ""
+        kind = reprs[index % len(reprs)] if reprs and not bug else "m"
+        if kind != "m":
+            return _other(kind, a, b, tl)
         if bug == "swap":
             b = (b[1], b[0], b[2])
         m_new = tl.maximum(tl.maximum(a[0], b[0]), FLOOR)
@@ -88,4 +99,38 @@ def merge_tree(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, plan: str = "(t0 
     tl.store(o_ptr, tl.cast(tl.trans(out, (1, 0, 2, 3)), "f16"))
 
 
+TINY = 1e-30
+
+
+def _lse(t: Triplet, tl: Any) -> tuple[Any, Any]:
+    """(lse, O normalised) of a partial, guarded so an empty one is (-inf, 0)."""
+    ell = tl.maximum(t[1], TINY)
+    return t[0] + tl.log(ell), t[2] / ell
+
+
+def _other(kind: str, a: Triplet, b: Triplet, tl: Any) -> Triplet:
+    (la, oa), (lb, ob) = _lse(a, tl), _lse(b, tl)
+    # every division and log is guarded: two empty sides merge to an empty partial
+    mx = tl.maximum(tl.maximum(la, lb), FLOOR)
+    w = tl.maximum(tl.exp(la - mx) + tl.exp(lb - mx), TINY)
+    if kind == "l":            # textbook log-sum-exp
+        w1, w2 = tl.exp(la - mx), tl.exp(lb - mx)
+        lse, out = mx + tl.log(w), (oa * w1 + ob * w2) / w
+    elif kind == "p":          # ring-flash-attention: log(1 + exp(b - a)) about the max
+        lse = mx + tl.log(w)
+        out = tl.exp(la - lse) * oa + tl.exp(lb - lse) * ob
+    elif kind == "s":          # ring-flash-attention's sigmoid form (lse floored: an
+        # empty side's -inf - (-inf) would be nan)
+        share = tl.sigmoid(tl.maximum(lb, FLOOR) - tl.maximum(la, FLOOR))
+        out = oa - share * (oa - ob)
+        lse = mx + tl.log(w)
+    else:                      # "r": lerp of normalised partials
+        m = tl.maximum(tl.maximum(a[0], b[0]), FLOOR)
+        w1, w2 = a[1] * tl.exp(a[0] - m), b[1] * tl.exp(b[0] - m)
+        w = tl.maximum(w1 + w2, TINY)
+        lse, out = m + tl.log(w), oa + (ob - oa) * (w2 / w)
+    return lse, tl.full(lse.shape, 1.0, "f32"), out
+
+
 MUTATIONS = ("drop_rescale", "twice", "swap", "exp2", "normalise")
+REPRESENTATIONS = "mlpsr"

@@ -140,29 +140,35 @@ def _const_member_at_least(e: Elem, c: Fraction) -> bool:
 
 
 def _log_bound(lin: Lin) -> Fraction | None:
-    """A constant L with lin >= L for every input, when lin's atoms are logarithms of row
-    sums that dominate each other (log Σ_J - log Σ_I >= 0 for I inside J, same body)."""
+    """A constant L with lin >= L for every input, when lin's atoms are logarithms of
+    positive polynomials that dominate each other: log Y - log X >= 0 when every term of X
+    is a term of Y with no larger coefficient (Σ over I inside Σ over J, same body)."""
     assert not isinstance(lin.const, float)
-    pos: dict[str, list[tuple[RowSum, Fraction]]] = {}
-    neg: dict[str, list[tuple[RowSum, Fraction]]] = {}
+    pos: list[tuple[Poly, Fraction]] = []
+    neg: list[tuple[Poly, Fraction]] = []
     for a, c in lin.coeffs:
-        s = _logged_sum(a)
-        if s is None:
+        if not isinstance(a, Log) or not P.positive(a.arg):
             return None
-        (pos if c > 0 else neg).setdefault(s.body.key, []).append((s, abs(c)))
-    # the atoms must pair up as c·(log Σ_J - log Σ_I) with I inside J, each >= 0; a log
-    # left over has no sign (log Σ_b exp(g(b)) is as negative as g)
-    for body in set(pos) | set(neg):
-        free = list(pos.get(body, ()))
-        for s, c in neg.get(body, ()):
-            match = next((i for i, (t, k) in enumerate(free)
-                          if k == c and t.lo <= s.lo and s.hi <= t.hi), None)
-            if match is None:
-                return None
-            free.pop(match)
-        if free:
+        (pos if c > 0 else neg).append((a.arg, abs(c)))
+    # the atoms must pair up as c·(log Y - log X) with X <= Y, each >= 0; a log left over
+    # has no sign (log Σ_b exp(g(b)) is as negative as g)
+    free = list(pos)
+    for x, c in neg:
+        match = next((i for i, (y, k) in enumerate(free) if k == c and _termwise_le(x, y)),
+                     None)
+        if match is None:
             return None
-    return lin.const
+        free.pop(match)
+    return None if free else lin.const
+
+
+def _termwise_le(x: Poly, y: Poly) -> bool:
+    """Every term of x is a term of y with no larger coefficient (y positive)."""
+    if x == y:
+        return True
+    a, b = P.common(x, y)
+    terms = dict(b.terms)
+    return all(m in terms and c <= terms[m] for m, c in a.terms)
 
 
 def _log_upper(lin: Lin) -> Fraction | None:
@@ -223,16 +229,41 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
     lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
     above = max((v for v in lows if v is not None), default=-math.inf)
     low = math.inf
-    for e in m.elems:
-        if isinstance(e.body.const, float):
+    for whole in m.elems:
+        if isinstance(whole.body.const, float):
             continue
-        if not e.body.coeffs and float(e.body.const) < above:
+        if not whole.body.coeffs and float(whole.body.const) < above:
             continue
-        floor = max((_term_floor(mono, c, m, k, e) for mono, c in x.terms), default=0.0)
-        if floor <= 0:
-            return 0.0
-        low = min(low, floor)
+        # a member ranged over several intervals attains the max on one of them: each
+        # interval needs a term of its own
+        parts = [Elem(whole.body, Ranges((part,))) for part in whole.rows.parts] \
+            if whole.rows is not None else [whole]
+        for e in parts:
+            floor = max((_term_floor(mono, c, m, k, e) for mono, c in x.terms), default=0.0)
+            floor = max(floor, _sum_floor(x, m, k, e))
+            if floor <= 0:
+                return 0.0
+            low = min(low, floor)
     return 0.0 if low == math.inf else low
+
+
+def _sum_floor(x: Poly, m: Max, k: Fraction, e: Elem) -> float:
+    """x = exp(-M) · Y with a member log P of M and every term of P one of Y: where log P
+    attains M, x >= P · exp(-log P) = 1 (the terms of a log-sum-exp merge's ℓ together)."""
+    if k != 1 or e.rows is not None or len(e.body.coeffs) != 1 or e.body.coeffs[0][1] != 1:
+        return 0.0
+    atom = e.body.coeffs[0][0]
+    if not isinstance(atom, Log):
+        return 0.0
+    y: list[tuple[Monomial, Fraction]] = []
+    for mono, c in x.terms:
+        if mono.unit.coeffs != ((m, Fraction(-1)),) or mono.unit.const:
+            return 0.0
+        y.append((Monomial(Lin(ZERO), mono.vars), c))
+    if not _termwise_le(atom.arg, Poly.make(y)):
+        return 0.0
+    assert isinstance(e.body.const, Fraction)
+    return _exp(float(-e.body.const))
 
 
 def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem) -> float:

@@ -21,7 +21,7 @@ from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import Input, Scrambled
+from meshproof.verify.semantics.atoms import Input, Lin, Max, Scrambled
 from meshproof.verify.semantics.budget import Budget, unbounded
 from meshproof.verify.semantics.events import Departure, Recorder
 from meshproof.verify.semantics.index import (
@@ -55,6 +55,9 @@ Result = Value | Opaque
 UNDERFLOW_WATCH = 2.0 ** -60     # constant factors below this get the underflow check
 F16_MAX = 65504.0
 F32_TINY = 2.0 ** -149            # the smallest positive f32
+EXP_UNDERFLOW = math.log(F32_TINY) - 1.0   # exp below this is 0 in f32
+SIGMOID_FLAT = 89.0     # sigmoid(x) for x below -this is 0 in f32 (exp(-x) overflows)
+SIGMOID_ONE = 18.0      # ... and above this it rounds to 1
 LN2 = Fraction(math.log(2.0))     # ln 2 as the nearest double, used consistently
 INV_LN2 = 1 / LN2                 # its exact reciprocal: exp2(log2 x) = x exactly
 SCALAR = Layout((), ())
@@ -209,21 +212,59 @@ class Symbolic:
         match fn:
             case Unary.EXP:
                 self.rec.exponent(op, f)
-                return R.exp(f)
+                return self._exp(op, f)
             case Unary.EXP2:   # exp2(x) = exp(x ln 2)
                 arg = R.scale(f, LN2)
                 self.rec.exponent(op, arg)
-                return R.exp(arg)
+                return self._exp(op, arg)
             case Unary.LOG:
                 return R.log(f)
             case Unary.LOG2:   # log2(x) = log(x) / ln 2
                 return R.scale(R.log(f), INV_LN2)
             case Unary.LOG1P:
                 return R.log(R.add(R.ONE_RAT, f))
-            case Unary.SIGMOID:   # 1 / (1 + exp(-x))
-                return R.reciprocal(R.add(R.ONE_RAT, R.exp(R.neg(f))))
+            case Unary.SIGMOID:   # 1 / (1 + exp(-x)); sigmoid(-inf) = 0, sigmoid(inf) = 1
+                if f.inf:
+                    return R.ZERO_RAT if f.inf < 0 else R.ONE_RAT
+                held = self._saturated(op, f)
+                if held is not None:
+                    return held
+                return R.reciprocal(R.add(R.ONE_RAT, self._exp(op, R.neg(f))))
             case Unary.NEG:
                 return R.neg(f)
+
+    def _exp(self, op: Op, arg: Rat) -> Rat:
+        """exp(arg), or 0 where arg is below the f32 underflow for every f16 input (the
+        weight of a guarded empty partial, exp(-1e30 - m)): the machine holds 0."""
+        lin = arg.as_lin()
+        if lin is not None and not lin.infinite and lin.const < EXP_UNDERFLOW and \
+                lin.coeffs:
+            from meshproof.verify.semantics.bounds import lin_interval
+
+            iv = lin_interval(lin, F16_MAX, self.problem.d_head)
+            if iv is not None and iv[1] < EXP_UNDERFLOW:
+                self.rec.machine_zero(op, math.exp(max(iv[1], -745.0)),
+                                      "f32 (for every input: exp of at most "
+                                      f"{iv[1]:.3g})")
+                return R.ZERO_RAT
+        return R.exp(arg)
+
+    def _saturated(self, op: Op, x: Rat) -> Rat | None:
+        """sigmoid(x) is what the machine holds for every f16 input when x is far out:
+        0 below -89 (exp(-x) overflows f32), 1 above 18 (1 - exp(-x) rounds to 1)."""
+        lin = x.as_lin()
+        if lin is None or lin.infinite or not lin.coeffs or abs(lin.const) < SIGMOID_FLAT:
+            return None
+        from meshproof.verify.semantics.bounds import lin_interval
+
+        iv = lin_interval(lin, F16_MAX, self.problem.d_head)
+        if iv is not None and iv[1] < -SIGMOID_FLAT:
+            self.rec.machine_zero(op, 0.0, "f32 (sigmoid of at most "
+                                  f"{iv[1]:.3g}, for every input)")
+            return R.ZERO_RAT
+        if iv is not None and iv[0] > SIGMOID_ONE:
+            return R.ONE_RAT
+        return None
 
     def binary(self, rank: int, op: Op, fn: Binary, a: Result, b: Result) -> Result:
         if isinstance(a, Opaque):
@@ -237,7 +278,8 @@ class Symbolic:
         layout, sa, sb = broadcast(a.layout, b.layout, self.src)
         fa, fb = a.form.subst(sa), b.form.subst(sb)
         if fn is Binary.MAXIMUM:
-            guarded = _guard(fa, fb) or _guard(fb, fa)
+            d = self.problem.d_head
+            guarded = _guard(fa, fb, d) or _guard(fb, fa, d)
             if guarded is not None:
                 return Value(layout, guarded)
         try:
@@ -246,11 +288,34 @@ class Symbolic:
             if fn in (Binary.MAXIMUM, Binary.MINIMUM):
                 raise NotModelled(f"of {describe(fa)} and {describe(fb)}: {exc}") from None
             raise
+        if fn in (Binary.MAXIMUM, Binary.MINIMUM):
+            out = self._unreachable_floor(out)
         if op is not None:
             self._note(rank, fn, op, fa, fb, out)
             if fn in (Binary.MUL, Binary.DIV):
                 out = self._underflow(op, fa, fb, out)
         return Value(layout, out)
+
+    def _unreachable_floor(self, m: Rat) -> Rat:
+        """max(x, -1e30) is x for every f16 input when x can never be that low (a guard of
+        the running max): the constant member never attains the max."""
+        lin = m.as_lin()
+        if lin is None or len(lin.coeffs) != 1 or lin.coeffs[0][1] != 1 or lin.const:
+            return m
+        atom = lin.coeffs[0][0]
+        if not isinstance(atom, Max) or atom.is_min:
+            return m
+        consts = [e for e in atom.elems if e.rows is None and not e.body.coeffs]
+        others = [e for e in atom.elems if e not in consts]
+        if not consts or not others:
+            return m
+        from meshproof.verify.semantics.bounds import lin_interval
+
+        lows = [lin_interval(e.body, F16_MAX, self.problem.d_head) for e in others]
+        top = max(float(e.body.const) for e in consts)
+        if any(iv is not None and iv[0] > top for iv in lows):
+            return R.make_max(others, False)
+        return m
 
     def _underflow(self, op: Op, fa: Rat, fb: Rat, out: Rat) -> Rat:
         """A value scaled by a tiny constant may be below the smallest f32 for every input:
@@ -448,16 +513,23 @@ def _empty_keys(form: Rat) -> bool:
     return any(isinstance(a, Input) and a.tensor == "Kx" for a in form.atoms())
 
 
-def _guard(x: Rat, floor: Rat) -> Rat | None:
-    """maximum(x, c) is x when x is a positive sum provably >= c (ℓ >= 1 >= eps)."""
-    from meshproof.verify.semantics.order import at_least_one
+def _guard(x: Rat, floor: Rat, d_head: int) -> Rat | None:
+    """maximum(x, c) is x when x is a positive sum provably >= c (ℓ >= 1 >= eps). A
+    constant member of a max below every score any f16 input can make (maximum(m, -1e30))
+    never attains it."""
+    from meshproof.verify.semantics.bounds import lin_interval
+    from meshproof.verify.semantics.order import lower_bound
 
     c = floor.as_const()
     if not isinstance(c, Fraction) or x.as_lin() is not None or R.sign(x) <= 0:
         return None
-    if c <= 0 or (c <= 1 and at_least_one(x)):
+    if c <= 0:
         return x
-    return None
+
+    def low_of(member: Lin) -> float | None:
+        iv = lin_interval(member, F16_MAX, d_head)
+        return None if iv is None else iv[0]
+    return x if c <= 1 and lower_bound(x, low_of) >= 1 else None
 
 
 __all__ = ["Opaque", "Result", "Symbolic", "Value"]

@@ -81,8 +81,23 @@ class Family:
 
 
 def seeded_families(problem: Problem) -> list[Family]:
-    return [Family(f"seeded N(0,1) inputs (seed {seed}", make_inputs(problem, seed), seed)
-            for seed in SEEDS]
+    """Seeded N(0,1) inputs, then the same with one block of key rows dominating (its K
+    scaled by 4): a merge that is wrong only when a given side holds the max (exp2 for
+    exp on the side that rarely wins) shows there."""
+    out = [Family(f"seeded N(0,1) inputs (seed {seed}", make_inputs(problem, seed), seed)
+           for seed in SEEDS]
+    n = max((problem.kv_rows(g.index) for g in problem.groups), default=0)
+    s = problem.S_kv_per_rank
+    blocks = [(0, max(1, s // 4)), (0, s), (max(0, n - s), n), (s * (n // s // 2),
+                                                                 s * (n // s // 2) + s)]
+    for lo, hi in dict.fromkeys(b for b in blocks if b[1] > b[0] and b[1] <= n):
+        base = make_inputs(problem, 0)
+        k = {g: x.copy() for g, x in base.k.items()}
+        for x in k.values():
+            x[lo:hi] *= 4.0
+        out.append(Family(f"seeded N(0,1) inputs with key rows {lo}..{hi - 1} scaled by 4 "
+                          "(they dominate; seed 0", Inputs(base.q, k, base.v), 0))
+    return out
 
 
 def equal_scores(problem: Problem, rows: tuple[int, int] | None, seed: int = 0) -> Family:
