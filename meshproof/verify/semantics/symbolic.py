@@ -253,7 +253,8 @@ class Symbolic:
         """sigmoid(x) is what the machine holds for every f16 input when x is far out:
         0 below -89 (exp(-x) overflows f32), 1 above 18 (1 - exp(-x) rounds to 1)."""
         lin = x.as_lin()
-        if lin is None or lin.infinite or not lin.coeffs or abs(lin.const) < SIGMOID_FLAT:
+        if lin is None or lin.infinite or not lin.coeffs or \
+                abs(float(lin.const)) < SIGMOID_FLAT:
             return None
         from meshproof.verify.semantics.bounds import lin_interval
 
