@@ -249,3 +249,73 @@ def _merges(plan: str) -> list[tuple[list[str], list[str]]]:
 
     walk()
     return out
+
+
+# --- the merge formulas real systems use, and issue 17's classes -------------------------
+
+FORMS = f"{KERNELS / 'merge_forms.py'}"
+HAZARDS = f"{KERNELS / 'hazard_cases.py'}"
+
+
+@pytest.mark.parametrize("name", ["lse_textbook", "flashinfer_merge_state", "ringflash_log1p",
+                                  "ringflash_log1p_op", "ringflash_sigmoid", "lerp_merge",
+                                  "alpha_beta", "shifted_normalise", "times_reciprocal",
+                                  "tree_attention", "gqa_broadcast"])
+def test_merge_formulas_of_real_systems_are_attention(name: str) -> None:
+    p = prop(f"{FORMS}::{name}")
+    assert p.status is Status.PROVED, _text(p)
+
+
+@pytest.mark.parametrize("name", ["sglang_base2_into_natural", "lse_double_weight",
+                                  "lerp_wrong_weight"])
+def test_wrong_merge_formulas_are_violated_with_a_40_digit_witness(name: str) -> None:
+    p = prop(f"{FORMS}::{name}")
+    assert p.status is Status.VIOLATED, _text(p)
+    assert "evaluated in 40-digit" in _text(p)
+
+
+def test_a_far_reference_point_is_attention_not_float64_noise() -> None:
+    """Weights exp(s - m - 738) are float64 subnormals: only the exact form (and a
+    40-digit re-check) tells the output is attention."""
+    assert prop(f"{HAZARDS}::far_reference").status is Status.PROVED
+
+
+@pytest.mark.parametrize(("name", "pes"), [("store_q", 1), ("store_nan", 1)])
+def test_a_kernel_that_never_loads_kv_is_violated_with_a_witness(name: str, pes: int) -> None:
+    p = prop(f"{HAZARDS}::{name}", pes=pes)
+    assert p.status is Status.VIOLATED
+    assert "witness:" in _text(p)
+
+
+def test_a_rank_that_never_loads_its_slice_leaves_it_unmerged() -> None:
+    p = prop(f"{HAZARDS}::idle_slice")
+    assert p.status is Status.VIOLATED
+    assert "rows are missing" in _text(p) and "40-digit" in _text(p)
+    assert prop(f"{HAZARDS}::every_slice").status is Status.PROVED
+
+
+def test_a_rank_rescaling_by_its_own_max_is_violated() -> None:
+    p = prop(f"{HAZARDS}::own_max_against_peer")
+    assert p.status is Status.VIOLATED and "40-digit" in _text(p)
+    assert prop(f"{HAZARDS}::peer_max").status is Status.PROVED
+
+
+def test_the_lse_ring_keeps_one_form_size_whatever_the_number_of_ranks() -> None:
+    from meshproof.model.channels import derive_channels
+    from meshproof.model.launch import LaunchOptions, build_launch
+    from meshproof.model.loader import resolve_kernel
+    from meshproof.model.trace import trace
+    from meshproof.verify.semantics import semantic_analysis
+
+    sizes = []
+    for n in (4, 8, 16):
+        ref = resolve_kernel(f"{FORMS}::lse_textbook")
+        opts = LaunchOptions(wiring="cube_ring", cubes=n, pes=1,
+                             args=(("n_ranks", n), ("rank_axis", 1)))
+        schedule = trace(ref, build_launch(ref, opts))
+        a = semantic_analysis(schedule, derive_channels(schedule)).analysis
+        assert a is not None
+        forms = [o.form for o in a.outputs if o.form is not None]
+        sizes.append({(len(f.num.terms), tuple(len(p.terms) for p, _ in f.den))
+                      for f in forms})
+    assert sizes[0] == sizes[1] == sizes[2] == {(1, (1,))}, sizes

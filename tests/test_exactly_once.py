@@ -99,3 +99,40 @@ def test_a_pure_communication_kernel_is_vacuously_proved() -> None:
 def test_a_kernel_that_only_stores_zeros_is_not_vacuous() -> None:
     p = prop(f"{CASES}::zeros_after", pes=4)
     assert p.status is Status.VIOLATED
+
+
+# --- merge formulas of real systems; a rank that never loads its slice -------------------
+
+FORMS = f"{KERNELS / 'merge_forms.py'}"
+HAZARDS = f"{KERNELS / 'hazard_cases.py'}"
+
+
+@pytest.mark.parametrize("name", ["lse_textbook", "flashinfer_merge_state", "ringflash_log1p",
+                                  "ringflash_sigmoid", "lerp_merge", "alpha_beta",
+                                  "shifted_normalise", "times_reciprocal", "tree_attention",
+                                  "gqa_broadcast"])
+def test_merge_formulas_of_real_systems_count_every_row_once(name: str) -> None:
+    p = prop(f"{FORMS}::{name}")
+    assert p.status is Status.PROVED, text_of(p)
+
+
+@pytest.mark.parametrize("name", ["lse_double_weight", "lerp_wrong_weight"])
+def test_a_wrong_weight_is_violated_with_an_equal_scores_witness(name: str) -> None:
+    p = prop(f"{FORMS}::{name}")
+    assert p.status is Status.VIOLATED, text_of(p)
+    assert "Q = 0 (every score equal)" in text_of(p) and "40-digit" in text_of(p)
+
+
+def test_a_slice_never_loaded_is_never_merged_and_the_witness_names_its_rows() -> None:
+    p = prop(f"{HAZARDS}::idle_slice")
+    assert p.status is Status.VIOLATED
+    assert "never merged" in text_of(p)
+    assert "V = 1 on key rows 112..127" in text_of(p)   # the last of 8 ranks
+    assert prop(f"{HAZARDS}::every_slice").status is Status.PROVED
+
+
+def test_wrong_counts_without_a_witness_are_unknown_not_violated() -> None:
+    """A base-2 log-sum-exp merged with natural-log formulas weighs every shard alike when
+    all scores are equal: no equal-scores input shows a wrong count."""
+    p = prop(f"{FORMS}::sglang_base2_into_natural")
+    assert p.status is Status.UNKNOWN, text_of(p)

@@ -4,7 +4,7 @@ all static and at the launch's real sizes."""
 from __future__ import annotations
 
 import pytest
-from semantic_helpers import CASES, TREES, run, text_of
+from semantic_helpers import CASES, KERNELS, TREES, run, text_of
 
 from meshproof.model.topology import Endpoint
 from meshproof.verify.result import PropertyResult, Status
@@ -72,3 +72,33 @@ def test_a_larger_input_bound_is_stated_in_the_verdict() -> None:
     launch = build_launch(ref, LaunchOptions(args=(("msg_dtype", "f16"),)))
     v = verify(trace(ref, launch), VerifyConfig(input_bound=64.0))
     assert "|inputs| <= 64" in v.property(NAME).message
+
+
+# --- undefined outputs on the machine ---------------------------------------------------
+
+HAZARDS = f"{KERNELS / 'hazard_cases.py'}"
+
+
+def test_a_reference_point_of_maximum_m_0_makes_the_output_nan_on_the_machine() -> None:
+    p = prop(f"{HAZARDS}::floor_zero")
+    assert p.status is Status.VIOLATED
+    assert "is nan on the machine" in text_of(p) and "the divisor can be 0 in f32" in text_of(p)
+    assert prop(f"{HAZARDS}::floor_guard").status is Status.PROVED
+
+
+def test_a_far_reference_point_underflows_every_weight_to_zero() -> None:
+    p = prop(f"{HAZARDS}::far_reference")
+    assert p.status is Status.VIOLATED and "nan on the machine" in text_of(p)
+
+
+def test_a_stored_nan_is_an_undefined_output() -> None:
+    p = prop(f"{HAZARDS}::store_nan", pes=1)
+    assert p.status is Status.VIOLATED and "fills a tensor with nan" in text_of(p)
+
+
+def test_a_positive_exp_argument_on_another_rank_is_found() -> None:
+    """Rank 0 rescales its first incoming partial by its own max and is lucky half of the
+    time; the search looks at every rank."""
+    p = prop(f"{HAZARDS}::own_max_against_peer")
+    assert p.status is Status.VIOLATED and "reaches" in text_of(p)
+    assert prop(f"{HAZARDS}::peer_max").status is Status.PROVED

@@ -7,6 +7,7 @@ are typed records (`details`); JSON is produced only by the `to_json` methods.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -190,10 +191,18 @@ class Witness:
 
     def to_json(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "precision": self.precision,
-                "rel_err": float(f"{self.rel_err:.6g}"), "cube": self.endpoint.cube,
+                "rel_err": _number(self.rel_err), "cube": self.endpoint.cube,
                 "pe": self.endpoint.pe, "source": str(self.source),
-                "element": list(self.element), "got": float(f"{self.got:.6g}"),
-                "want": float(f"{self.want:.6g}")}
+                "element": list(self.element), "got": _number(self.got),
+                "want": _number(self.want)}
+
+
+def _number(x: float) -> float | str:
+    """A float for JSON: 6 significant digits, or "nan", "inf", "-inf" (a witness output
+    can be undefined; JSON has no such numbers)."""
+    if math.isfinite(x):
+        return float(f"{x:.6g}")
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,8 +78,11 @@ def _store(o_ptr: Any, out: T, S_q: int, h_q: int, h_kv: int, d_head: int, tl: A
 def _kernel(body: Callable[..., None]) -> Callable[..., None]:
     def kernel(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
                S_kv_per_rank: int = 16, h_q: int = 2, h_kv: int = 1, d_head: int = 8,
-               n_ranks: int = 8, *, tl: Any) -> None:
-        rank = tl.program_id(axis=0)
+               n_ranks: int = 8, rank_axis: int = 0, *, tl: Any) -> None:
+        # rank_axis 1: one rank per cube (PE 0), for lines longer than a cube
+        if rank_axis == 1 and tl.program_id(axis=0) != 0:
+            return
+        rank = tl.program_id(axis=rank_axis)
         if rank >= n_ranks:
             return
         body(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
