@@ -110,7 +110,8 @@ class GateMatrix:
 def load_matrix(path: Path) -> GateMatrix:
     """Read and validate a matrix file; raises ConfigError (one line) on any problem."""
     data = read_toml(path, "proof matrix", "pass an existing TOML file (default: proofs.toml "
-                     "in the current directory)")
+                     "in the current directory)", directory="pass a TOML file of [[case]] "
+                     "tables")
     unknown = sorted(set(data) - {"case"})
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; a proof "
