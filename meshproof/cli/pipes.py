@@ -60,7 +60,7 @@ def pipe_safe_streams() -> Iterator[None]:
     what they still hold is flushed on the way out, under the same rule."""
     saved = sys.stdout, sys.stderr
     out, err = _PipeSafe(saved[0]), _PipeSafe(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield
     finally:
