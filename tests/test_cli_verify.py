@@ -265,7 +265,7 @@ def test_smt2_under_a_file_fails_before_tracing(run_cli: RunCli, tmp_path: Path)
     # Checked up front, like --diagram: a slow verify does not end in a write error. (The
     # kernel would exit 2 itself if traced, with another message.)
     (tmp_path / "afile").write_text("x", encoding="utf-8")
-    r = run_cli(["verify", kernel_spec("review_bad.py::exits_zero"), "--smt2",
+    r = run_cli(["verify", kernel_spec("misbehaving.py::exits_zero"), "--smt2",
                  str(tmp_path / "afile" / "q.smt2")])
     assert_bad_input(r, "afile is a file, not a directory; pass another --smt2 path")
     assert_bad_input(run_cli(["verify", "mesh_mlo_1d", "--smt2", ""]), "it is a directory")
