@@ -295,3 +295,11 @@ def test_diagram_writes_only_the_file_asked_for(run_cli: RunCli, tmp_path: Path,
                    "--keep-dot"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.dot", "x.svg"]
     assert (tmp_path / "x.dot").read_text(encoding="utf-8").lstrip().startswith("digraph")
+
+
+@pytest.mark.parametrize("command", ["verify", "simulate"])
+def test_keep_dot_without_a_diagram_is_refused(run_cli: RunCli, command: str) -> None:
+    # Was accepted and did nothing.
+    assert_bad_input(run_cli([command, "mesh_mlo_1d", "--keep-dot"]),
+                     "--keep-dot keeps the graphviz source of --diagram; add --diagram")
+

@@ -130,7 +130,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.gate.sarif import check_sarif_target
 
         check_sarif_target(sarif_path)
-    check_diagram(diagram)
+    check_diagram(diagram, keep_dot)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     listed = resolve_launches(opts, pipeline.resolver)
     if listed is not None:  # several launches at once
