@@ -337,6 +337,15 @@ def test_unsupported_tl_attribute_names_the_op(rec: Recorder) -> None:
         assert callable(getattr(rec.tl, op))
 
 
+@pytest.mark.parametrize(("typo", "meant"), [("sned", "send"), ("recieve", "recv"),
+                                             ("program_idx", "program_id"), ("lod", "load")])
+def test_a_misspelt_op_gets_a_did_you_mean(rec: Recorder, typo: str, meant: str) -> None:
+    with pytest.raises(UnsupportedOp) as info:
+        getattr(rec.tl, typo)
+    assert f"tl.{typo} is not supported by meshproof's tl model; did you mean tl.{meant}? " \
+        "the modelled ops are: " in str(info.value)
+
+
 def test_tensor_iteration_indexing_and_mutation_are_refused(rec: Recorder) -> None:
     x = rec.load((2, 2))
     with pytest.raises(UnsupportedOp, match="iterating over a tensor"):
