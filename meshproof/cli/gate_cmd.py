@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from meshproof.cli.options import current_pipeline, trace_limit_options, trace_limits
+from meshproof.cli.options import current_pipeline, gate_trace_limit_options, trace_limits
 from meshproof.errors import OutputError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.github import (
@@ -56,7 +56,7 @@ _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: 
 @click.option("--github/--no-github", "github", default=None,
               help="Print GitHub Actions annotations and write $GITHUB_STEP_SUMMARY "
               "(default: on when GITHUB_ACTIONS=true).")
-@trace_limit_options
+@gate_trace_limit_options
 def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
              no_cache: bool, cache_dir: Path | None, sarif_path: Path | None,
              github: bool | None, trace_timeout: float, trace_memory: int) -> int:
