@@ -18,7 +18,7 @@ demo: $(STAMP)
 	@echo "Look at reports/report.html (one offline page), or reports/README.md (verdict table), reports/diagrams/*.svg and reports/figures/*.png"
 
 lint: $(STAMP)
-	$(BIN)/ruff check meshproof tests benchmarks
+	$(BIN)/ruff check meshproof tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

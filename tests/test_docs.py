@@ -271,3 +271,11 @@ def test_the_gate_help_states_the_trace_limit_exit_the_gate_gives() -> None:
     text = dict(_help_texts())["meshproof gate --help"]
     assert "the case is an error row naming the kernel's line (never cached) and the gate " \
         "exits 1" in text
+
+
+def test_the_readme_shows_the_example_kernel_as_it_is() -> None:
+    example = REPO_ROOT / "examples" / "line_merge.py"
+    assert _fence(REPO_ROOT / "README.md", "python") == example.read_text(encoding="utf-8")
+    lines = [line for line in example.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) <= 40  # about 30 lines a user can copy
