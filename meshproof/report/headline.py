@@ -41,9 +41,7 @@ def _summed(result: DeploymentVerdict) -> list[dict[str, Any]]:
                if prop in {p.name for p in v.properties}]
         if not per:
             continue
-        statuses = {p.status for _, p in per}
-        status = Status.VIOLATED if Status.VIOLATED in statuses else \
-            Status.UNKNOWN if Status.UNKNOWN in statuses else Status.PROVED
+        status = Status.worst(p.status for _, p in per)
         i, first = next(((i, p) for i, p in per if p.status is status), per[0])
         message = first.message if len(per) == 1 else \
             f"every launch: {first.message}" if status is Status.PROVED else \
