@@ -20,7 +20,7 @@ from meshproof.cli.options import (
 from meshproof.errors import OptionError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
-from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.schedule import Schedule
@@ -77,10 +77,9 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
         return simulate_launches(listed, pipeline, config, as_json)
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     # the diagram draws what the verifier finds, so --diagram verifies first
-    outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
+    outcome = run_case(one_launch(kernel, launch), simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),
-                       sim_config=config, tracer=pipeline.tracer, verifier=pipeline.verifier,
-                       simulator=pipeline.simulator)
+                       sim_config=config, pipeline=pipeline)
     schedule = outcome.schedule
     assert schedule is not None  # traced here
     if diagram is not None:
