@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest gate bench docs clean
+.PHONY: demo test test-fast lint typecheck pytest gate bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,12 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# the edit-test loop: lint and every test not marked slow (tests/slow_tests.txt), under a
+# minute on the 2-core machine; `make test` stays the whole suite
+test-fast: $(STAMP)
+	$(BIN)/ruff check meshproof tests benchmarks examples
+	$(BIN)/pytest -q -m 'not slow'
 
 gate: $(STAMP)
 	$(BIN)/meshproof gate proofs.toml
