@@ -38,6 +38,7 @@ gate: $(STAMP)
 	$(BIN)/meshproof gate proofs.toml
 
 bench: $(STAMP)
+	$(BIN)/pytest -q -m scale
 	$(BIN)/python benchmarks/verify_scale.py --json reports/verify_scale.json
 	$(BIN)/python benchmarks/verify_random.py
 	$(BIN)/python benchmarks/sim_scale.py
