@@ -43,11 +43,17 @@ def _base_name(item: pytest.Item) -> str:
     return item.nodeid.split("[")[0]
 
 
+_STALE: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is seen
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow = _slow_names()
     for item in items:
         if _base_name(item) in slow:
             item.add_marker(pytest.mark.slow)
+    if [Path(a).name for a in config.args] == ["tests"] and not config.option.keyword:
+        _STALE[:] = sorted(slow - {_base_name(item) for item in items})
 
 
 _TIMES: dict[str, float] = {}
@@ -63,6 +69,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     slow = _slow_names()
     unmarked = sorted(name for name, seconds in _TIMES.items()
                       if seconds > SLOW_SECONDS and name not in slow)
+    if _STALE:
+        terminalreporter.write_line(
+            f"tests/slow_tests.txt names tests that do not exist: {', '.join(_STALE)}",
+            yellow=True)
     if unmarked:
         terminalreporter.write_line(
             f"tests over {SLOW_SECONDS:g} s not marked slow (add them to "

@@ -156,15 +156,3 @@ def test_launches_that_overlap_fail_on_launch_separation() -> None:
     assert judged.status is CaseStatus.FAILED
     assert judged.reasons[0].startswith("launch_separation: expected proved, got violated")
 
-
-def test_the_gate_gates_a_panel_of_8_launches(tmp_path: Path) -> None:
-    from meshproof.gate.matrix import load_matrix
-    from meshproof.gate.runner import run_gate
-
-    matrix = tmp_path / "proofs.toml"
-    matrix.write_text('[[case]]\nname = "b8"\npanel = "multi_user_decode"\n'
-                      'scale = "headline"\nexpect = "proved"\n', encoding="utf-8")
-    result = run_gate(load_matrix(matrix)).results[0]
-    assert result.case.is_deployment and result.status.value == "met", result.reasons
-    assert result.outcome is not None and result.outcome.launches == 8
-    assert result.to_json()["separation"]["status"] == "proved"

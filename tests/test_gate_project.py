@@ -50,6 +50,10 @@ def test_project_gate_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert dead is not None
     text = dead.findtext("system-out") or ""
     assert "meshproof/kernels/mesh_mlo.py:" in text and "rank (cube 0, pe " in text
+    # the B=8 decode panel is gated as its 8 launches, their separation a testcase
+    separated = root.find(".//testcase[@classname='panel-multi-user-decode-headline-8-"
+                          "launches'][@name='launch_separation']")
+    assert separated is not None and len(separated) == 0  # passed
 
 
 @pytest.fixture
