@@ -124,9 +124,11 @@ class CaseCollector(pytest.Collector):
 
     def collect(self) -> Iterator[pytest.Item]:
         from meshproof.gate.judge import NUMERICS
+        from meshproof.gate.outcome import SEPARATION
         from meshproof.verify.properties import PROPERTY_NAMES
 
-        names = [*PROPERTY_NAMES, *((NUMERICS,) if self.case.simulate else ())]
+        names = [*PROPERTY_NAMES, *((NUMERICS,) if self.case.simulate else ()),
+                 *((SEPARATION,) if self.case.is_deployment else ())]
         for name in names:
             yield PropertyItem.from_parent(self, name=name)
 
@@ -151,13 +153,20 @@ class PropertyItem(pytest.Item):
 
     def runtest(self) -> None:
         from meshproof.gate.judge import NUMERICS, CaseStatus
-        from meshproof.gate.junit import Kind, numerics_outcome, property_outcome
+        from meshproof.gate.junit import (
+            Kind,
+            numerics_outcome,
+            property_outcome,
+            separation_outcome,
+        )
+        from meshproof.gate.outcome import SEPARATION
         from meshproof.verify.properties import Property
 
         result = self.parent.result()
         if result.status is CaseStatus.ERROR:
             raise PropertyFailed(f"{self.parent.case.name}: the case raised: {result.error}")
         outcome = numerics_outcome(result) if self.name == NUMERICS else \
+            separation_outcome(result) if self.name == SEPARATION else \
             property_outcome(result, Property(self.name))
         if outcome.kind is Kind.PASS:
             if outcome.text:

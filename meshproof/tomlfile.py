@@ -11,12 +11,12 @@ from typing import Any
 from meshproof.errors import BadInput, ConfigError
 
 
-def read_toml(path: Path, what: str, missing: str, *, directory: str | None = None,
+def read_toml(path: Path, what: str, missing: str, *, directory: str = "pass a TOML file",
               error: type[BadInput] = ConfigError) -> dict[str, Any]:
     """The top-level table of the TOML file `path`, else `error`: "`what` PATH does not
-    exist; `missing`", "... is a directory; `directory`" (when given; else a directory is
-    a missing file), "... is not valid TOML: ..." or "... cannot be read: ..."."""
-    if directory is not None and path.is_dir():
+    exist; `missing`", "... is a directory; `directory`", "... is not valid TOML: ..." or
+    "... cannot be read: ..."."""
+    if path.is_dir():
         raise error(f"{what} {path} is a directory; {directory}")
     if not path.is_file():
         raise error(f"{what} {path} does not exist; {missing}")

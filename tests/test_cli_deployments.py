@@ -91,6 +91,9 @@ def test_bad_input(run_cli: RunCli) -> None:
                      "--diagram draw(s) one launch, and two_batch_groups is 2 launches")
     assert_bad_input(run_cli(["verify", "--launches", "tests/data/nope.toml"]),
                      "launches file tests/data/nope.toml does not exist")
+    assert_bad_input(run_cli(["verify", "--launches", "tests/data"]),
+                     "launches file tests/data is a directory; pass a TOML file with [[launch]] "
+                     "tables")
 
 
 def _check(doc: dict[str, Any]) -> None:

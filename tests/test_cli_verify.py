@@ -265,7 +265,7 @@ def test_smt2_under_a_file_fails_before_tracing(run_cli: RunCli, tmp_path: Path)
     # Checked up front, like --diagram: a slow verify does not end in a write error. (The
     # kernel would exit 2 itself if traced, with another message.)
     (tmp_path / "afile").write_text("x", encoding="utf-8")
-    r = run_cli(["verify", kernel_spec("review_bad.py::exits_zero"), "--smt2",
+    r = run_cli(["verify", kernel_spec("misbehaving.py::exits_zero"), "--smt2",
                  str(tmp_path / "afile" / "q.smt2")])
     assert_bad_input(r, "afile is a file, not a directory; pass another --smt2 path")
     assert_bad_input(run_cli(["verify", "mesh_mlo_1d", "--smt2", ""]), "it is a directory")
@@ -295,3 +295,11 @@ def test_diagram_writes_only_the_file_asked_for(run_cli: RunCli, tmp_path: Path,
                    "--keep-dot"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.dot", "x.svg"]
     assert (tmp_path / "x.dot").read_text(encoding="utf-8").lstrip().startswith("digraph")
+
+
+@pytest.mark.parametrize("command", ["verify", "simulate"])
+def test_keep_dot_without_a_diagram_is_refused(run_cli: RunCli, command: str) -> None:
+    # Was accepted and did nothing.
+    assert_bad_input(run_cli([command, "mesh_mlo_1d", "--keep-dot"]),
+                     "--keep-dot keeps the graphviz source of --diagram; add --diagram")
+

@@ -75,7 +75,7 @@ def test_2x4_on_the_headline_system_is_legal_at_rows_0_1_and_2_of_each_sip(
     assert headline_2d.legal == _headline_legal()
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize("kernel", ["mesh_mlo_2d_batch", "mesh_kv_snake"])
 def test_the_new_2x4_kernels_on_the_headline_system(kernel: str) -> None:
     assert _search(kernel, HEADLINE_SYSTEM).legal == _headline_legal()

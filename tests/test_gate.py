@@ -397,3 +397,28 @@ def test_a_cache_dir_that_is_a_file_is_bad_input(fake: Callable[[Table], Fake], 
     assert fake(BAD)([str(matrix), "--cache-dir", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--cache-dir" in err and "is a file" in err
+
+
+def test_an_unwritable_cache_dir_is_refused_or_named(fake: Callable[[Table], Fake],
+                                                     matrix: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        gate = fake(BAD)
+        # asked for by name: bad input, before any case runs
+        assert gate([str(matrix), "--cache-dir", str(locked)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{locked} is not writable" in err, err
+        assert gate.calls == []
+        # the default place (here: the environment's): the gate runs, uncached, and says so
+        monkeypatch.setenv("MESHPROOF_CACHE_DIR", str(locked))
+        assert gate([str(matrix)]) == 0
+        err = capsys.readouterr().err
+        assert f"note: cannot write the gate cache {locked / 'gate'}" in err
+        assert "this run caches nothing" in err and len(gate.calls) == 3
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o755)

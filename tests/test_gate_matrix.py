@@ -213,3 +213,23 @@ def test_an_empty_sharded_list_cannot_make_a_known_bad_kernel_pass(run_cli: RunC
                                                                   tmp_path: Path) -> None:
     text = CASE.replace("mesh_mlo_1d", "mesh_mlo_1d_forward_running_state") + "sharded = []\n"
     assert _gate(run_cli, tmp_path, text).code == 2
+
+
+def test_a_panel_of_several_launches_is_one_deployment_and_takes_no_launch_keys(
+        tmp_path: Path) -> None:
+    from meshproof.gate.matrix import resolve_case_launches
+
+    path = tmp_path / "proofs.toml"
+    path.write_text('[[case]]\nname = "b8"\npanel = "multi_user_decode"\nscale = "headline"\n'
+                    'expect = "proved"\n\n[[case]]\nname = "one"\npanel = "multi_user_decode"\n'
+                    'scale = "headline"\ncube_start = 8\nexpect = "proved"\n\n[[case]]\n'
+                    'name = "changed"\npanel = "multi_user_decode"\nscale = "headline"\n'
+                    'pes = 4\nexpect = "proved"\n', encoding="utf-8")
+    b8, one, changed = load_matrix(path).cases
+    assert b8.is_deployment and not one.is_deployment
+    assert [launch.spec.cube_start for _, launch in resolve_case_launches(b8).launches] == \
+        [0, 8, 16, 24, 32, 40, 48, 56]
+    assert len(resolve_case_launches(one).launches) == 1
+    with pytest.raises(ConfigError, match=r"pes would change one launch: drop pes, or give "
+                       r"cube_start = K"):
+        resolve_case_launches(changed)

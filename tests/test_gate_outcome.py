@@ -9,7 +9,7 @@ import pytest
 
 from meshproof.errors import InternalError
 from meshproof.gate.outcome import CaseOutcome, NumericOutcome, explain
-from meshproof.gate.pipeline import run_case
+from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.sim.config import SimConfig
@@ -20,7 +20,7 @@ NO_TIMING = SimConfig(timing=False)
 def _run(kernel: str, **opts: object) -> CaseOutcome:
     ref = resolve_kernel(kernel)
     launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
-    return run_case(ref, launch, simulate=True, sim_config=NO_TIMING)
+    return run_case(one_launch(ref, launch), simulate=True, sim_config=NO_TIMING)
 
 
 def test_an_out_of_tolerance_run_is_explained_by_the_violated_property() -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from meshproof.deploy.launches import LaunchList
 from meshproof.errors import SimulationRefused
 from meshproof.gate.cache import GateCache
 from meshproof.gate.outcome import CaseOutcome
-from meshproof.gate.pipeline import run_case
+from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.model.launch import Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.model.schedule import Schedule
@@ -52,10 +53,11 @@ class Stages:
             depth: int = 3, config: VerifyConfig | None = None) -> CaseOutcome:
         kernel = resolve_kernel("mesh_mlo_1d")
         launch = build_launch(kernel, LaunchOptions(pes=2, queue_depth=depth))
-        return run_case(kernel, launch, simulate=simulate, verify=verify, cache=cache,
-                        verify_config=config or VerifyConfig(),
-                        sim_config=SimConfig(timing=False), tracer=self.tracer,
-                        verifier=self.verifier, simulator=self.simulator)
+        return run_case(one_launch(kernel, launch), simulate=simulate, verify=verify,
+                        cache=cache, verify_config=config or VerifyConfig(),
+                        sim_config=SimConfig(timing=False), pipeline=Pipeline(
+                            tracer=self.tracer, verifier=self.verifier,
+                            simulator=self.simulator))
 
 
 def test_the_stages_passed_in_are_the_ones_run() -> None:
@@ -117,3 +119,40 @@ def test_a_gate_case_of_a_headline_panel_takes_the_panels_input_bound() -> None:
     plain = GateCase("p", "mesh_mlo_1d")
     assert case_configs(headline, launch)[0].input_bound == 4.0
     assert case_configs(plain, launch)[0].input_bound == 16.0
+
+
+def _two_lines(second_cube: int) -> LaunchList:
+    kernel = resolve_kernel("mesh_mlo_1d")
+    return LaunchList("two lines", tuple(
+        (kernel, build_launch(kernel, LaunchOptions(pes=4, cube_start=k, queue_depth=3)))
+        for k in (0, second_cube)))
+
+
+def test_run_case_over_several_launches_checks_each_and_their_separation(
+        tmp_path: Path) -> None:
+    cache = GateCache(tmp_path)
+    out = run_case(_two_lines(1), simulate=True, sim_config=SimConfig(timing=False),
+                   cache=cache)
+    assert out.launches == 2 and out.ok and out.decided
+    assert out.separation is not None and out.separation.status is Status.PROVED
+    assert out.deployment_verdict is not None and len(out.deployment_verdict.verdicts) == 2
+    assert all(p.message.startswith("every launch: ") for p in out.properties)
+    assert out.numeric is not None and out.numeric.ok
+    again = run_case(_two_lines(1), simulate=True, sim_config=SimConfig(timing=False),
+                     cache=cache)
+    assert again.cached and again.launches == 2 and again.separation == out.separation
+    # one launch through the same function: its own verdict, no separation
+    single = run_case(one_launch(*_two_lines(1).launches[0]), simulate=False)
+    assert single.launches == 1 and single.separation is None and single.verdict is not None
+
+
+def test_launches_that_overlap_fail_on_launch_separation() -> None:
+    from meshproof.gate.judge import CaseStatus, Expectation, judge
+
+    out = run_case(_two_lines(0), simulate=True, sim_config=SimConfig(timing=False))
+    assert out.separation is not None and out.separation.status is Status.VIOLATED
+    assert not out.ok and "not separated" in out.refused
+    judged = judge(Expectation(), out)
+    assert judged.status is CaseStatus.FAILED
+    assert judged.reasons[0].startswith("launch_separation: expected proved, got violated")
+

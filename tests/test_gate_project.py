@@ -38,7 +38,8 @@ def test_project_gate_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert code == 0, out
     cases = load_matrix(ROOT / "proofs.toml").cases
-    expected_tests = sum(len(PROPERTY_NAMES) + (1 if c.simulate else 0) for c in cases)
+    expected_tests = sum(len(PROPERTY_NAMES) + (1 if c.simulate else 0)
+                         + (1 if c.is_deployment else 0) for c in cases)
     root = ET.parse(junit).getroot()
     assert root.get("tests") == str(expected_tests)
     assert (root.get("failures"), root.get("errors")) == ("0", "0")
@@ -49,6 +50,10 @@ def test_project_gate_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert dead is not None
     text = dead.findtext("system-out") or ""
     assert "meshproof/kernels/mesh_mlo.py:" in text and "rank (cube 0, pe " in text
+    # the B=8 decode panel is gated as its 8 launches, their separation a testcase
+    separated = root.find(".//testcase[@classname='panel-multi-user-decode-headline-8-"
+                          "launches'][@name='launch_separation']")
+    assert separated is not None and len(separated) == 0  # passed
 
 
 @pytest.fixture

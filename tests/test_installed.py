@@ -63,7 +63,7 @@ def test_diagnostics_name_files_the_user_can_open(installed: tuple[Path, Path]) 
         assert Path(path).is_absolute() and Path(path).is_file(), path
     # a kernel of the user's own project is named as they name it
     _, work = installed
-    shutil.copy(REPO_ROOT / "tests" / "kernels" / "review_bad.py", work / "mine.py")
+    shutil.copy(REPO_ROOT / "tests" / "kernels" / "misbehaving.py", work / "mine.py")
     done = meshproof(installed, "trace", "mine.py::nope")
     assert done.returncode == 2 and "mine.py has no function 'nope'" in done.stderr
 

@@ -23,7 +23,7 @@ from helpers import REPO_ROOT
 
 from meshproof import interrupts
 from meshproof.gate.cache import GateCache
-from meshproof.gate.pipeline import run_case
+from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.outputs import write_text
@@ -228,7 +228,8 @@ def test_an_interrupted_case_is_not_cached(tmp_path: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_case(ref, launch, simulate=False, cache=cache, verifier=interrupted)
+        run_case(one_launch(ref, launch), simulate=False, cache=cache,
+                 pipeline=Pipeline(verifier=interrupted))
     assert not list(tmp_path.iterdir())
 
 

@@ -285,3 +285,16 @@ def test_an_unknown_harness_is_a_launch_error() -> None:
                                           r"simulator has decode, prefill"):
         build_launch(ref, LaunchOptions(harness="chat"))
     assert build_launch(ref, LaunchOptions(harness="prefill")).spec.harness is Harness.PREFILL
+
+
+def test_sm_scale_and_softmax_scale_must_agree() -> None:
+    # --arg sm_scale=0.5 --softmax-scale 0.25 used 0.5 without a word.
+    ref = resolve_kernel("mesh_mlo_1d")
+    with pytest.raises(LaunchError, match=r"--arg sm_scale=0\.5 and --softmax-scale 0\.25 "
+                       r"disagree: the kernel would scale its scores by 0\.5 and the "
+                       r"reference by 0\.25"):
+        build_launch(ref, LaunchOptions(args=(("sm_scale", 0.5),), softmax_scale=0.25))
+    launch = build_launch(ref, LaunchOptions(args=(("sm_scale", 0.25),), softmax_scale=0.25))
+    assert dict(launch.call_args)["sm_scale"] == 0.25
+    assert dict(build_launch(ref, LaunchOptions(softmax_scale=0.25)).call_args)["sm_scale"] \
+        == 0.25

@@ -1,6 +1,7 @@
-"""The pipeline runs one way: model/ below verify/ and sim/, which sit side by side below
-deploy/, gate/, report/ and cli/ (spec/README.md, DESIGN §1). Checked on the import
-statements."""
+"""The pipeline runs one way: model/ below kernels/, verify/ and sim/, which sit side by
+side below deploy/, gate/, report/ and cli/ (spec/README.md, DESIGN §1). Checked on the
+import statements. The model layer names no kernel: built-ins are found through the
+resolver meshproof.kernels registers (model/loader.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from helpers import REPO_ROOT
 PACKAGE = REPO_ROOT / "meshproof"
 # what each layer must not import (its peers and everything above it)
 FORBIDDEN = {
-    "model": ("meshproof.verify", "meshproof.sim", "meshproof.gate", "meshproof.report",
-              "meshproof.cli", "meshproof.panels", "meshproof.testing"),
+    "model": ("meshproof.kernels", "meshproof.verify", "meshproof.sim", "meshproof.deploy",
+              "meshproof.gate", "meshproof.report", "meshproof.cli", "meshproof.panels",
+              "meshproof.testing"),
+    # the built-in kernels: tl programs and their table, above model/ only
+    "kernels": ("meshproof.verify", "meshproof.sim", "meshproof.deploy", "meshproof.gate",
+                "meshproof.report", "meshproof.cli", "meshproof.panels", "meshproof.testing"),
     "verify": ("meshproof.sim", "meshproof.gate", "meshproof.report", "meshproof.cli",
                "meshproof.panels", "meshproof.testing"),
     "sim": ("meshproof.verify", "meshproof.gate", "meshproof.report", "meshproof.cli",
@@ -51,3 +56,13 @@ def test_deploy_verifies_without_the_simulator_and_simulates_without_the_verifie
     assert not [n for n in verify_side if n.startswith("meshproof.sim")]
     assert not [n for n in sim_side if n.startswith(("meshproof.verify.api",
                                                      "meshproof.verify.registry"))]
+
+
+def test_the_model_layer_finds_built_ins_through_the_kernels_resolver() -> None:
+    from meshproof.kernels import resolve_builtin, resolve_kernel
+    from meshproof.model import loader
+
+    assert loader.resolve_kernel is resolve_kernel
+    assert resolve_builtin("mesh_mlo_1d") == resolve_kernel("mesh_mlo_1d")
+    assert resolve_builtin("tests/kernels/probes.py::x") is None
+

@@ -20,7 +20,7 @@ from meshproof.gate.pipeline import Pipeline
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
-from meshproof.outputs import check_writable, write_bytes, write_text
+from meshproof.outputs import check_writable, check_writable_dir, write_bytes, write_text
 
 # (command and kernel, the output flag, a file name the flag accepts)
 WRITERS = [
@@ -94,3 +94,36 @@ def test_the_rule_as_a_library_call(tmp_path: Path) -> None:
         check_writable(tmp_path / "d.pdf", "--diagram", suffixes=(".svg", ".dot"))
     with pytest.raises(OutputError, match=r"cannot write .*: .*; pass a path in a writable"):
         write_bytes(tmp_path / "afile" / "x", b"")
+
+
+def test_a_read_only_directory_is_refused_even_for_root(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        with pytest.raises(OutputError, match=r"locked is not writable; pass another --junit"):
+            check_writable(locked / "j.xml", "--junit")
+        with pytest.raises(OutputError, match=r"it is not writable; pass another --out"):
+            check_writable_dir(locked, "--out")
+    finally:
+        locked.chmod(0o755)
+
+
+def test_a_symbolic_link_is_followed_and_stays(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "j.xml").write_text("old", encoding="utf-8")
+    link = tmp_path / "j.xml"
+    link.symlink_to(tmp_path / "real" / "j.xml")
+    check_writable(link, "--junit")
+    write_text(link, "new")
+    assert link.is_symlink() and (tmp_path / "real" / "j.xml").read_text() == "new"
+    dangling = tmp_path / "d.xml"
+    dangling.symlink_to(tmp_path / "real" / "later.xml")
+    write_text(dangling, "made")
+    assert dangling.is_symlink() and (tmp_path / "real" / "later.xml").read_text() == "made"
+    dir_link = tmp_path / "out"
+    dir_link.symlink_to(tmp_path / "real")
+    assert check_writable_dir(dir_link, "--out") == (tmp_path / "real").resolve()
+    with pytest.raises(OutputError, match=r"it is a directory"):
+        check_writable(dir_link, "--junit")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.xml", "j.xml", "out", "real"]

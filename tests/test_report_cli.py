@@ -6,6 +6,8 @@ The full report runs in `make demo`; here a small case list keeps the tests quic
 from __future__ import annotations
 
 import json
+import shutil
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -144,6 +146,37 @@ def test_cli_bad_out_exits_2_and_leaves_things_alone(run_cli: Run, tmp_path: Pat
     res = run_cli(["report", "--fast", "--out", str(tmp_path / "empty")])
     assert res.code == 2 and "sweep.json does not exist" in res.err
     assert not (tmp_path / "empty").exists()
+
+
+def test_cli_a_read_only_out_is_refused_before_any_work(run_cli: Run, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        res = run_cli(["report", "--out", str(locked)])
+    finally:
+        mode = stat.S_IMODE(locked.stat().st_mode)
+        locked.chmod(0o755)
+    assert res.code == 2 and res.err.count("\n") == 1, res.err
+    assert f"cannot write the report {locked}: it is not writable" in res.err
+    assert mode == 0o555 and list(locked.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked"]
+
+
+def test_a_symlinked_out_updates_its_target_and_keeps_its_mode(
+        report: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    out, before = report
+    real = tmp_path / "real"
+    shutil.copytree(out, real)
+    real.chmod(0o750)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    (real / "README.md").write_text("stale")
+    write_report(link, fast=True)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o750
+    assert (real / "README.md").read_bytes() == before["README.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # no .old-PID
 
 
 def test_cli_exit_code_says_whether_every_run_was_as_expected(

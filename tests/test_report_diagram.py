@@ -316,7 +316,7 @@ def test_the_aggregated_view_still_draws_the_verdicts_faults() -> None:
     assert "BLOCKED" in d.source and "not run" in d.source
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_an_8x8_mesh_draws_all_64_lanes(tmp_path: Path) -> None:
     from meshproof.model.topology import parse_system
 

@@ -79,6 +79,11 @@ def test_the_page_renders_in_headless_chromium(page: Path, tmp_path: Path) -> No
             " visible: getComputedStyle(t).visibility};})()")
         assert table["rows"] > 5 and 0 <= table["top"] < 1000 and table["h"] > 100
         assert table["visible"] == "visible"
+        # every table fits the 1,400-pixel window: none scrolls sideways
+        overflow = browser.evaluate(
+            "Array.from(document.querySelectorAll('div.table'))"
+            ".map(d => d.scrollWidth - d.clientWidth)")
+        assert overflow and max(overflow) <= 0, overflow
         diagram = browser.evaluate(
             "(() => { const f = document.querySelector('figure.diagram');"
             " f.scrollIntoView(); const s = f.querySelector('svg');"
@@ -96,3 +101,21 @@ def test_the_page_renders_in_headless_chromium(page: Path, tmp_path: Path) -> No
     finally:
         browser.close()
     assert (shots / "report_top.png").stat().st_size > 10_000
+
+
+def test_long_names_in_table_cells_may_wrap_at_underscores() -> None:
+    from meshproof.report.html_markdown import markdown_to_html
+
+    page = markdown_to_html("| case |\n|---|\n| `mesh_mlo_2d_batch_on_cube_mesh` |\n")
+    assert "<code>mesh_<wbr>mlo_<wbr>2d_<wbr>batch_<wbr>on_<wbr>cube_<wbr>mesh</code>" in page
+
+
+def test_a_long_list_in_a_result_is_folded() -> None:
+    from meshproof.report.markdown import FOLD_KEEP, fold_list
+
+    listed = ", ".join(f"cube {i} pe 1 E/S" for i in range(56))
+    folded = fold_list(f"direction_legality violated: 1344 op(s) use links it lacks: {listed}")
+    assert folded.endswith(f", … and {56 - FOLD_KEEP} more (sweep.json lists them all)")
+    assert "cube 7 pe 1" in folded and "cube 8 pe 1" not in folded
+    assert fold_list("a, b, c") == "a, b, c"
+

@@ -216,3 +216,16 @@ def test_simulate_json_is_byte_identical_across_runs(run_cli: Run) -> None:
 def test_softmax_scales_the_harness_cannot_use_are_one_line(run_cli: Run, args: list[str],
                                                            needle: str) -> None:
     assert needle in one_line_error(run_cli(["simulate", "mesh_mlo_1d", *args]))
+
+
+@pytest.mark.parametrize(("given", "names"), [
+    (["--inputs", "peaked"], "--inputs builds"),
+    (["--seed", "3"], "--seed builds"),
+    (["--inputs", "normal", "--seed", "0"], "--inputs and --seed build"),
+])
+def test_numeric_options_with_no_numerics_are_refused(run_cli: Run, given: list[str],
+                                                      names: str) -> None:
+    # Were accepted and ignored; even the defaults, given by name, are a choice.
+    assert_bad_input(run_cli(["simulate", "mesh_mlo_1d", "--no-numerics", *given]),
+                     f"{names} the numeric check's inputs, which --no-numerics skips")
+

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from meshproof.errors import (
     DataDependentControlFlow,
     KernelRaised,
+    MeshproofError,
     ShapeError,
     TraceError,
+    UnsupportedArgument,
     UnsupportedOp,
 )
 from meshproof.model import tensor
@@ -26,6 +28,8 @@ from meshproof.model.schedule import Const, DType, Op, OpKind, ValueRef
 from meshproof.model.serialize import dumps, schedule_to_json
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.tracer import SUPPORTED_OPS, KernelSite, Pointer, RankTracer
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.result import Status
 
 HERE = __file__
 
@@ -331,6 +335,15 @@ def test_unsupported_tl_attribute_names_the_op(rec: Recorder) -> None:
         ", ".join(SUPPORTED_OPS) in str(info.value)
     for op in SUPPORTED_OPS:
         assert callable(getattr(rec.tl, op))
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("sned", "send"), ("recieve", "recv"),
+                                             ("program_idx", "program_id"), ("lod", "load")])
+def test_a_misspelt_op_gets_a_did_you_mean(rec: Recorder, typo: str, meant: str) -> None:
+    with pytest.raises(UnsupportedOp) as info:
+        getattr(rec.tl, typo)
+    assert f"tl.{typo} is not supported by meshproof's tl model; did you mean tl.{meant}? " \
+        "the modelled ops are: " in str(info.value)
 
 
 def test_tensor_iteration_indexing_and_mutation_are_refused(rec: Recorder) -> None:
@@ -670,20 +683,20 @@ def test_runaway_kernels_and_absurd_launches_hit_the_memory_budget(
 
 def test_kernels_can_probe_tl_for_ops() -> None:
     # hasattr(tl, "arange") raised UnsupportedOp instead of returning False.
-    schedule = trace_kernel(kernel_spec("review_bad.py::probes_for_ops"), pes=1)
+    schedule = trace_kernel(kernel_spec("misbehaving.py::probes_for_ops"), pes=1)
     assert [op.kind.value for op in schedule.programs[0].ops] == ["load", "mul", "store"]
 
 
 def test_program_id_axis_must_be_an_int(run_cli: RunCli) -> None:
-    r = run_cli(["trace", kernel_spec("review_bad.py::float_axis"), "--pes", "1"])
-    line = line_of(TEST_KERNELS / "review_bad.py", "REVIEW-AXIS-LINE")
-    assert_bad_input(r, f"review_bad.py:{line}:",
+    r = run_cli(["trace", kernel_spec("misbehaving.py::float_axis"), "--pes", "1"])
+    line = line_of(TEST_KERNELS / "misbehaving.py", "AXIS-LINE")
+    assert_bad_input(r, f"misbehaving.py:{line}:",
                      "program_id(axis=1.0): axis is 0 (PE) or 1 (cube), an int")
 
 
 def test_numpy_integers_work_as_shapes_and_offsets() -> None:
     # Were refused: "shape must hold non-negative ints" / "unsupported operand for +".
-    ops = trace_kernel(kernel_spec("review_numpy_ints.py::numpy_shapes"), pes=1).programs[0].ops
+    ops = trace_kernel(kernel_spec("numpy_ints.py::numpy_shapes"), pes=1).programs[0].ops
     assert [(op.kind.value, op.shape, op.offset) for op in ops] == \
         [("load", (2, 4), 4), ("store", (2, 4), 2)]
     assert all(type(d) is int for op in ops for d in (*op.shape, op.offset))
@@ -702,3 +715,82 @@ def test_equal_ops_of_different_ranks_are_one_object() -> None:
     for i, ids in by_index.items():
         ops = {sched.programs[r].ops[i] for r in range(8) if len(sched.programs[r].ops) > i}
         assert len(ids) == len(ops), f"op {i}: equal ops must be one object, unequal ones not"
+
+
+ESCAPES = "trace_escapes.py"
+ONE = {"pes": 1, "wiring": "pe_line"}
+
+
+def _trace_escape(name: str, **opts: object) -> object:
+    return trace_kernel(kernel_spec(f"{ESCAPES}::{name}"), **{**ONE, **opts})
+
+
+def _all_proved(name: str, **opts: object) -> bool:
+    s = _trace_escape(name, **opts)
+    v = verify(s, VerifyConfig(queue_depth=s.launch.queue_depth))  # type: ignore[attr-defined]
+    return all(p.status is Status.PROVED for p in v.properties)
+
+
+def _refused_or_not_proved(name: str, error: type[MeshproofError], **opts: object) -> None:
+    """What a kernel that meshproof cannot model must get: its error, never all proved."""
+    try:
+        proved = _all_proved(name, **opts)
+    except error:
+        return
+    assert not proved, f"{name} is proved"
+
+
+# --- kernels whose trace could differ from what the machine runs (tests/kernels/
+# trace_escapes.py): refused, never proved --------------------------------------------
+
+
+def test_a_refused_mask_caught_by_the_kernel_is_still_refused() -> None:
+    _refused_or_not_proved("masked_store_fallback", UnsupportedArgument)
+    with pytest.raises(UnsupportedArgument, match=r"trace_escapes\.py:\d+: rank \(cube 0, "
+                       r"pe 0\): error: tl\.store\(mask=\.\.\.\) is not modelled.*\(the "
+                       r"kernel caught this error and went on; meshproof refuses the trace all "
+                       r"the same"):
+        _trace_escape("masked_store_fallback")
+
+
+def test_a_data_dependent_branch_caught_by_the_kernel_is_still_refused() -> None:
+    _refused_or_not_proved("data_branch_swallowed", DataDependentControlFlow)
+
+
+# --- state shared between ranks ---------------------------------------------------------
+
+
+def test_a_module_global_set_by_an_earlier_rank_does_not_steer_a_later_one() -> None:
+    _refused_or_not_proved("cached_program_id", MeshproofError, pes=2)
+
+
+# --- an op that returns something plausible but wrong ----------------------------------
+
+
+def test_len_of_a_0d_tensor_is_refused() -> None:
+    with pytest.raises(MeshproofError):
+        _trace_escape("len_of_scalar_handle")
+
+
+# --- data and numpy uses of handles; hints and hashing ----------------------------------
+
+
+@pytest.mark.parametrize(("name", "error"), [
+    ("numpy_sum_of_handle", UnsupportedOp),          # np.asarray iterates the handle
+    ("python_max_of_handles", DataDependentControlFlow),
+    ("while_on_data", DataDependentControlFlow),
+    ("range_over_tensor", DataDependentControlFlow),
+    ("float_of_tensor", DataDependentControlFlow),
+    ("negative_step_shape", UnsupportedOp),
+    ("numpy_ufunc_on_handle", KernelRaised),         # __array_ufunc__ = None: a TypeError
+    ("program_id_2", ShapeError),
+])
+def test_data_and_numpy_uses_of_handles_are_refused(name: str,
+                                                    error: type[MeshproofError]) -> None:
+    with pytest.raises(error):
+        _trace_escape(name)
+
+
+@pytest.mark.parametrize("name", ["keyword_hint_load", "handle_in_list"])
+def test_hints_and_hashing_are_traced_and_proved(name: str) -> None:
+    assert _all_proved(name)

@@ -68,3 +68,17 @@ def test_the_verdict_reports_deadlock_facts_from_the_deadlock_result() -> None:
     assert (doc["min_queue_depth"], doc["queue_depth"], doc["rendezvous"], doc["skipped"]) == \
         (3, 3, "violated", [])
     assert all("seconds" not in p for p in doc["properties"])
+
+
+def test_the_worst_status_wins() -> None:
+    from meshproof.exitcodes import ExitCode
+    from meshproof.verify.result import Status
+
+    P, U, V = Status.PROVED, Status.UNKNOWN, Status.VIOLATED
+    assert P.severity < U.severity < V.severity
+    assert Status.worst([]) is P
+    assert Status.worst([P, P]) is P
+    assert Status.worst([P, U, P]) is U
+    assert Status.worst(iter([U, V, P])) is V
+    assert [s.exit_code for s in (P, U, V)] == \
+        [ExitCode.OK, ExitCode.UNKNOWN, ExitCode.VIOLATED]

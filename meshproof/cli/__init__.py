@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from meshproof import __version__, interrupts
+from meshproof.cli.pipes import pipe_safe_streams
 from meshproof.errors import BadInput, InternalError, MeshproofError
 from meshproof.exitcodes import ExitCode
 from meshproof.interrupts import Terminated
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None, *, pipeline: Pipeline | None = None)
     hook = sys.unraisablehook
     interrupts.reset()
     try:
-        code = _run(args, pipeline)
+        with pipe_safe_streams():  # `| head -1` keeps the verdict's exit code
+            code = _run(args, pipeline)
         if interrupts.received() is not None and \
                 code not in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
             # the signal's exception was lost on the way (see meshproof.interrupts)

@@ -5,6 +5,7 @@ counterexamples of the launches that fail."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -12,15 +13,17 @@ from rich.table import Table
 
 from meshproof.deploy.deployment import Deployment, build_deployment
 from meshproof.deploy.launches import LaunchList
-from meshproof.deploy.simulate import DeploymentSimulation, simulate_deployment
-from meshproof.deploy.verify import DeploymentVerdict, verify_deployment
-from meshproof.errors import LaunchError, SimulationRefused
+from meshproof.deploy.verify import DeploymentVerdict
+from meshproof.errors import LaunchError
 from meshproof.exitcodes import ExitCode
-from meshproof.gate.pipeline import Pipeline
+from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.serialize import dumps, schedule_to_json
 from meshproof.sim.config import SimConfig
 from meshproof.verify.properties import Property, VerifyConfig
 from meshproof.verify.result import Status
+
+if TYPE_CHECKING:
+    from meshproof.deploy.simulate import DeploymentSimulation
 
 DEPLOYMENT_TRACE_SCHEMA = "meshproof/deployment-trace-v1"
 _GLYPH = {Status.PROVED: "[green]✓[/]", Status.VIOLATED: "[bold red]✗[/]",
@@ -65,8 +68,9 @@ def trace_deployment(listed: LaunchList, pipeline: Pipeline, as_json: bool) -> i
 
 def verify_launches(listed: LaunchList, pipeline: Pipeline, config: VerifyConfig,
                     as_json: bool, timings: bool, out: Console) -> int:
-    deployment = deploy(listed, pipeline)
-    result = verify_deployment(deployment, config, pipeline.verifier)
+    result = run_case(listed, simulate=False, verify_config=config, pipeline=pipeline,
+                      deployment=True).deployment_verdict
+    assert result is not None  # several launches, verified
     if as_json:
         click.echo(dumps(result.to_json(timings=timings)), nl=False)
     else:
@@ -118,12 +122,13 @@ def print_deployment_verdict(result: DeploymentVerdict, out: Console) -> None:
 
 def simulate_launches(listed: LaunchList, pipeline: Pipeline, config: SimConfig,
                       as_json: bool) -> int:
-    deployment = deploy(listed, pipeline)
-    try:
-        result = simulate_deployment(deployment, config, pipeline.simulator)
-    except SimulationRefused as exc:
-        click.echo(f"meshproof: error: {' '.join(str(exc).split())}", err=True)
+    outcome = run_case(listed, simulate=True, verify=False, sim_config=config,
+                       pipeline=pipeline, deployment=True)
+    if outcome.refused:  # the launches are not separated
+        click.echo(f"meshproof: error: {' '.join(outcome.refused.split())}", err=True)
         return ExitCode.VIOLATED
+    result = outcome.deployment_simulation
+    assert result is not None  # several launches, simulated
     if as_json:
         click.echo(dumps(result.to_json()), nl=False)
     else:

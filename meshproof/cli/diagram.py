@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from meshproof.errors import OptionError
 from meshproof.model.schedule import Schedule
 from meshproof.verify.result import Verdict
 
@@ -27,8 +28,12 @@ def diagram_options(func: F) -> F:
                         help="Write the schedule diagram (.svg, .png or .dot).")(func)
 
 
-def check_diagram(path: Path | None) -> None:
-    """Fail on a diagram path that cannot work before any tracing or solving."""
+def check_diagram(path: Path | None, keep_dot: bool = False) -> None:
+    """Fail on a diagram path that cannot work before any tracing or solving, and on
+    --keep-dot without a diagram to keep the source of."""
+    if keep_dot and path is None:
+        raise OptionError("--keep-dot keeps the graphviz source of --diagram; add --diagram "
+                          "PATH.svg (or drop --keep-dot)")
     if path is not None:
         from meshproof.report.diagrams import check_diagram_target
 

@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from meshproof.cli.options import current_pipeline, trace_limit_options, trace_limits
+from meshproof.cli.options import current_pipeline, gate_trace_limit_options, trace_limits
+from meshproof.errors import OutputError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.github import (
     GITHUB_ENV,
@@ -55,7 +56,7 @@ _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: 
 @click.option("--github/--no-github", "github", default=None,
               help="Print GitHub Actions annotations and write $GITHUB_STEP_SUMMARY "
               "(default: on when GITHUB_ACTIONS=true).")
-@trace_limit_options
+@gate_trace_limit_options
 def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
              no_cache: bool, cache_dir: Path | None, sarif_path: Path | None,
              github: bool | None, trace_timeout: float, trace_memory: int) -> int:
@@ -72,6 +73,12 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory, gate=True))
     check_matrix(matrix, pipeline)
     cache = None if no_cache else default_cache(cache_dir)
+    problem = cache.unwritable() if cache is not None else ""
+    if problem and cache_dir is not None:
+        raise OutputError(f"{problem} (or --no-cache)")
+    if problem:  # the default place: run, uncached, and say so
+        click.echo(f"note: {problem}; this run caches nothing (or --no-cache)", err=True)
+        cache = None
     workers = (os.cpu_count() or 1) if jobs == 0 else jobs
     with _progress(len(matrix.cases)) as report:
         gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report,

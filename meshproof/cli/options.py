@@ -38,6 +38,17 @@ MEMORY_KNOB = "--trace-memory MIB"
 
 def trace_limit_options(func: F) -> F:
     """Decorate a command that runs kernels with --trace-timeout and --trace-memory."""
+    return _trace_limit_options(func, "past it, one line naming the kernel's line and exit "
+                                "2 (bad input)")
+
+
+def gate_trace_limit_options(func: F) -> F:
+    """The gate's --trace-timeout and --trace-memory: past a limit, a case is an error row."""
+    return _trace_limit_options(func, "past it, the case is an error row naming the "
+                                "kernel's line (never cached) and the gate exits 1")
+
+
+def _trace_limit_options(func: F, past: str) -> F:
     func = click.option(
         "--trace-memory", "trace_memory", type=click.IntRange(min=1),
         default=DEFAULT_MEMORY_MB, show_default=True, metavar="MIB",
@@ -46,7 +57,7 @@ def trace_limit_options(func: F) -> F:
         "--trace-timeout", "trace_timeout", type=click.FloatRange(min=0, min_open=True),
         default=DEFAULT_WALL_SECONDS, show_default=True, metavar="SECONDS",
         help="Wall-clock (and CPU) seconds a kernel's import and trace may take in their "
-             "child process; past it, exit 2 naming the kernel's line.")(func)
+             f"child process; {past}.")(func)
 
 
 def trace_limits(trace_timeout: float, trace_memory: int, *, gate: bool = False

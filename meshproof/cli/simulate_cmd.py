@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
@@ -16,9 +17,10 @@ from meshproof.cli.options import (
     trace_limit_options,
     trace_limits,
 )
+from meshproof.errors import OptionError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
-from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.schedule import Schedule
@@ -55,7 +57,9 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
                  as_json: bool, perfetto_path: Path | None, diagram: Path | None,
                  keep_dot: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
-    check_diagram(diagram)
+    if no_numerics:
+        _refuse_numeric_options()
+    check_diagram(diagram, keep_dot)
     if perfetto_path is not None:
         check_trace_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
@@ -73,10 +77,9 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
         return simulate_launches(listed, pipeline, config, as_json)
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     # the diagram draws what the verifier finds, so --diagram verifies first
-    outcome = run_case(kernel, launch, simulate=True, verify=diagram is not None,
+    outcome = run_case(one_launch(kernel, launch), simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),
-                       sim_config=config, tracer=pipeline.tracer, verifier=pipeline.verifier,
-                       simulator=pipeline.simulator)
+                       sim_config=config, pipeline=pipeline)
     schedule = outcome.schedule
     assert schedule is not None  # traced here
     if diagram is not None:
@@ -105,6 +108,19 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
         if why:
             click.echo(f"  explained by {why}")
     return result.exit_code
+
+
+def _refuse_numeric_options() -> None:
+    """--inputs and --seed build the numeric check's inputs: with --no-numerics they
+    would be ignored, which is a choice made silently."""
+    ctx = click.get_current_context()
+    given = [f"--{name}" for name in ("inputs", "seed")
+             if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+    if given:
+        names = " and ".join(given)
+        verb = "builds" if len(given) == 1 else "build"
+        raise OptionError(f"{names} {verb} the numeric check's inputs, which --no-numerics "
+                          f"skips; drop {names} or --no-numerics")
 
 
 def _explanation(outcome: CaseOutcome, schedule: Schedule, pipeline: Pipeline) -> str:

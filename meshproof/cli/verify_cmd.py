@@ -21,7 +21,7 @@ from meshproof.cli.options import (
     trace_limits,
 )
 from meshproof.errors import OptionError
-from meshproof.gate.pipeline import run_case
+from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
@@ -130,7 +130,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.gate.sarif import check_sarif_target
 
         check_sarif_target(sarif_path)
-    check_diagram(diagram)
+    check_diagram(diagram, keep_dot)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     listed = resolve_launches(opts, pipeline.resolver)
     if listed is not None:  # several launches at once
@@ -145,9 +145,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
     config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                           keep_smt2=smt2_path is not None, only=only_props, skip=skip_props,
                           input_bound=input_bound)
-    outcome = run_case(kernel, launch, simulate=False, verify_config=config,
-                       tracer=pipeline.tracer, verifier=pipeline.verifier,
-                       simulator=pipeline.simulator)
+    outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
+                       pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule
     assert verdict is not None and schedule is not None  # verified here, not cached
     notes: list[str] = []

@@ -59,7 +59,7 @@ def load_launches(path: Path, resolver: Resolver = resolve_kernel) -> LaunchList
     """Read and validate a launches file; raises ConfigError (one line) on any problem.
     Kernels are found with `resolver` (the CLI's imports kernel files in a child first)."""
     data = read_toml(path, "launches file", "pass an existing TOML file with [[launch]] "
-                     "tables")
+                     "tables", directory="pass a TOML file with [[launch]] tables")
     unknown = sorted(set(data) - set(FILE_KEYS) - set(LAUNCH_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; allowed: "

@@ -41,13 +41,13 @@ class DeploymentVerdict:
         return self.separation.ok and all(v.ok for v in self.verdicts)
 
     @property
+    def status(self) -> Status:
+        """The worst of every launch's properties and launch_separation."""
+        return Status.worst([*(v.status for v in self.verdicts), self.separation.status])
+
+    @property
     def exit_code(self) -> ExitCode:
-        codes = [v.exit_code for v in self.verdicts]
-        if self.separation.status is Status.VIOLATED or ExitCode.VIOLATED in codes:
-            return ExitCode.VIOLATED
-        if ExitCode.UNKNOWN in codes:
-            return ExitCode.UNKNOWN
-        return ExitCode.OK
+        return self.status.exit_code
 
     def failing(self) -> tuple[int, ...]:
         """Launches (indices) with a property not proved."""

@@ -30,7 +30,7 @@ from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import schedule_to_json
-from meshproof.outputs import write_text
+from meshproof.outputs import check_writable_dir, write_text
 from meshproof.verify.properties import VerifyConfig
 
 CACHE_SCHEMA = "meshproof/gate-cache-v1"
@@ -98,6 +98,15 @@ class GateCache:
             config: VerifyConfig) -> str:
         return case_key(kernel, launch, schedule, simulate=simulate, config=config)
 
+    def unwritable(self) -> str:
+        """Why entries cannot be written here (one line), or "" when they can: the rule
+        of every output directory (meshproof/outputs.py)."""
+        try:
+            check_writable_dir(self.directory, CACHE_FLAG, what="the gate cache ")
+        except OutputError as exc:
+            return str(exc)
+        return ""
+
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.directory / f"{key}.json"
         try:
@@ -113,6 +122,7 @@ class GateCache:
     def put(self, key: str, outcome: dict[str, Any]) -> None:
         text = json.dumps({"schema": CACHE_SCHEMA, "key": key, "outcome": outcome},
                           sort_keys=True, indent=1, allow_nan=False)
-        # a read-only checkout still runs the gate, just without caching
+        # checked up front (`unwritable`); a write that fails all the same (a full disk)
+        # costs the cache entry, never the gate's verdict
         with contextlib.suppress(OutputError):
             write_text(self.directory / f"{key}.json", text)

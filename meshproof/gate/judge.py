@@ -17,7 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from meshproof.gate.outcome import CaseOutcome, NumericOutcome, PropertyOutcome
+from meshproof.gate.outcome import (
+    SEPARATION,
+    CaseOutcome,
+    NumericOutcome,
+    PropertyOutcome,
+    SeparationOutcome,
+)
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status
 
@@ -110,20 +116,38 @@ class JudgedNumerics:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgedSeparation:
+    """A deployment's launch_separation: it must be proved (no launch uses another's
+    endpoints or links)."""
+
+    got: SeparationOutcome
+    status: ItemStatus
+
+    @property
+    def reason(self) -> str:
+        if self.got.status is Status.UNKNOWN:
+            return f"{SEPARATION}: unknown ({self.got.message})"
+        return f"{SEPARATION}: expected proved, got {self.got.status.value} — {self.got.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """The judge's answer for one outcome: a case status and every item it judged."""
 
     status: CaseStatus
     properties: tuple[JudgedProperty, ...]     # the judged ones, in verdict order
     numerics: JudgedNumerics | None            # None: numerics not judged
+    separation: JudgedSeparation | None = None  # several launches: launch_separation
 
     @property
     def met(self) -> bool:
         return self.status is CaseStatus.MET
 
-    def problems(self) -> tuple[JudgedProperty | JudgedNumerics, ...]:
+    def problems(self) -> tuple[JudgedProperty | JudgedNumerics | JudgedSeparation, ...]:
         """What is not as expected: contradictions first, then unknowns."""
-        items: list[JudgedProperty | JudgedNumerics] = [*self.properties]
+        items: list[JudgedProperty | JudgedNumerics | JudgedSeparation] = [*self.properties]
+        if self.separation is not None:
+            items.append(self.separation)
         if self.numerics is not None:
             items.append(self.numerics)
         bad = [i for i in items if i.status in (ItemStatus.FAILED, ItemStatus.MISSING)]
@@ -160,11 +184,18 @@ def judge(expect: Expectation, outcome: CaseOutcome) -> Judgement:
         got_num = outcome.numeric
         met = got_num is not None and got_num.ok == want_ok
         numerics = JudgedNumerics(want_ok, got_num, ItemStatus.MET if met else ItemStatus.FAILED)
-    statuses = {j.status for j in judged} | ({numerics.status} if numerics else set())
+    separation = None
+    if outcome.separation is not None:
+        got_sep = outcome.separation
+        separation = JudgedSeparation(got_sep, ItemStatus.UNKNOWN
+                                      if got_sep.status is Status.UNKNOWN else ItemStatus.MET
+                                      if got_sep.status is Status.PROVED else ItemStatus.FAILED)
+    statuses = {j.status for j in judged} | ({numerics.status} if numerics else set()) | \
+        ({separation.status} if separation else set())
     if statuses & {ItemStatus.FAILED, ItemStatus.MISSING}:
         case_status = CaseStatus.FAILED
     elif ItemStatus.UNKNOWN in statuses:
         case_status = CaseStatus.UNKNOWN
     else:
         case_status = CaseStatus.MET
-    return Judgement(case_status, tuple(judged), numerics)
+    return Judgement(case_status, tuple(judged), numerics, separation)

@@ -1,5 +1,6 @@
 """JUnit XML for the gate: one testcase per case x property (plus `numerics` when the case
-simulates), so CI shows exactly which proof of which launch broke.
+simulates, and `launch_separation` when it is several launches), so CI shows exactly which
+proof of which launch broke.
 
 classname is the case name and name the property; a testcase whose property has a
 counterexample carries `file` and `line`, its first diagnostic's kernel line, so CI links
@@ -27,6 +28,7 @@ from meshproof.gate.judge import (
     JudgedProperty,
 )
 from meshproof.gate.locations import report_path, suite_path
+from meshproof.gate.outcome import SEPARATION
 from meshproof.gate.runner import CaseResult, GateResult
 from meshproof.outputs import check_writable, write_text
 from meshproof.verify.properties import Property
@@ -104,6 +106,19 @@ def _judged_numerics(case: str, judged: JudgedNumerics) -> JUnitOutcome:
                         f"{judged.got.text()}", judged.got.text())
 
 
+def separation_outcome(result: CaseResult) -> JUnitOutcome:
+    """launch_separation of a case that is several launches: it must be proved."""
+    case = result.case
+    judged = result.judgement.separation if result.judgement else None
+    if result.status is CaseStatus.ERROR or judged is None:
+        return JUnitOutcome(Kind.ERROR, f"{case.name}: {result.error or 'not checked'}",
+                            result.error)
+    if judged.status is ItemStatus.MET:
+        return JUnitOutcome(Kind.PASS)
+    kind = Kind.ERROR if judged.status is ItemStatus.UNKNOWN else Kind.FAILURE
+    return JUnitOutcome(kind, f"{case.name}: {judged.reason}", judged.got.text())
+
+
 def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
     suites = ET.Element("testsuites", name="meshproof gate")
     suite = ET.SubElement(suites, "testsuite", name=suite_name or suite_path(gate.matrix))
@@ -113,6 +128,8 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
         outcomes = [(p.value, property_outcome(result, p)) for p in Property]
         if result.case.simulate:
             outcomes.append((NUMERICS, numerics_outcome(result)))
+        if result.case.is_deployment:
+            outcomes.append((SEPARATION, separation_outcome(result)))
         for name, outcome in outcomes:
             element = ET.SubElement(suite, "testcase", classname=result.case.name, name=name,
                                     time=f"{outcome.seconds:.3f}")
@@ -140,7 +157,7 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
 
 def _first_place(result: CaseResult, name: str) -> tuple[str, int] | None:
     """The kernel line of the counterexample's first located diagnostic, if any."""
-    if name == NUMERICS or result.outcome is None:
+    if name in (NUMERICS, SEPARATION) or result.outcome is None:
         return None
     got = result.outcome.property(Property(name))
     return got.first_place if got is not None else None

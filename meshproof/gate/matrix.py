@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from meshproof.deploy.launches import LaunchList, panel_launches
 from meshproof.errors import ConfigError, MeshproofError
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
@@ -72,6 +73,13 @@ class GateCase:
         return Expectation(frozenset(self.violated), numerics)
 
     @property
+    def is_deployment(self) -> bool:
+        """Several launches at once: a panel that is several, with no cube_start picking
+        one (`resolve_case_launches`)."""
+        return self.panel is not None and self.cube_start is None and \
+            get_panel(self.panel, self.scale).is_deployment
+
+    @property
     def expected_text(self) -> str:
         return self.expectation.text
 
@@ -110,7 +118,8 @@ class GateMatrix:
 def load_matrix(path: Path) -> GateMatrix:
     """Read and validate a matrix file; raises ConfigError (one line) on any problem."""
     data = read_toml(path, "proof matrix", "pass an existing TOML file (default: proofs.toml "
-                     "in the current directory)")
+                     "in the current directory)", directory="pass a TOML file of [[case]] "
+                     "tables")
     unknown = sorted(set(data) - {"case"})
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; a proof "
@@ -311,13 +320,9 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
     if case.panel is not None:
         preset = get_panel(case.panel, case.scale)
         if preset.is_deployment and case.cube_start is None:
-            # checking one of them would let the other groups go unchecked
-            raise ConfigError(
-                f"case {case.name}: panel {case.panel} ({case.scale}) is "
-                f"{len(preset.launches)} launches at once (cube_start "
-                f"{', '.join(map(str, preset.launches))}); a gate case checks one launch: "
-                "give cube_start = K, or verify them together with `meshproof verify "
-                f"--panel {case.panel} --scale {case.scale}`")
+            raise ConfigError(f"case {case.name}: panel {case.panel} ({case.scale}) is "
+                              f"{len(preset.launches)} launches at once: resolve it with "
+                              "resolve_case_launches")
         base = preset.launch_options(case.queue_depth)
         merged = dict(base.args)
         merged.update(dict(case.args))
@@ -334,3 +339,32 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
                              cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
                              args=case.args, sharded=sharded, queue_depth=case.queue_depth)
     return ref, build_launch(ref, opts)
+
+
+# The keys of a case that change one launch; a panel of several launches takes none.
+_LAUNCH_KEYS = ("wiring", "system", "pes", "cubes", "mesh", "args", "sharded")
+
+
+def resolve_case_launches(case: GateCase, kernel: KernelRef | None = None, *,
+                          resolver: Callable[[str], KernelRef] = resolve_kernel) -> LaunchList:
+    """The case's deployment: one launch (`resolve_case`), or every launch of a panel that
+    is several (a headline multi-user panel: its kv groups, checked together with
+    launch_separation) unless `cube_start` picks one."""
+    if case.panel is not None and case.cube_start is None:
+        preset = get_panel(case.panel, case.scale)
+        if preset.is_deployment:
+            given = [key for key in _LAUNCH_KEYS if getattr(case, key) not in (None, ())]
+            if given:
+                raise ConfigError(
+                    f"case {case.name}: panel {case.panel} ({case.scale}) is "
+                    f"{len(preset.launches)} launches at once (cube_start "
+                    f"{', '.join(map(str, preset.launches))}), checked together as the panel "
+                    f"sets them; {', '.join(given)} would change one launch: drop "
+                    f"{', '.join(given)}, or give cube_start = K to check that launch alone")
+            listed = panel_launches(preset, case.scale, case.queue_depth, resolver)
+            named = tuple((kernel or replace(ref, name=case.kernel), launch)
+                          for ref, launch in listed.launches)
+            return LaunchList(listed.name, named)
+    ref, launch = resolve_case(case, kernel, resolver=resolver)
+    return LaunchList(case.name, ((ref, launch),))
+

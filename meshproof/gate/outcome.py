@@ -18,7 +18,12 @@ from meshproof.verify.properties import Property
 from meshproof.verify.result import NumericResult, PropertyResult, Status, Verdict
 
 if TYPE_CHECKING:
+    from meshproof.deploy.deployment import Deployment
+    from meshproof.deploy.simulate import DeploymentSimulation
+    from meshproof.deploy.verify import DeploymentVerdict
     from meshproof.sim.result import SimResult
+
+SEPARATION = "launch_separation"   # the deployment's cross-launch property (deploy/)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,66 @@ def _g(value: float | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class SeparationOutcome:
+    """What the gate keeps of a deployment's launch_separation (deploy/separation.py)."""
+
+    status: Status
+    message: str
+    diagnostics: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": SEPARATION, "status": self.status.value, "message": self.message,
+                "diagnostics": list(self.diagnostics)}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SeparationOutcome:
+        return SeparationOutcome(Status(data["status"]), str(data["message"]),
+                                 tuple(str(d) for d in data["diagnostics"]))
+
+    def text(self) -> str:
+        return "\n".join([self.message, *self.diagnostics])
+
+
+def summed_properties(verdicts: tuple[Verdict, ...],
+                      schedules: tuple[Schedule, ...]) -> tuple[PropertyOutcome, ...]:
+    """Each property over every launch: its worst status (`Status.worst`), with the
+    message and counterexample of the first launch that has it."""
+    out: list[PropertyOutcome] = []
+    for prop in Property:
+        per = [(i, v.property(prop)) for i, v in enumerate(verdicts)
+               if prop in {p.name for p in v.properties}]
+        if not per:
+            continue
+        status = Status.worst(p.status for _, p in per)
+        i, first = next((i, p) for i, p in per if p.status is status)
+        one = PropertyOutcome.of(first, schedules[i])
+        message = first.message if len(per) == 1 else \
+            f"every launch: {first.message}" if status is Status.PROVED else \
+            f"launch {i + 1}: {first.message}"
+        out.append(replace(one, message=message, seconds=sum(p.seconds for _, p in per)))
+    return tuple(out)
+
+
+def _numeric_of_launches(simulation: DeploymentSimulation | None,
+                         refused: str) -> NumericOutcome | None:
+    """The launches' numerics as one: ok when every launch's is, the worst errors."""
+    if refused:
+        return NumericOutcome(False, None, None, None, f"simulation refused: {refused}")
+    runs = [NumericOutcome.of(r, "") for r in simulation.launches if r is not None] \
+        if simulation is not None else []
+    numerics = [n for n in runs if n is not None]
+    if not numerics:
+        return None
+    errors = [n.rel_err for n in numerics if n.rel_err is not None]
+    abs_errors = [n.max_abs_err for n in numerics if n.max_abs_err is not None]
+    tolerances = [n.tolerance for n in numerics if n.tolerance is not None]
+    messages = [f"launch {i + 1}: {n.message}" for i, n in enumerate(numerics) if n.message]
+    return NumericOutcome(all(n.ok for n in numerics), max(errors) if errors else None,
+                          max(abs_errors) if abs_errors else None,
+                          min(tolerances) if tolerances else None, "; ".join(messages))
+
+
+@dataclass(frozen=True, slots=True)
 class CaseOutcome:
     """What verify (and simulate) said about one traced launch.
 
@@ -184,9 +249,16 @@ class CaseOutcome:
     skipped: tuple[Property, ...] = ()
     cached: bool = field(default=False, compare=False)
     refused: str = ""                          # why the simulator refused to run
-    schedule: Schedule | None = field(default=None, compare=False, repr=False)
-    verdict: Verdict | None = field(default=None, compare=False, repr=False)
+    launches: int = 1                          # the deployment's launches
+    separation: SeparationOutcome | None = None   # several launches: launch_separation
+    schedule: Schedule | None = field(default=None, compare=False, repr=False)  # the first
+    verdict: Verdict | None = field(default=None, compare=False, repr=False)   # one launch
     simulation: SimResult | None = field(default=None, compare=False, repr=False)
+    # several launches: every launch's verdict and the cross-launch check; the simulation
+    deployment_verdict: DeploymentVerdict | None = field(default=None, compare=False,
+                                                         repr=False)
+    deployment_simulation: DeploymentSimulation | None = field(default=None, compare=False,
+                                                               repr=False)
 
     @staticmethod
     def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
@@ -198,17 +270,46 @@ class CaseOutcome:
         return CaseOutcome(props, numeric,
                            verdict.min_queue_depth if verdict else None,
                            verdict.rendezvous if verdict else None,
-                           verdict.skipped if verdict else (), False, refused, schedule,
-                           verdict, simulation)
+                           verdict.skipped if verdict else (), refused=refused,
+                           schedule=schedule, verdict=verdict, simulation=simulation)
+
+    @staticmethod
+    def of_deployment(deployment: Deployment, verdict: DeploymentVerdict | None,
+                      simulation: DeploymentSimulation | None, refused: str, *,
+                      numerics: bool) -> CaseOutcome:
+        """Several launches: each property's worst status over them, launch_separation,
+        the launches' numerics as one."""
+        schedules = deployment.schedules
+        props = summed_properties(verdict.verdicts, schedules) if verdict else ()
+        depths = [v.min_queue_depth for v in verdict.verdicts] if verdict else []
+        known = [d for d in depths if d is not None]
+        sep = verdict.separation if verdict else None
+        separation = SeparationOutcome(sep.status, sep.message, sep.diagnostics) \
+            if sep else None
+        rendezvous = Status.worst(v.rendezvous for v in verdict.verdicts
+                                  if v.rendezvous is not None) if verdict else None
+        return CaseOutcome(props, _numeric_of_launches(simulation, refused) if numerics
+                           else None, max(known) if known and len(known) == len(depths)
+                           else None, rendezvous,
+                           verdict.verdicts[0].skipped if verdict else (), refused=refused,
+                           launches=len(schedules), separation=separation,
+                           schedule=schedules[0], deployment_verdict=verdict,
+                           deployment_simulation=simulation)
+
+    @property
+    def statuses(self) -> tuple[Status, ...]:
+        """Every property's status, and launch_separation's."""
+        return (*(p.status for p in self.properties),
+                *((self.separation.status,) if self.separation else ()))
 
     @property
     def ok(self) -> bool:
-        """Every property checked is proved."""
-        return all(p.status is Status.PROVED for p in self.properties)
+        """Every property checked is proved (and the launches are separated)."""
+        return Status.worst(self.statuses) is Status.PROVED
 
     @property
     def decided(self) -> bool:
-        return all(p.status is not Status.UNKNOWN for p in self.properties)
+        return Status.UNKNOWN not in self.statuses
 
     def property(self, name: Property) -> PropertyOutcome | None:
         return next((p for p in self.properties if p.name is name), None)
@@ -218,7 +319,8 @@ class CaseOutcome:
                 "numeric": self.numeric.to_json() if self.numeric else None,
                 "min_queue_depth": self.min_queue_depth,
                 "rendezvous": self.rendezvous.value if self.rendezvous else None,
-                "skipped": [p.value for p in self.skipped]}
+                "skipped": [p.value for p in self.skipped], "launches": self.launches,
+                "separation": self.separation.to_json() if self.separation else None}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> CaseOutcome:
@@ -228,4 +330,7 @@ class CaseOutcome:
                            NumericOutcome.from_json(numeric) if numeric else None,
                            data.get("min_queue_depth"),
                            Status(rendezvous) if rendezvous else None,
-                           tuple(Property(p) for p in data.get("skipped", ())))
+                           tuple(Property(p) for p in data.get("skipped", ())),
+                           launches=int(data.get("launches", 1)),
+                           separation=SeparationOutcome.from_json(data["separation"])
+                           if data.get("separation") else None)

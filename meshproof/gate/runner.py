@@ -28,7 +28,7 @@ from meshproof.errors import (
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.cache import GateCache, cache_root
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
-from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case
+from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case_launches
 from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.isolation import limit_stage
@@ -104,6 +104,8 @@ class CaseResult:
                 for p in (out.properties if out else ())],
             "numeric": out.numeric.to_json() if out and out.numeric else None,
             "min_queue_depth": out.min_queue_depth if out else None,
+            "launches": out.launches if out else 1,
+            "separation": out.separation.to_json() if out and out.separation else None,
         }
 
 
@@ -168,12 +170,11 @@ def evaluate(case: GateCase, *, kernel: KernelRef | None = None,
     spec: LaunchSpec | None = None
     pipeline = case_pipeline(case, pipeline)
     try:
-        ref, launch = resolve_case(case, kernel, resolver=pipeline.resolver)
-        spec = launch.spec
+        launches = resolve_case_launches(case, kernel, resolver=pipeline.resolver)
+        spec = launches.launches[0][1].spec
         verify_config, sim_config = case_configs(case, spec)
-        outcome = run_case(ref, launch, simulate=case.simulate, verify_config=verify_config,
-                           sim_config=sim_config, cache=cache, tracer=pipeline.tracer,
-                           verifier=pipeline.verifier, simulator=pipeline.simulator)
+        outcome = run_case(launches, simulate=case.simulate, verify_config=verify_config,
+                           sim_config=sim_config, cache=cache, pipeline=pipeline)
     except InternalError as exc:
         return _error(case, f"internal error (please report): {exc}", start, spec)
     except MeshproofError as exc:
@@ -194,7 +195,7 @@ def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
     minutes later."""
     for index, case in enumerate(matrix.cases, start=1):
         try:
-            resolve_case(case, resolver=case_pipeline(case, pipeline).resolver)
+            resolve_case_launches(case, resolver=case_pipeline(case, pipeline).resolver)
         except (TraceLimitExceeded, TraceCrashed):
             continue  # the kernel file's own fault, not the matrix's: an error row
         except BadInput as exc:

@@ -8,7 +8,10 @@ from typing import Any
 
 from meshproof.kernels import mesh_kv as _kv
 from meshproof.kernels import mesh_mlo as _mlo
+from meshproof.model.loader import KernelRef, builtin_ref, register_builtins, resolve_kernel
 from meshproof.model.schedule import GroupMode, Scalar
+
+__all__ = ["BUILTIN_KERNELS", "KernelInfo", "resolve_builtin", "resolve_kernel"]
 
 _DECODE_SHAPES: dict[str, Scalar] = {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
                                      "d_head": 8}
@@ -68,3 +71,18 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           "KNOWN BAD: prefill that stops one step early (a slice is never merged)",
           harness="prefill", known_bad=True),
 ]}
+
+
+def resolve_builtin(name: str) -> KernelRef | None:
+    """The built-in kernel `name`, or None (then it is a kernel file, or unknown)."""
+    info = BUILTIN_KERNELS.get(name)
+    if info is None:
+        return None
+    return builtin_ref(name, info.func, info.description, info.harness, info.defaults,
+                       info.wiring, info.mesh, info.cubes, info.groups)
+
+
+# `resolve_kernel` (re-exported here: the resolver of built-in names and kernel files)
+# finds the built-ins through this; the meshproof package imports this module.
+register_builtins(resolve_builtin)
+

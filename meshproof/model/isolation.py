@@ -219,9 +219,7 @@ def load_isolated(spec: str, limits: TraceLimits | None = None, *,
 def _file_key(spec: str) -> tuple[str, str] | None:
     """(absolute path, content hash) of a `path::function` spec's file; None for anything
     `resolve_kernel` answers without importing a file (a built-in, a malformed spec)."""
-    from meshproof.kernels import BUILTIN_KERNELS
-
-    if spec in BUILTIN_KERNELS or "::" not in spec:
+    if "::" not in spec:  # a built-in name (or a malformed spec)
         return None
     path = Path(spec.rpartition("::")[0])
     try:
@@ -238,7 +236,7 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
     error of a limit or a death."""
     context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
     if method is StartMethod.FORKSERVER:  # its children then start with meshproof imported
-        context.set_forkserver_preload([__name__, "meshproof.kernels"])
+        context.set_forkserver_preload([__name__, "meshproof"])
     with tempfile.TemporaryDirectory(prefix="meshproof-trace-",
                                      ignore_cleanup_errors=True) as scratch:
         workdir = os.path.join(scratch, "cwd")

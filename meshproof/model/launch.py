@@ -188,7 +188,15 @@ def _argument_values(kernel: KernelRef, opts: LaunchOptions,
     for name in LAUNCH_FILLED:
         if name in params and name not in explicit and name in auto:
             values[name] = auto[name]
-    if opts.softmax_scale is not None and "sm_scale" in params and "sm_scale" not in explicit:
+    if opts.softmax_scale is not None and "sm_scale" in params:
+        given = explicit.get("sm_scale", opts.softmax_scale)
+        if isinstance(given, bool) or not isinstance(given, (int, float)) or \
+                float(given) != opts.softmax_scale:
+            raise LaunchError(f"--arg sm_scale={given} and --softmax-scale "
+                              f"{opts.softmax_scale:g} disagree: the kernel would scale its "
+                              f"scores by {given} and the reference by "
+                              f"{opts.softmax_scale:g}; give one of them (--softmax-scale X "
+                              "also passes sm_scale=X to the kernel)")
         values["sm_scale"] = opts.softmax_scale
     missing = [n for n, p in params.items() if n not in ptrs and n not in values
                and p.kind is not inspect.Parameter.VAR_KEYWORD

@@ -1,5 +1,9 @@
 """Find a kernel: a built-in name or `path/to/file.py::function`.
 
+The model layer names no kernel: the built-in ones are found through the resolver that
+`meshproof.kernels` registers (`register_builtins`; the `meshproof` package imports it),
+and everything else is a kernel file (`resolve_kernel_file`).
+
 Kernel files written for kernbench import `kernbench.common.pe_commands.TensorHandle`.
 When kernbench is not installed we provide that module (meshproof's symbolic tensor) for
 the duration of the import, so such files load unmodified.
@@ -15,7 +19,7 @@ import os
 import sys
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,15 +90,34 @@ def _hash_file(path: str) -> str:
         return ""
 
 
-def resolve_kernel(spec: str) -> KernelRef:
-    from meshproof.kernels import BUILTIN_KERNELS
+# A built-in kernel by its name, or None; registered by meshproof.kernels.
+BuiltinResolver = Callable[[str], "KernelRef | None"]
+_BUILTINS: dict[str, BuiltinResolver] = {}
 
-    if spec in BUILTIN_KERNELS:
-        info = BUILTIN_KERNELS[spec]
-        site = site_of(info.func)
-        return KernelRef(spec, info.func, site, info.description, info.harness,
-                         tuple(sorted(info.defaults.items())), _hash_file(site.real_file),
-                         info.wiring, info.mesh, info.cubes, info.groups, spec)
+
+def register_builtins(resolver: BuiltinResolver) -> None:
+    """Let `resolve_kernel` find built-in kernels by name (meshproof.kernels calls this)."""
+    _BUILTINS["builtin"] = resolver
+
+
+def builtin_ref(name: str, func: KernelFn, description: str, harness: str,
+                defaults: dict[str, Scalar], wiring: str, mesh: str | None, cubes: int,
+                groups: GroupMode) -> KernelRef:
+    """The KernelRef of a built-in kernel, for the resolver that names them."""
+    site = site_of(func)
+    return KernelRef(name, func, site, description, harness, tuple(sorted(defaults.items())),
+                     _hash_file(site.real_file), wiring, mesh, cubes, groups, name)
+
+
+def resolve_kernel(spec: str) -> KernelRef:
+    """A built-in kernel (through the registered resolver) or `resolve_kernel_file`."""
+    builtin = _BUILTINS.get("builtin")
+    ref = builtin(spec) if builtin is not None else None
+    return ref if ref is not None else resolve_kernel_file(spec)
+
+
+def resolve_kernel_file(spec: str) -> KernelRef:
+    """`path/to/file.py::function`, imported (kernbench's TensorHandle provided)."""
     if "::" not in spec:
         if spec.endswith(".py") or os.sep in spec:
             raise KernelLoadError(f"kernel {spec!r} names a file but no function: write "

@@ -6,6 +6,7 @@ Each method checks its arguments (model/tl_args.py), computes the result's shape
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import TYPE_CHECKING, NoReturn
 
@@ -41,9 +42,10 @@ class Tl:
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
             raise AttributeError(name)
-        error = self._t.unsupported(f"tl.{name}",
-                                    f"the modelled ops are: {', '.join(SUPPORTED_OPS)}",
-                                    probe=True)
+        close = difflib.get_close_matches(name, SUPPORTED_OPS, n=1)
+        did_you_mean = f"did you mean tl.{close[0]}? " if close else ""
+        error = self._t.unsupported(f"tl.{name}", f"{did_you_mean}the modelled ops are: "
+                                    f"{', '.join(SUPPORTED_OPS)}", probe=True)
         raise UnsupportedTlOp(str(error))
 
     # --- launch queries ----------------------------------------------------------------

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from meshproof import interrupts
 from meshproof.errors import OutputError
-from meshproof.outputs import write_text
+from meshproof.outputs import check_writable_dir, followed, write_text
 from meshproof.panels import SCALES
 from meshproof.report.html import HTML_FILE, write_html
 from meshproof.report.pages import write_pages
@@ -55,17 +56,22 @@ class ReportOutcome:
                      if not r.get("as_expected"))
 
 
-def _check_out(out: Path) -> None:
-    """Refuse an --out the swap would harm: a file, a path under a file, the working
+def _check_out(out: Path) -> Path:
+    """Refuse an --out the swap would harm: a file, a path under a file, a directory that
+    cannot be written (the rule of every output, meshproof/outputs.py), the working
     directory (or one of its parents: it would be renamed away under the shell), or a
     directory that holds a README.md, figures/ or diagrams/ but no sweep.json (not a
-    report: the swap would replace the user's README)."""
+    report: the swap would replace the user's README). Returns the directory to write: a
+    symbolic link's target, so the link keeps pointing at the new report."""
+    given = out
+    out = followed(out)
     if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out} is a file, not a directory; pass a directory path")
+        raise OutputError(f"--out {given} is a file, not a directory; pass a directory path")
     parent = out.parent if str(out.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
-        raise OutputError(f"--out {out}: {parent} is a file, not a directory; pass a "
+        raise OutputError(f"--out {given}: {parent} is a file, not a directory; pass a "
                           "directory path")
+    check_writable_dir(out, "--out", what="the report ")
     resolved, here = out.resolve(), Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
         raise OutputError(f"--out {out or '.'} is the current directory or contains it; "
@@ -76,6 +82,7 @@ def _check_out(out: Path) -> None:
             raise OutputError(f"--out {out} is not a meshproof report (no sweep.json) but "
                               f"holds {', '.join(clash)}, which the report would replace; "
                               "pass a new directory or an existing report")
+    return out
 
 
 def _make_temp(out: Path) -> Path:
@@ -109,11 +116,13 @@ def _carry_over(out: Path, tmp: Path, keep: tuple[str, ...]) -> None:
 
 
 def _swap(tmp: Path, out: Path) -> None:
-    """Replace `out` by `tmp`: two renames, the old tree removed only afterwards."""
+    """Replace `out` by `tmp`: two renames, the old tree removed only afterwards. The new
+    directory keeps the old one's permissions."""
     old = out.absolute().parent / f".{out.name}.old-{os.getpid()}"
     interrupts.check()  # an interrupted report is never swapped in
     try:
         if out.exists():
+            os.chmod(tmp, stat.S_IMODE(out.stat().st_mode))
             os.replace(out, old)
         os.replace(tmp, out)
     except OSError as exc:
@@ -177,7 +186,7 @@ def write_report(out: Path, *, scale: str = "validation", fast: bool = False,
     with `html`, also the single-file `report.html` beside README.md."""
     if scale not in SCALES:
         raise OutputError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
-    _check_out(out)
+    out = _check_out(out)
     sweep: dict[str, Any]
     if fast:
         sweep = load_sweep(out / "sweep.json")

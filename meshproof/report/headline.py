@@ -14,17 +14,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from meshproof.deploy.deployment import build_deployment
 from meshproof.deploy.launches import panel_launches
 from meshproof.deploy.placements import PlacementSearch, search_placements
-from meshproof.deploy.simulate import simulate_deployment
-from meshproof.deploy.verify import DeploymentVerdict, verify_deployment
-from meshproof.gate.pipeline import Pipeline
+from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, get_panel
 from meshproof.sim.config import SimConfig
-from meshproof.verify.properties import Property, VerifyConfig
+from meshproof.verify.properties import VerifyConfig
 from meshproof.verify.result import Status
 
 Progress = Callable[[str], None]
@@ -33,37 +30,18 @@ SUBMESH_KERNELS = ("mesh_mlo_2d", "mesh_mlo_2d_batch", "mesh_kv_snake",
                    "mesh_mlo_2d_physical_rank")
 
 
-def _summed(result: DeploymentVerdict) -> list[dict[str, Any]]:
-    """Each property over every launch, as one verdict-table entry."""
-    out = []
-    for prop in Property:
-        per = [(i, v.property(prop)) for i, v in enumerate(result.verdicts)
-               if prop in {p.name for p in v.properties}]
-        if not per:
-            continue
-        statuses = {p.status for _, p in per}
-        status = Status.VIOLATED if Status.VIOLATED in statuses else \
-            Status.UNKNOWN if Status.UNKNOWN in statuses else Status.PROVED
-        i, first = next(((i, p) for i, p in per if p.status is status), per[0])
-        message = first.message if len(per) == 1 else \
-            f"every launch: {first.message}" if status is Status.PROVED else \
-            f"launch {i + 1}: {first.message}"
-        out.append({"name": prop.value, "status": status.value, "message": message})
-    return out
-
-
 def panel_record(name: str, scale: str, pipeline: Pipeline,
                  config: VerifyConfig) -> dict[str, Any]:
     panel = get_panel(name, scale)
     listed = panel_launches(panel, scale, resolver=pipeline.resolver)
-    deployment = build_deployment(listed.name, listed.launches, pipeline.tracer)
-    result = verify_deployment(deployment, replace(config, input_bound=panel.input_bound),
-                               pipeline.verifier)
-    together = simulate_deployment(deployment, SimConfig(numerics=False),
-                                   pipeline.simulator).together
+    outcome = run_case(listed, simulate=True, verify_config=replace(
+        config, input_bound=panel.input_bound), sim_config=SimConfig(numerics=False),
+        pipeline=pipeline, deployment=True)
+    result, simulation = outcome.deployment_verdict, outcome.deployment_simulation
+    assert result is not None and simulation is not None  # verified and simulated
+    deployment = result.deployment
+    together = simulation.together
     timing = together.timing
-    depths = [v.min_queue_depth for v in result.verdicts]
-    known = [d for d in depths if d is not None]
     return {
         "name": f"panel_{name}", "kernel": panel.kernel, "why": panel.description,
         "expect": "ok", "panel": name, "scale": scale,
@@ -75,9 +53,10 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
                       "ok": v.ok, "violated": [p.value for p in v.violated()],
                       "min_queue_depth": v.min_queue_depth} for v in result.verdicts],
         "separation": result.separation.to_json(timings=False),
-        "verdict": {"ok": result.ok, "properties": _summed(result),
-                    "min_queue_depth": max(known) if len(known) == len(depths) else None,
-                    "rendezvous": None},
+        "verdict": {"ok": result.ok,
+                    "properties": [{"name": p.name.value, "status": p.status.value,
+                                    "message": p.message} for p in outcome.properties],
+                    "min_queue_depth": outcome.min_queue_depth, "rendezvous": None},
         "sim": {"op_log": together.op_log.to_json(), "ok": True,
                 "timing": {"latency_s": timing.latency_s, "comm_steps": timing.comm_steps}
                 if timing else None},

@@ -33,6 +33,10 @@ div.table { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0 1rem; }
 th, td { border: 1px solid #d0d0d0; padding: 0.2rem 0.45rem; text-align: left;
          vertical-align: top; }
+/* long names (mesh_mlo_2d_batch_on_cube_mesh) break, so the kernel table fits a 1,400
+   pixel window instead of scrolling sideways */
+td { overflow-wrap: break-word; }
+td code { font-size: 0.85em; }
 th { background: #f2f2f2; position: sticky; top: 0; }
 tbody tr:nth-child(even) { background: #fafafa; }
 td strong { color: #b00000; }

@@ -81,13 +81,21 @@ def _is_rule(line: str) -> bool:
     return bool(re.fullmatch(r"\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*\|?", line.strip()))
 
 
+def _breakable(cell: str) -> str:
+    """Code in a table cell may wrap after an underscore (`mesh_mlo_2d_batch_on_cube_mesh`),
+    so a wide table fits its window instead of scrolling sideways."""
+    return re.sub(r"<code>(.*?)</code>",
+                  lambda m: "<code>" + m.group(1).replace("_", "_<wbr>") + "</code>", cell)
+
+
 def _table(lines: list[str], inline: Inline) -> str:
     head, rows = _cells(lines[0]), [_cells(x) for x in lines[2:]]
     out = ['<div class="table"><table>', "<thead><tr>"]
     out += [f"<th>{inline.render(c)}</th>" for c in head]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{inline.render(c)}</td>" for c in row) + "</tr>")
+        out.append("<tr>" + "".join(f"<td>{_breakable(inline.render(c))}</td>" for c in row)
+                   + "</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
 

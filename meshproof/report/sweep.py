@@ -24,7 +24,7 @@ from meshproof.errors import MeshproofError, OutputError
 from meshproof.gate.judge import Expectation, Numerics, judge
 from meshproof.gate.matrix import resolve_case
 from meshproof.gate.outcome import CaseOutcome
-from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.schedule import Schedule
@@ -108,9 +108,8 @@ def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
     ref, launch = resolve_case(rc.case, resolver=p.resolver)
     sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
                            inputs=rc.inputs)
-    return run_case(ref, launch, simulate=True, verify=verify,
-                    verify_config=options.verify_config, sim_config=sim_config,
-                    tracer=p.tracer, verifier=p.verifier, simulator=p.simulator)
+    return run_case(one_launch(ref, launch), simulate=True, verify=verify,
+                    verify_config=options.verify_config, sim_config=sim_config, pipeline=p)
 
 
 def _verdict_record(outcome: CaseOutcome) -> dict[str, Any]:

@@ -8,6 +8,7 @@ are typed records (`details`); JSON is produced only by the `to_json` methods.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -22,9 +23,31 @@ VERDICT_SCHEMA = "meshproof/verdict-v1"
 
 
 class Status(Enum):
+    """A property's status, ordered by how bad it is: proved < unknown < violated. Over
+    several (the properties of a verdict, the launches of a deployment, a property over
+    every launch) the worst one wins: `Status.worst`."""
+
     PROVED = "proved"
     VIOLATED = "violated"
     UNKNOWN = "unknown"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+    @staticmethod
+    def worst(statuses: Iterable[Status]) -> Status:
+        """The worst of `statuses`; proved when there are none (nothing is wrong)."""
+        return max(statuses, key=_SEVERITY.__getitem__, default=Status.PROVED)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES[self]
+
+
+_SEVERITY = {Status.PROVED: 0, Status.UNKNOWN: 1, Status.VIOLATED: 2}
+_EXIT_CODES = {Status.PROVED: ExitCode.OK, Status.UNKNOWN: ExitCode.UNKNOWN,
+               Status.VIOLATED: ExitCode.VIOLATED}
 
 
 class Role(Enum):
@@ -329,12 +352,13 @@ class Verdict:
         return all(p.status is Status.PROVED for p in self.properties)
 
     @property
+    def status(self) -> Status:
+        """The worst status of the properties checked."""
+        return Status.worst(p.status for p in self.properties)
+
+    @property
     def exit_code(self) -> ExitCode:
-        if any(p.status is Status.VIOLATED for p in self.properties):
-            return ExitCode.VIOLATED
-        if any(p.status is Status.UNKNOWN for p in self.properties):
-            return ExitCode.UNKNOWN
-        return ExitCode.OK
+        return self.status.exit_code
 
     @property
     def depth(self) -> int:

@@ -1,7 +1,7 @@
-"""Second adversarial review of tracing (issue 10): kernels whose trace could silently
-differ from what the machine runs. Each is a one-rank or line decode kernel with the
-signature of tests/kernels/review_semantics.py; the attention body is correct, so a
-kernel that traces "as if" the trouble were not there comes out proved.
+"""Kernels whose trace could silently differ from what the machine runs (tests/
+test_tracer.py). Each is a one-rank or line decode kernel with the signature of
+tests/kernels/review_semantics.py; the attention body is correct, so a kernel that traces
+"as if" the trouble were not there comes out proved.
 """
 
 from __future__ import annotations

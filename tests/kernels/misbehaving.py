@@ -1,4 +1,4 @@
-"""Review probes: kernels that misbehave in ways a traced kernel must not get away with."""
+"""Kernels that misbehave in ways a traced kernel must not get away with."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 def exits_zero(x_ptr: Any, *, tl: Any) -> None:
     """Calls sys.exit(0): must not become meshproof's (all proved) exit code."""
     tl.load(x_ptr, shape=(1,), dtype="f32")
-    sys.exit(0)  # REVIEW-EXIT-LINE
+    sys.exit(0)  # EXIT-LINE
 
 
 def broken_str(x_ptr: Any, *, tl: Any) -> None:
@@ -21,7 +21,7 @@ def broken_str(x_ptr: Any, *, tl: Any) -> None:
         def __str__(self) -> str:
             raise RuntimeError("no text")
 
-    raise Weird()  # REVIEW-WEIRD-LINE
+    raise Weird()  # WEIRD-LINE
 
 
 def generator(x_ptr: Any, *, tl: Any) -> Iterator[Any]:
@@ -39,14 +39,14 @@ def probes_for_ops(x_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
 
 def float_axis(x_ptr: Any, *, tl: Any) -> None:
     """program_id with a float axis."""
-    tl.load(x_ptr + tl.program_id(axis=1.0), shape=(1,), dtype="f32")  # REVIEW-AXIS-LINE
+    tl.load(x_ptr + tl.program_id(axis=1.0), shape=(1,), dtype="f32")  # AXIS-LINE
 
 
 def traced_twice(kernel: Callable[..., None]) -> Callable[..., None]:
-    """A decorator in this file (review_decorated.py uses it): runs the kernel as is."""
+    """A decorator in this file (decorated.py uses it): runs the kernel as is."""
 
     @functools.wraps(kernel)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        kernel(*args, **kwargs)  # REVIEW-WRAPPER-LINE
+        kernel(*args, **kwargs)  # WRAPPER-LINE
 
     return wrapper

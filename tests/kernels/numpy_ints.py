@@ -1,4 +1,4 @@
-"""Review probe: shapes and offsets computed with numpy integers."""
+"""Shapes and offsets computed with numpy integers."""
 
 from __future__ import annotations
 

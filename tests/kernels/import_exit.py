@@ -1,11 +1,11 @@
-"""Review probe: a kernel file that calls sys.exit while being imported."""
+"""A kernel file that calls sys.exit while being imported."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-sys.exit(0)  # REVIEW-IMPORT-EXIT-LINE
+sys.exit(0)  # IMPORT-EXIT-LINE
 
 
 def kernel(x_ptr: Any, *, tl: Any) -> None:
