@@ -101,6 +101,7 @@ def test_numerics_is_a_checked_property() -> None:
     """bad-normalised-merge: caught statically, and the simulation is judged too."""
     case = next(c for c in load_matrix(ROOT / "proofs.toml").cases
                 if c.name == "bad-normalised-merge")
-    assert case.simulate and case.violated == (Property.ATTENTION_EQUIVALENCE,)
+    assert case.simulate and case.violated == (Property.EXACTLY_ONCE_MERGE,
+                                               Property.ATTENTION_EQUIVALENCE)
     assert case.numerics_violated
     assert case.expected_text == "attention_equivalence, numerics"

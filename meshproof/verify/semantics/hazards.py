@@ -68,6 +68,8 @@ def suspects(schedule: Schedule, ranges: Evaluation[Interval],
             if op.out is None:
                 continue
             res = symbolic.get((r, op.out))
+            if isinstance(res, Opaque) and res.lost:
+                continue   # it waits on a message that never arrives: it never runs
             if isinstance(res, Opaque) and res.undefined is not None and res.op is op:
                 out.append(Suspect(r, op, f"it {res.reason}"))
                 continue
@@ -102,7 +104,8 @@ def _suspect(ranges: Evaluation[Interval], rank: int, op: Op) -> str:
         if x is not None and x[1] * scale > EXP_LIMIT[op.dtype]:
             return f"exp overflows {op.dtype.value} past {EXP_LIMIT[op.dtype]:.4g} (its " \
                    f"argument's bound {_iv(x)})"
-    if max(abs(iv[0]), abs(iv[1])) > HUGE[op.dtype] and not math.isinf(iv[0] + iv[1]):
+    if math.isfinite(iv[0]) and math.isfinite(iv[1]) and \
+            max(abs(iv[0]), abs(iv[1])) > HUGE[op.dtype]:
         return f"the value can pass the largest finite {op.dtype.value} (bound {_iv(iv)})"
     return ""
 

@@ -236,7 +236,7 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
             continue
         # a member ranged over several intervals attains the max on one of them: each
         # interval needs a term of its own
-        parts = [Elem(whole.body, Ranges((part,))) for part in whole.rows.parts] \
+        parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k)] \
             if whole.rows is not None else [whole]
         for e in parts:
             floor = max((_term_floor(mono, c, m, k, e) for mono, c in x.terms), default=0.0)
@@ -245,6 +245,20 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
                 return 0.0
             low = min(low, floor)
     return 0.0 if low == math.inf else low
+
+
+def _pieces(e: Elem, x: Poly, k: Fraction) -> list[tuple[int, int]]:
+    """The intervals of a ranged member cut where x's row sums of its body start or end
+    (rows merged once and twice are two sums: each piece needs a term of its own)."""
+    assert e.rows is not None
+    target = Monomial(Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs)))
+    cuts = {p for mono, _ in x.terms for a, _ in mono.vars
+            if isinstance(a, RowSum) and a.body == target for p in (a.lo, a.hi)}
+    out = []
+    for lo, hi in e.rows.parts:
+        ends = [lo, *sorted(c for c in cuts if lo < c < hi), hi]
+        out.extend(zip(ends, ends[1:], strict=False))
+    return out
 
 
 def _sum_floor(x: Poly, m: Max, k: Fraction, e: Elem) -> float:
