@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import pairwise
 from fractions import Fraction
 
 from meshproof.verify.semantics import poly as P
@@ -254,10 +255,9 @@ def _pieces(e: Elem, x: Poly, k: Fraction) -> list[tuple[int, int]]:
     target = Monomial(Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs)))
     cuts = {p for mono, _ in x.terms for a, _ in mono.vars
             if isinstance(a, RowSum) and a.body == target for p in (a.lo, a.hi)}
-    out = []
+    out: list[tuple[int, int]] = []
     for lo, hi in e.rows.parts:
-        ends = [lo, *sorted(c for c in cuts if lo < c < hi), hi]
-        out.extend(zip(ends, ends[1:], strict=False))
+        out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
     return out
 
 
