@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from itertools import pairwise
 from fractions import Fraction
+from itertools import pairwise
 
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import ZERO, Atom, Elem, Lin, Max, Ranges, Score, Scrambled
