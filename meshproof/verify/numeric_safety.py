@@ -27,7 +27,8 @@ from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
 from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
-from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
+from meshproof.verify.semantics.situations import Forms, Situations
+from meshproof.verify.semantics.symbolic import Opaque
 
 NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"
@@ -47,7 +48,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, sem.why_not("no attention problem to bound"))
     a = sem.analysis
-    safety = check_safety(schedule, table, a.problem, a.evaluation, input_bound,
+    safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
                           [(o.rank, o.store) for o in a.outputs])
     empty = _empty_partials(schedule, table, sem) if a.problem and \
         schedule.launch.empty_shards else []
@@ -67,7 +68,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                       "; ".join(safety.unknown[:3]))
     extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
         if schedule.launch.empty_shards else ""
-    etas = output_error_bounds(a.evaluation, [(o.rank, o.store) for o in a.outputs],
+    etas = output_error_bounds(a.forms, [(o.rank, o.store) for o in a.outputs],
                                input_bound, a.problem.d_head)
     # the bound is due for outputs whose exact value is attention; the others are
     # attention_equivalence's to report
@@ -101,15 +102,16 @@ def _empty_partials(schedule: Schedule, table: ChannelTable,
     index = schedule.rank_index()
     empty = frozenset(index[e] for e in schedule.launch.empty_shards if e in index)
     problem = dataclasses.replace(sem.problem, empty=empty)
-    ev: Evaluation[Result] = Evaluation(schedule, table, Symbolic(schedule, problem))
-    ev.run()
+    domain = Situations(schedule, problem)
+    forms = Forms(Evaluation(schedule, table, domain), domain)
+    forms.evaluation.run()
     out: list[Finding] = []
     seen: set[str] = set()
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
             if op.out is None:
                 continue
-            res = ev.value(r, op.out)
+            res = forms.value(r, op.out)
             if isinstance(res, Opaque) and res.op is op and res.undefined is not None and \
                     str(op.source) not in seen:
                 seen.add(str(op.source))

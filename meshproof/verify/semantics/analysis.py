@@ -15,6 +15,7 @@ from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
+from meshproof.verify.semantics.canon import Held
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import (
     Aff,
@@ -28,6 +29,7 @@ from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, c
 from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
+from meshproof.verify.semantics.situations import Forms, Situations
 from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
 
 
@@ -60,24 +62,49 @@ _RELEVANT: dict[Mismatch, tuple[Departure, ...]] = {
 MAX_EXPLAINED = 8
 
 
+class _Explaining:
+    """The unmemoised symbolic evaluation that records departure events, built the first
+    time an output needs explaining (only failing outputs do)."""
+
+    def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem) -> None:
+        self.args = (schedule, table, problem)
+        self.evaluation: Evaluation[Result] | None = None
+
+    def get(self) -> Evaluation[Result]:
+        if self.evaluation is None:
+            schedule, table, problem = self.args
+            self.evaluation = Evaluation(schedule, table, Symbolic(schedule, problem))
+        return self.evaluation
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     problem: Problem
     outputs: tuple[OutputResult, ...]
-    evaluation: Evaluation[Result]
-    domain: Symbolic
+    forms: Forms
     silent_groups: tuple[int, ...]       # groups in which no rank stores an output
     unwritten: tuple[tuple[int, str, tuple[tuple[int, int], ...]], ...] = ()
     # (rank, output buffer, element ranges it never writes) on ranks that must write it
+    explaining: _Explaining | None = None
 
-    def value(self, rank: int, vid: int) -> Result:
-        return self.evaluation.value(rank, vid)
+    @property
+    def evaluation(self) -> Evaluation[Held | Opaque]:
+        return self.forms.evaluation
+
+    def value(self, rank: int, vid: int) -> Value | Opaque:
+        return self.forms.value(rank, vid)
 
     def cone_events(self, rank: int, vid: int) -> list[Event]:
-        """Departure events of every value the given value depends on, in program order."""
-        events = self.domain.rec.events
+        """Departure events of every value the given value depends on, in program order
+        (from an unmemoised evaluation of that value's cone, which records them)."""
+        assert self.explaining is not None
+        ev = self.explaining.get()
+        ev.value(rank, vid)
+        domain = ev.domain
+        assert isinstance(domain, Symbolic)
+        events = domain.rec.events
         out: list[Event] = []
-        for key in self.evaluation.cone([(rank, vid)]):
+        for key in ev.cone([(rank, vid)]):
             out.extend(events.get(key, ()))
         return sorted(out, key=lambda e: (e.op.index, e.rank))
 
@@ -188,10 +215,12 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
 
 
 def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
-            budget: Budget | None = None) -> Analysis:
-    domain = Symbolic(schedule, problem, budget)
-    ev: Evaluation[Result] = Evaluation(schedule, table, domain)
+            budget: Budget | None = None, memo: bool = True) -> Analysis:
+    situations = Situations(schedule, problem, budget, memo)
+    ev: Evaluation[Held | Opaque] = Evaluation(schedule, table, situations)
     ev.run()
+    forms = Forms(ev, situations)
+    domain = situations.algebra
     outputs: list[OutputResult] = []
     storing: set[int] = set()
     for r, prog in enumerate(schedule.programs):
@@ -204,14 +233,15 @@ def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
             storing.add(problem.group_of[r])
             arg = op.args[0]
             assert isinstance(arg, ValueRef)
-            res = ev.value(r, arg.id)
+            res = forms.value(r, arg.id)
             if isinstance(res, Opaque):
                 outputs.append(OutputResult(r, op, Verdict(False, (
                     Reason(Mismatch.DIFFERS, res.reason),)), None, res))
                 continue
             outputs.extend(_judge_store(domain, r, op, res, memory.live_ranges[op.index]))
     silent = tuple(g.index for g in problem.groups if g.index not in storing and g.shards)
-    return Analysis(problem, tuple(outputs), ev, domain, silent, _unwritten(schedule, problem))
+    return Analysis(problem, tuple(outputs), forms, silent, _unwritten(schedule, problem),
+                    _Explaining(schedule, table, problem))
 
 
 def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,

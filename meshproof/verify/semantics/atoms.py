@@ -135,13 +135,14 @@ class Input(Atom):
         return self.coords[0]
 
     def _shift(self, delta: int) -> Input:
-        if not self.is_kv:
-            return self
+        if not self.is_kv or BOUND in self.coords[0].digits:
+            return self   # a bound row is relative to the sum it is bound by
         c0, c1, c2 = self.coords
         return Input.make(self.tensor, self.group, (c0.shift(delta), c1, c2))
 
     def rows(self) -> Iterable[int]:
-        return (self.coords[0].const,) if self.is_kv else ()
+        return (self.coords[0].const,) if self.is_kv and BOUND not in self.coords[0].digits \
+            else ()
 
 
 class Score(Atom):
@@ -187,10 +188,12 @@ class Score(Atom):
         return self.fbase == Aff(0) and self.flen == d_head
 
     def _shift(self, delta: int) -> Score:
+        if BOUND in self.j.digits:
+            return self   # a bound row is relative to the sum it is bound by
         return self.with_row(self.j.shift(delta))
 
     def rows(self) -> Iterable[int]:
-        return (self.j.const,)
+        return () if BOUND in self.j.digits else (self.j.const,)
 
 
 class Scrambled(Atom):

@@ -19,7 +19,7 @@ from meshproof.verify.semantics.poly import Poly
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.views import describe, partial_rows, reference_points, short
 
-__all__ = ["Departure", "Event", "Recorder", "describe", "line"]
+__all__ = ["Departure", "Event", "Recorder", "Silent", "describe", "line"]
 
 
 class Departure(Enum):
@@ -144,3 +144,29 @@ class Recorder:
                 self.add(Departure.SCALE, op, f"the scores exponentiated at {line(op)} "
                          f"(tl.{op.kind.value}) are scaled by {float(c):.6g}", float(c))
                 return
+
+
+class Silent(Recorder):
+    """A recorder that records nothing (the memoised evaluation: events are recomputed
+    for the cones of failing outputs)."""
+
+    def add(self, kind: Departure, op: Op, message: str, value: float = 0.0) -> None:
+        return None
+
+    def produced(self, op: Op, result: Rat) -> None:
+        return None
+
+    def divided(self, op: Op, dividend: Rat, divisor: Rat, result: Rat) -> None:
+        return None
+
+    def added(self, op: Op, a: Rat, b: Rat, result: Rat) -> None:
+        return None
+
+    def weighted(self, op: Op, factor: float, scaled: Rat, received: bool) -> None:
+        return None
+
+    def machine_zero(self, op: Op, value: float, dtype: str) -> None:
+        return None
+
+    def exponent(self, op: Op, arg: Rat) -> None:
+        return None

@@ -27,7 +27,8 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.numeric import Inputs
 from meshproof.verify.semantics.ranges import Interval
-from meshproof.verify.semantics.symbolic import Opaque, Result
+from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.symbolic import Opaque
 
 # the smallest positive number and the largest finite one of each dtype, and the exp
 # argument past which exp overflows it
@@ -60,7 +61,7 @@ def _low(iv: Interval) -> float:
 
 
 def suspects(schedule: Schedule, ranges: Evaluation[Interval],
-             symbolic: Evaluation[Result]) -> list[Suspect]:
+             symbolic: Forms) -> list[Suspect]:
     """The ops that could be undefined or overflow for some input within the bound."""
     out: list[Suspect] = []
     for r, prog in enumerate(schedule.programs):

@@ -20,7 +20,8 @@ from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
 from meshproof.verify.semantics.order import lower_bound, nonpositive
 from meshproof.verify.semantics.rational import Rat, sign
-from meshproof.verify.semantics.symbolic import Opaque, Result
+from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.symbolic import Opaque
 
 Interval = tuple[float, float]
 INF = math.inf
@@ -83,7 +84,7 @@ def form_interval(form: Rat, b: float, d: int, sizes: dict[int, int]) -> Interva
 class Ranges:
     """An OpSemantics over the symbolic evaluation: intervals per value."""
 
-    def __init__(self, symbolic: Evaluation[Result], input_bound: float, d_head: int) -> None:
+    def __init__(self, symbolic: Forms, input_bound: float, d_head: int) -> None:
         self.sym = symbolic
         self.b = input_bound
         self.d = d_head
@@ -195,6 +196,6 @@ class Ranges:
         return self._out(rank, op, (n * lo, n * hi))
 
 
-def value_ranges(symbolic: Evaluation[Result], input_bound: float,
+def value_ranges(symbolic: Forms, input_bound: float,
                  d_head: int) -> Evaluation[Interval]:
     return Evaluation(symbolic.schedule, symbolic.table, Ranges(symbolic, input_bound, d_head))

@@ -28,10 +28,12 @@ from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, R
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
+from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.order import at_least_one, lower_bound
 from meshproof.verify.semantics.ranges import value_ranges
 from meshproof.verify.semantics.rational import Rat
-from meshproof.verify.semantics.symbolic import Opaque, Result
+from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.symbolic import Opaque
 from meshproof.verify.semantics.views import convex_output, describe
 
 UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
@@ -109,7 +111,7 @@ class ErrorBounds:
     read off the symbolic forms of the value and its operands (an OpSemantics of
     model/evaluate.py over the analysis's symbolic evaluation)."""
 
-    def __init__(self, symbolic: Evaluation[Result], input_bound: float, d_head: int) -> None:
+    def __init__(self, symbolic: Forms, input_bound: float, d_head: int) -> None:
         self.sym = symbolic
         self.b = input_bound
         self.d = d_head
@@ -117,7 +119,7 @@ class ErrorBounds:
         self.ranges = value_ranges(symbolic, input_bound, d_head)
         self._kinds: dict[str, Kind | None] = {}
 
-    def _res(self, key: Key) -> Result | None:
+    def _res(self, key: Key) -> Value | Opaque | None:
         return self.sym.get(key)
 
     def _fail(self, key: Key, op: Op, reason: str) -> None:
@@ -434,7 +436,7 @@ class ErrorBounds:
         return res.layout.shape[op.axis]
 
 
-def output_error_bounds(symbolic: Evaluation[Result], stores: list[tuple[int, Op]],
+def output_error_bounds(symbolic: Forms, stores: list[tuple[int, Op]],
                         input_bound: float, d_head: int) -> list[OutputBound | NoBound]:
     """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
     domain = ErrorBounds(symbolic, input_bound, d_head)

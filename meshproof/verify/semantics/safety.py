@@ -27,7 +27,8 @@ from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
 from meshproof.verify.semantics.ranges import value_ranges
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
-from meshproof.verify.semantics.symbolic import LN2, Opaque, Result
+from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.symbolic import LN2, Opaque
 from meshproof.verify.semantics.views import describe
 from meshproof.verify.semantics.witness import make_inputs, numeric_evaluation
 
@@ -78,7 +79,7 @@ def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
 
 class _Checks:
     def __init__(self, schedule: Schedule, table: ChannelTable, problem: Problem,
-                 symbolic: Evaluation[Result], b: float) -> None:
+                 symbolic: Forms, b: float) -> None:
         self.schedule, self.table, self.problem = schedule, table, problem
         self.sym, self.b = symbolic, b
         self.ranges = value_ranges(symbolic, b, problem.d_head)
@@ -225,7 +226,7 @@ class _Checks:
 
 
 def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
-                 symbolic: Evaluation[Result], input_bound: float,
+                 symbolic: Forms, input_bound: float,
                  stores: list[tuple[int, Op]] | None = None) -> Safety:
     checks = _Checks(schedule, table, problem, symbolic, input_bound)
     for r, prog in enumerate(schedule.programs):

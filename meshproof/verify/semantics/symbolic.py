@@ -23,7 +23,7 @@ from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atoms import Input, Lin, Max, Scrambled
 from meshproof.verify.semantics.budget import Budget, unbounded
-from meshproof.verify.semantics.events import Departure, Recorder
+from meshproof.verify.semantics.events import Departure, Recorder, Silent
 from meshproof.verify.semantics.index import (
     Aff,
     DigitSource,
@@ -81,12 +81,13 @@ class Symbolic:
     """The exact-form domain of one schedule and attention problem."""
 
     def __init__(self, schedule: Schedule, problem: Problem,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, record: bool = True) -> None:
         self.schedule = schedule
         self.problem = problem
         self.budget = budget if budget is not None else unbounded()
         self.src = DigitSource()
-        self.rec = Recorder()
+        self.rec = Recorder() if record else Silent()
+        self.private = False      # the last op read rank context (a scrambled dot's label)
         self._buffers: dict[tuple[int, str], Value | None] = {}
         self.defining: list[dict[int, Op]] = [
             {op.out: op for op in prog.ops if op.out is not None} for prog in schedule.programs]
@@ -275,7 +276,8 @@ class Symbolic:
         return self._run(rank, op, lambda: self._binary(rank, fn, a, b, op))
 
     def _binary(self, rank: int, fn: Binary, a: Value, b: Value, op: Op | None) -> Value:
-        b = separate(a.layout, b, self.src)
+        # operands line up by axis position, never by digit ids they happen to share
+        b = separate(a.layout, b, self.src, always=True)
         layout, sa, sb = broadcast(a.layout, b.layout, self.src)
         fa, fb = a.form.subst(sa), b.form.subst(sb)
         if fn is Binary.MAXIMUM:
@@ -440,6 +442,7 @@ class Symbolic:
             stride *= dg.size
         others = tuple(Aff.digit(dg.id) for axis in axes[:-1] for dg in axis)
         label = f"{op.source}@{self.schedule.programs[rank].endpoint.label}"
+        self.private = True
         return Value(layout, Rat.atom(Scrambled.make(label, row, others,
                                                      _product_bound(a, b))))
 

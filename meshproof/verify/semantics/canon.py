@@ -1,0 +1,96 @@
+"""Canonical values: one stored value per structure, found by its full key.
+
+SPMD ranks compute the same values again and again, in different frames: the digits of a
+layout have other ids on every rank, and a shard's partial holds other key rows. A value
+in its canonical frame has its layout's digits renamed by position (the k-th digit is
+`CANON + k`) and its key rows translated so that its own smallest key row is 0; it is
+stored once (hash-consing on the full key string, never on a hash alone) and every rank
+holds it as a pair (canonical id, row shift). Query rows and everything else stay as
+they are: only the translation of key rows and the renaming of digits commute with every
+rule of the algebra (spec/semantics.md §9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshproof.verify.semantics.index import Aff, Digit, Layout, Subst
+from meshproof.verify.semantics.layouts import Value
+
+CANON = 1 << 40          # canonical digit ids: CANON + position in the layout
+CACHE = 1 << 16          # actual-frame values kept (cid, shift) -> Value
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A value as a rank holds it: canonical id and the shift of its key rows."""
+
+    cid: int
+    shift: int
+
+
+def _rows(value: Value) -> int | None:
+    lows = [r for a in value.form.atoms() for r in a.rows()]
+    return min(lows) if lows else None
+
+
+def canonical(value: Value) -> tuple[Value, int]:
+    """The value in its canonical frame, and the shift that takes it back."""
+    subst: Subst = {}
+    axes = []
+    k = 0
+    for axis in value.layout.axes:
+        new = []
+        for d in axis:
+            nd = Digit(CANON + k, d.size)
+            k += 1
+            if d.id != nd.id:
+                subst[d.id] = Aff.digit(nd.id)
+            new.append(nd)
+        axes.append(tuple(new))
+    form = value.form.subst(subst) if subst else value.form
+    layout = Layout(tuple(axes), value.layout.shape)
+    low = _rows(Value(layout, form))
+    shift = low or 0
+    if shift:
+        form = form.shift(-shift)
+    return Value(layout, form), shift
+
+
+def _layout_key(layout: Layout) -> str:
+    return ";".join(",".join(str(d.size) for d in axis) or "1" for axis in layout.axes) + \
+        "|" + ",".join(map(str, layout.shape))
+
+
+class Canon:
+    """The canonical store of one analysis."""
+
+    def __init__(self) -> None:
+        self.values: list[Value] = []
+        self._index: dict[str, int] = {}
+        self._actual: dict[tuple[int, int], Value] = {}
+
+    def intern(self, value: Value) -> Held:
+        canon, shift = canonical(value)
+        key = _layout_key(canon.layout) + "#" + canon.form.key
+        cid = self._index.get(key)
+        if cid is None:
+            cid = self._index[key] = len(self.values)
+            self.values.append(canon)
+        return Held(cid, shift)
+
+    def value(self, held: Held) -> Value:
+        """The value in the frame of the rank holding it (its key rows shifted back)."""
+        if not held.shift:
+            return self.values[held.cid]
+        key = (held.cid, held.shift)
+        hit = self._actual.get(key)
+        if hit is None:
+            if len(self._actual) > CACHE:
+                self._actual.clear()
+            base = self.values[held.cid]
+            hit = self._actual[key] = Value(base.layout, base.form.shift(held.shift))
+        return hit
+
+    def __len__(self) -> int:
+        return len(self.values)
