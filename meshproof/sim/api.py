@@ -60,7 +60,8 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
         steps = comm_steps(hop_steps(schedule, table, progress))
         timing = summarise_timing(schedule, table, timing_run, config.hardware, depth, steps)
         phases["timing"] = time.perf_counter() - t1
-    numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases) \
+    numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases,
+                           config.progress) \
         if plan is not None else None
     return SimResult(schedule.launch.kernel, schedule.launch, numeric, timing,
                      op_log(schedule), timing_run, tuple(sorted(phases.items())))

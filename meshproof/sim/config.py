@@ -6,10 +6,21 @@ pipeline, a `verify` run) does not import the simulator itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
-from meshproof.sim.inputs import InputKind
+from meshproof.model.inputs import InputKind
+
+
+@dataclass(frozen=True, slots=True)
+class NumericProgress:
+    """How far a numeric run is: K/V bytes (counted as f16) and groups done, of all."""
+
+    done_bytes: int
+    total_bytes: int
+    groups_done: int
+    groups_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +38,7 @@ class SimConfig:
     # bytes the numeric run may use at once (None: what the machine has available); a
     # run that needs more is refused before anything is allocated
     memory_limit_bytes: int | None = None
+    # told how far the numeric run is, after every streamed dot and every batch
+    # (the CLI's progress bar); not part of the result
+    progress: Callable[[NumericProgress], None] | None = field(
+        default=None, compare=False, hash=False, repr=False)
