@@ -23,14 +23,14 @@ from meshproof.errors import HarnessError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import DType, OpKind, Schedule
 from meshproof.model.topology import Endpoint
-from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.config import NumericProgress
+from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (
     O_PTR,
-    Buffer,
-    Memory,
     AttentionShape,
+    Buffer,
     GroupLayout,
+    Memory,
     batch_inputs,
     group_layout,
     kv_names,

@@ -112,7 +112,7 @@ def _patch_scores(gi: GroupInput, h: int, qh: F64) -> dict[int, F64]:
 
 def _head(gi: GroupInput, h: int, qh: F64) -> F64:
     """Online softmax over key blocks for kv head h and its queries qh (nq, d), scaled."""
-    k, v = gi.k, gi.v
+    k = gi.k
     d, h_kv = k.d, k.heads
     seed, rows, tv = k.seed, pool_rows(d), tile_vectors(d)
     pool = pool64(seed, d)
