@@ -8,8 +8,8 @@ import pytest
 from helpers import RunCli, one_line_error, trace_kernel
 
 from meshproof.errors import HarnessError
-from meshproof.model.inputs import POOL_ELEMENTS
 from meshproof.model.channels import derive_channels
+from meshproof.model.inputs import POOL_ELEMENTS
 from meshproof.model.schedule import GroupMode
 from meshproof.sim import checking
 from meshproof.sim.api import SimConfig, simulate

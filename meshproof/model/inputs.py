@@ -130,7 +130,7 @@ def pool64(seed: int, d: int) -> F64:
 @functools.lru_cache(maxsize=2)
 def pool_row_max(seed: int, d: int) -> F64:
     """(R,) max |x| of every pool row (for max |V| without reading V)."""
-    out = np.abs(pool64(seed, d)).max(axis=1)
+    out: F64 = np.abs(pool64(seed, d)).max(axis=1)
     out.flags.writeable = False
     return out
 

@@ -153,7 +153,7 @@ def _stream_axes(ops: tuple[Op, ...], generated: frozenset[str],
     return axes
 
 
-def _dot_mode(a: object, b: object) -> str | None:
+def _dot_mode(a: F32 | Streamed, b: F32 | Streamed) -> str | None:
     """How a dot streams: which operand, and whether its streamed axis is free or
     contracted (None: it does not; both operands are made whole)."""
     if isinstance(b, Streamed) and not isinstance(a, Streamed) and len(b.shape) >= 2 and \
