@@ -6,6 +6,7 @@ pipeline, a `verify` run) does not import the simulator itself.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,7 +39,21 @@ class SimConfig:
     # bytes the numeric run may use at once (None: what the machine has available); a
     # run that needs more is refused before anything is allocated
     memory_limit_bytes: int | None = None
+    # batches of groups evaluated at once, in threads (None: min(2, the CPUs this
+    # process may use)); results do not depend on it
+    threads: int | None = None
     # told how far the numeric run is, after every streamed dot and every batch
     # (the CLI's progress bar); not part of the result
     progress: Callable[[NumericProgress], None] | None = field(
         default=None, compare=False, hash=False, repr=False)
+
+
+def numeric_workers(config: SimConfig) -> int:
+    """How many batches the numeric run evaluates at once."""
+    if config.threads is not None:
+        return max(1, config.threads)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(2, cpus))

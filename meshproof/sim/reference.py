@@ -9,17 +9,19 @@ are tiles of the input generator's pool (model/inputs.py): key row r of kv head 
   float64 GEMV of the query with every pool row (each score is the float64 dot product
   of q with that key: the same number a dense float64 `q @ K^T` gives, up to the order
   of its d additions);
-- the keys are reduced block by block (blocks of `REF_BLOCK_TILES` tiles, in key order)
-  with the online softmax in float64: running max m, ℓ ← ℓ·e^(m−m') + Σ e^(s−m'), and the
-  weights `W[pool row] += ±e^(s−m')` of V's pool rows (rescaled by e^(m−m') when m
-  grows); at the end `o = (W @ pool) / ℓ`.
+- the max m over the keys is found first, exactly, from the pool rows the keys use (so
+  no online rescaling is needed); `e^(±U - m)` is then computed once per pool row and
+  sign, the keys are reduced tile by tile (a key block) into float64 weights of V's pool
+  rows, `W[V's row] += ±e^(s - m)`, ℓ is `Σ count(row) e^(s(row) - m)`, and at the end
+  `o = (W @ pool) / ℓ`.
 
 No K or V value is converted to float64 or even read: the reference costs one GEMV of
 the pool per query and a few float64 operations per key, which is what lets a 1M-context
 panel simulate at memory speed. It pays off when the group has more keys than the pool
 has rows and few queries (U and W hold `queries x pool rows` numbers); otherwise
-(`_uses_pool` false: short contexts, many query rows) the same online softmax runs over
-blocks of K and V rows made by the generator and converted to float64. Both are dense
+(`uses_pool` false: short contexts, many query rows) an online softmax (running max,
+rescaled ℓ and sum) runs over blocks of K and V rows made by the generator and converted
+to float64. Both are dense
 float64 attention; `dense_reference` is the textbook computation on whole arrays, which
 the tests hold both to (1e-12).
 """
@@ -35,8 +37,6 @@ from meshproof.model.inputs import pool64, pool_rows, tile_sources, tile_vectors
 from meshproof.sim.inputs import GroupInput
 
 F64 = npt.NDArray[np.float64]
-# tiles of keys per step of the online softmax
-REF_BLOCK_TILES = 64
 # K/V elements per block of the direct (not pool) reduction
 REF_BLOCK_ELEMENTS = 1 << 18
 # float64 numbers U and W may hold per kv head (queries x pool rows, twice)
@@ -60,7 +60,7 @@ def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int) -> int:
     W and a block of scores (pool path), or a float64 block of K and V and its scores."""
     if uses_pool(queries, kv_rows, d):
         rows = pool_rows(d)
-        return 8 * (rows * d + queries * (2 * rows + REF_BLOCK_TILES * tile_vectors(d)))
+        return 8 * (rows * d + 2 * rows + 4 * queries * rows)
     block = min(kv_rows, max(1, REF_BLOCK_ELEMENTS // (h_kv * d)))
     return 8 * (2 * block * h_kv * d + 2 * queries * block + 2 * h_kv * queries * d)
 
@@ -110,76 +110,82 @@ def _patch_scores(gi: GroupInput, h: int, qh: F64) -> dict[int, F64]:
             for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True)}
 
 
+def _spans(n_vec: int, tv: int, h: int, h_kv: int) -> list[tuple[int, int, int]]:
+    """Per tile holding vectors of kv head h: (tile, first vector's offset, count)."""
+    spans = []
+    for t in range(-(-n_vec // tv)):
+        v0, v1 = t * tv, min(n_vec, (t + 1) * tv)
+        first = v0 + (h - v0) % h_kv          # this head's first vector in the tile
+        if first < v1:
+            spans.append((t, first - v0, (v1 - 1 - first) // h_kv + 1))
+    return spans
+
+
 def _head(gi: GroupInput, h: int, qh: F64) -> F64:
-    """Online softmax over key blocks for kv head h and its queries qh (nq, d), scaled."""
+    """Kv head h and its queries qh (nq, d), already scaled, through the pool: the exact
+    max over the keys first (from the pool rows they use), then e^(s - m) once per pool
+    row and sign, the weights of V's pool rows key block by key block, and ℓ from how
+    often each pool row is a key."""
     k = gi.k
     d, h_kv = k.d, k.heads
     seed, rows, tv = k.seed, pool_rows(d), tile_vectors(d)
     pool = pool64(seed, d)
-    nq = qh.shape[0]
     u = qh @ pool.T                                   # (nq, R): every pool row's score
     n_vec = k.rows * h_kv
+    spans = _spans(n_vec, tv, h, h_kv)
     n_tiles = -(-n_vec // tv)
     ksrc = tile_sources(seed, gi.group, "k", 0, n_tiles, d)
     vsrc = tile_sources(seed, gi.group, "v", 0, n_tiles, d)
-    patched = _patch_scores(gi, h, qh)
-    m = np.full(nq, -np.inf)
-    ell = np.zeros(nq)
-    w = np.zeros((nq, rows))
-    buf = np.empty((nq, min(n_tiles, REF_BLOCK_TILES) * tv))
-    for t0 in range(0, n_tiles, REF_BLOCK_TILES):
-        spans = []
-        for t in range(t0, min(n_tiles, t0 + REF_BLOCK_TILES)):
-            v0, v1 = t * tv, min(n_vec, (t + 1) * tv)
-            first = v0 + (h - v0) % h_kv          # this head's first vector in the tile
-            if first < v1:
-                spans.append((t, first - v0, (v1 - 1 - first) // h_kv + 1))
-        total = sum(c for _, _, c in spans)
-        scores = buf[:, :total]
-        at = 0
-        for t, a, cnt in spans:
-            base, neg = int(ksrc[t]) % rows, int(ksrc[t]) >= rows
-            src = u[:, base + a:base + a + (cnt - 1) * h_kv + 1:h_kv]
-            if neg:
-                np.negative(src, out=scores[:, at:at + cnt])
-            else:
-                scores[:, at:at + cnt] = src
-            at += cnt
-        if patched:
-            _apply_patches(scores, spans, patched, h, h_kv, tv)
-        m_new = np.maximum(m, scores.max(axis=1))
-        grew = m_new > m
-        if grew.any():
-            alpha = np.exp(m[grew] - m_new[grew])
-            ell[grew] *= alpha
-            w[grew] *= alpha[:, None]
-            m = m_new
-        p = np.subtract(scores, m[:, None], out=scores)
-        np.exp(p, out=p)
-        ell += p.sum(axis=1)
-        at = 0
-        for t, a, cnt in spans:
-            base, neg = int(vsrc[t]) % rows, int(vsrc[t]) >= rows
-            dst = w[:, base + a:base + a + (cnt - 1) * h_kv + 1:h_kv]
-            if neg:
-                dst -= p[:, at:at + cnt]
-            else:
-                dst += p[:, at:at + cnt]
-            at += cnt
+    counts = np.zeros((2, rows))                      # keys per pool row, + and - sign
+    for t, a, cnt in spans:
+        base, neg = int(ksrc[t]) % rows, int(ksrc[t]) >= rows
+        counts[int(neg), base + a:base + a + (cnt - 1) * h_kv + 1:h_kv] += 1.0
+    patched = _patched_keys(gi, h, qh, ksrc, vsrc, rows, tv)
+    for kr, ks, _vr, _vs, _s in patched:              # a replaced key is not its pool row
+        counts[ks, kr] -= 1.0
+    m = np.full(qh.shape[0], -np.inf)
+    for sign, c in ((1.0, counts[0]), (-1.0, counts[1])):
+        if (c > 0).any():
+            m = np.maximum(m, (sign * u[:, c > 0]).max(axis=1))
+    for *_, s_p in patched:
+        m = np.maximum(m, s_p)
+    e = (np.exp(u - m[:, None]), np.exp(-u - m[:, None]))
+    ell = e[0] @ counts[0] + e[1] @ counts[1]
+    w = np.zeros_like(u)
+    for t, a, cnt in spans:
+        kb, ks = int(ksrc[t]) % rows, int(int(ksrc[t]) >= rows)
+        vb, vs = int(vsrc[t]) % rows, int(vsrc[t]) >= rows
+        step = (cnt - 1) * h_kv + 1
+        dst = w[:, vb + a:vb + a + step:h_kv]
+        src = e[ks][:, kb + a:kb + a + step:h_kv]
+        if vs:
+            dst -= src
+        else:
+            dst += src
+    for kr, ks, vr, vs, s_p in patched:
+        p = np.exp(s_p - m)
+        w[:, vr] += (-1.0 if vs else 1.0) * (p - e[ks][:, kr])
+        ell += p
     out: F64 = (w @ pool) / ell[:, None]
     return out
 
 
-def _apply_patches(scores: F64, spans: list[tuple[int, int, int]],
-                   patched: dict[int, F64], h: int, h_kv: int, tv: int) -> None:
-    at = 0
-    for t, a, cnt in spans:
-        for r, s in patched.items():
-            vec = r * h_kv + h
-            j = vec - (t * tv + a)
-            if 0 <= j < cnt * h_kv and j % h_kv == 0:
-                scores[:, at + j // h_kv] = s
-        at += cnt
+def _patched_keys(gi: GroupInput, h: int, qh: F64, ksrc: npt.NDArray[np.int64],
+                  vsrc: npt.NDArray[np.int64], rows: int, tv: int
+                  ) -> list[tuple[int, int, int, int, F64]]:
+    """Keys the peaked inputs replaced, for head h: (K's pool row, its sign, V's pool
+    row, its sign, the key's float64 scores (nq,))."""
+    if gi.k.patch is None:
+        return []
+    out = []
+    h_kv = gi.k.heads
+    for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True):
+        vec = r * h_kv + h
+        t, off = divmod(vec, tv)
+        kr, vr = int(ksrc[t]), int(vsrc[t])
+        out.append(((kr % rows) + off, int(kr >= rows), (vr % rows) + off, int(vr >= rows),
+                    qh @ value[h].astype(np.float64)))
+    return out
 
 
 def dense_reference(q: npt.NDArray[np.floating], k: npt.NDArray[np.floating],
