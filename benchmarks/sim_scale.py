@@ -8,7 +8,9 @@ It measures what a user runs. For each panel and context it runs
 2. the same command in this process through `meshproof.cli.main` with the real pipeline
    (child-process tracing) and the real simulator, wrapped only to read the wall-clock
    phases the simulator records (`SimResult.phases`: inputs, reference, evaluate,
-   compare, timing), which the JSON leaves out to stay byte-identical;
+   compare, timing), which the JSON leaves out to stay byte-identical, and to run the
+   numerics on one thread (`SimConfig.threads=1`), so that the IR evaluation's rate is
+   one core's, like the copy it is compared with (the command itself uses two);
 
 and prints, next to a numpy copy bandwidth measured right before and after the run:
 the K/V bytes (as f16, what the kernel streams: 34 GB at 1M context) per second of IR
@@ -40,6 +42,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +110,8 @@ def run_process(args: list[str]) -> tuple[float, int, dict[str, Any]]:
 
 
 def _recording_simulator(schedule: Schedule, config: SimConfig) -> SimResult:
-    result = simulate_schedule(schedule, config)
+    # one thread, so the phases are wall seconds of one core (the copy runs on one too)
+    result = simulate_schedule(schedule, replace(config, threads=1))
     _PHASES.append(result.phases)
     return result
 

@@ -7,6 +7,7 @@ import pytest
 
 from meshproof.model.inputs import (
     InputKind,
+    max_abs,
     normal_block,
     pieces,
     signed_pool,
@@ -73,3 +74,11 @@ def test_peaked_keys_patch_k_and_shift_q() -> None:
     assert np.allclose(along, 3.0, atol=0.05)
     uniform = group_input(0, 0, InputKind.UNIFORM, 2, 50, 4, 2, 16, 0.25)
     assert not uniform.q.any()
+
+
+@pytest.mark.parametrize(("lo", "hi", "heads", "d"), [(0, 5000, 3, 16), (17, 300000, 1, 128),
+                                                      (100, 101, 2, 8), (0, 81923, 1, 16)])
+def test_max_abs_reads_the_pool_and_equals_the_tensors_max(lo: int, hi: int, heads: int,
+                                                            d: int) -> None:
+    want = float(np.abs(normal_block(2, 1, "v", lo, hi, heads, d)).max())
+    assert max_abs(2, 1, "v", lo, hi, heads, d) == want

@@ -250,6 +250,20 @@ def normal_block(seed: int, group: int, tensor: str, row_lo: int, row_hi: int, h
     return out
 
 
+@functools.lru_cache(maxsize=2)
+def _window_max(seed: int, d: int) -> F64:
+    """(R,) the max of `pool_row_max` over rows [i, i + T) (clipped at R), for every i."""
+    out = pool_row_max(seed, d).copy()
+    span = 1
+    tv = tile_vectors(d)
+    while span < tv:  # doubling: out[i] = max over [i, i + 2 * span)
+        step = min(span, tv - span)
+        np.maximum(out[:-step], out[step:], out=out[:-step])
+        span += step
+    out.flags.writeable = False
+    return out
+
+
 def max_abs(seed: int, group: int, tensor: str, row_lo: int, row_hi: int, heads: int,
             d: int) -> float:
     """max |x| over rows [row_lo, row_hi) of a pooled tensor, from per-pool-row maxima
@@ -263,9 +277,13 @@ def max_abs(seed: int, group: int, tensor: str, row_lo: int, row_hi: int, heads:
     src = tile_sources(seed, group, tensor, t0, t1, d) % rows
     row_max = pool_row_max(seed, d)
     best = 0.0
-    for i, t in enumerate(range(t0, t1)):
+    # the first and last tile may be partial; every tile between is a whole window
+    for i in {0, t1 - t0 - 1}:
+        t = t0 + i
         lo, hi = max(v_lo, t * tv) - t * tv, min(v_hi, (t + 1) * tv) - t * tv
         best = max(best, float(row_max[src[i] + lo:src[i] + hi].max()))
+    if t1 - t0 > 2:
+        best = max(best, float(_window_max(seed, d)[src[1:-1]].max()))
     return best
 
 
