@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {_load():.2f} on {os.cpu_count()} CPUs (the machine may be shared: "
           "every figure below is a ratio to a copy measured in the same run)")
     host = machine()
+    # the simulator sets BLAS to one thread per numerics thread itself (threadpoolctl)
+    host["blas_threads"] = "1 per simulator thread (threadpoolctl)"
     runs = [run(panel, context) for context in contexts for panel in panels]
     for context in contexts:
         by = {r["panel"]: r for r in runs if r["context"] == context}
