@@ -9,6 +9,7 @@ from helpers import trace_kernel
 
 from meshproof.model.channels import derive_channels
 from meshproof.model.inputs import InputKind
+from meshproof.model.schedule import GroupMode
 from meshproof.sim import numerics
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
@@ -75,3 +76,38 @@ def scaled(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *,
                                   ("h_q", 2), ("h_kv", 1)))
     result = simulate(schedule, SimConfig(timing=False))
     assert result.numeric is not None and result.numeric.ok, result.numeric
+
+
+def test_threads_do_not_change_the_result() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", cubes=4, groups=GroupMode.CUBE,
+                            args=(("S_kv_per_rank", 3000),))
+    one = simulate(schedule, SimConfig(timing=False, threads=1))
+    two = simulate(schedule, SimConfig(timing=False, threads=2))
+    assert one.numeric is not None and one.numeric.groups == 4
+    assert one.to_json() == two.to_json()
+
+
+def test_a_kernel_that_writes_its_k_buffer_sees_what_it_wrote(tmp_path: object) -> None:
+    src = '''
+from meshproof.kernels.attention_parts import load_kv, load_q, partial_attention, store_output
+
+def zero_k(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *, tl):
+    k = tl.load(k_ptr, shape=(S_kv_per_rank, h_kv, d_head), dtype="f16")
+    tl.store(k_ptr, tl.cast(k * 0.0, "f16"))
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    _m, ell, o = partial_attention(q, k_t, v, d_head ** -0.5, tl)
+    store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
+'''
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "zero_k.py"
+    path.write_text(src, encoding="utf-8")
+    schedule = trace_kernel(f"{path}::zero_k", pes=1, wiring="pe_line",
+                            args=(("S_q", 1), ("S_kv_per_rank", 400), ("d_head", 16),
+                                  ("h_q", 1), ("h_kv", 1)))
+    result = simulate(schedule, SimConfig(timing=False))
+    assert result.numeric is not None and not result.numeric.ok
+    # with K zeroed every score is 0: the output is the mean of V, far from attention
+    rel = result.numeric.rel_err
+    assert rel is not None and rel > 0.1
