@@ -420,7 +420,7 @@ class GroupEvaluator:
                     target[..., lo:hi] = np.matmul(
                         piece.swapaxes(-1, -2), x.swapaxes(-1, -2)).swapaxes(-1, -2)
                 elif mode == "a_free":
-                    np.matmul(piece, x, out=target[..., lo:hi, :])
+                    target[..., lo:hi, :] = np.matmul(piece, x)
                 else:
                     if part is None:
                         part = np.empty(op.shape, np.float32)

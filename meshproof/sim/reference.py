@@ -162,9 +162,9 @@ def _head(gi: GroupInput, h: int, qh: F64) -> F64:
             dst -= src
         else:
             dst += src
-    for kr, ks, vr, vs, s_p in patched:
+    for kr, ks, vr, v_neg, s_p in patched:
         p = np.exp(s_p - m)
-        w[:, vr] += (-1.0 if vs else 1.0) * (p - e[ks][:, kr])
+        w[:, vr] += (-1.0 if v_neg else 1.0) * (p - e[ks][:, kr])
         ell += p
     out: F64 = (w @ pool) / ell[:, None]
     return out
