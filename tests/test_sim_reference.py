@@ -17,7 +17,7 @@ from meshproof.sim.inputs import group_input
 from meshproof.sim.reference import dense_reference, group_reference, uses_pool
 
 CASES = [  # q_rows, h_q, h_kv, d, kv_rows
-    (2, 4, 2, 8, 300), (1, 1, 1, 128, 70000), (1, 8, 2, 16, 600000), (3, 3, 3, 5, 2000)]
+    (2, 4, 2, 8, 300), (1, 1, 1, 128, 70000), (1, 8, 2, 64, 140000), (3, 3, 3, 5, 2000)]
 
 
 @pytest.mark.parametrize("kind", list(InputKind))
@@ -31,6 +31,8 @@ def test_the_reference_is_dense_float64_attention(kind: InputKind,
 
 
 def test_long_contexts_with_few_queries_read_the_pool() -> None:
+    assert [uses_pool(c[0] * c[1] // c[2], c[4], c[3]) for c in CASES] == \
+        [False, True, True, False]                # the cases above test both paths
     assert uses_pool(1, 1 << 20, 128) and uses_pool(8, 1 << 20, 128)
     assert not uses_pool(1, 256, 16)            # short: blocks of K/V rows
     assert not uses_pool(4096, 1 << 20, 128)    # many queries: U and W would be large
