@@ -61,9 +61,13 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
         steps = comm_steps(hop_steps(schedule, table, progress))
         timing = summarise_timing(schedule, table, timing_run, config.hardware, depth, steps)
         phases["timing"] = time.perf_counter() - t1
-    numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases,
-                           config.progress, workers) \
-        if plan is not None else None
+    numeric = None
+    if plan is not None:
+        t2 = time.perf_counter()
+        numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases,
+                               config.progress, workers)
+        # wall seconds of the whole numeric run (the other phases are thread-seconds)
+        phases["numerics_wall"] = time.perf_counter() - t2
     return SimResult(schedule.launch.kernel, schedule.launch, numeric, timing,
                      op_log(schedule), timing_run, tuple(sorted(phases.items())))
 

@@ -17,8 +17,8 @@ are tiles of the input generator's pool (model/inputs.py): key row r of kv head 
 
 No K or V value is converted to float64 or even read: the reference costs one GEMV of
 the pool per query and a few float64 operations per key, which is what lets a 1M-context
-panel simulate at memory speed. It pays off when the group has more keys than the pool
-has rows and few queries (U and W hold `queries x pool rows` numbers); otherwise
+panel simulate at memory speed. It pays off when the group has at least half as many
+keys as the pool has rows, and few queries (U and W hold `queries x pool rows` numbers); otherwise
 (`uses_pool` false: short contexts, many query rows) an online softmax (running max,
 rescaled ℓ and sum) runs over blocks of K and V rows made by the generator and converted
 to float64. Both are dense
@@ -52,7 +52,7 @@ def uses_pool(queries: int, kv_rows: int, d: int) -> bool:
     """Whether the reference of `queries` query rows per kv head reads the pool (long
     context, few queries) or blocks of K/V rows."""
     rows = pool_rows(d)
-    return kv_rows > rows and 2 * queries * rows <= POOL_PATH_NUMBERS
+    return 2 * kv_rows >= rows and 2 * queries * rows <= POOL_PATH_NUMBERS
 
 
 def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int) -> int:
