@@ -34,7 +34,7 @@ class SimConfig:
     queue_depth: int | None = None      # None: the launch's queue depth
     numerics: bool = True
     timing: bool = True
-    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
+    # working set (float32 Q, outputs, intermediates; K/V are streamed) of one batch
     chunk_bytes: int = 1 << 30
     # bytes the numeric run may use at once (None: what the machine has available); a
     # run that needs more is refused before anything is allocated
