@@ -3,6 +3,8 @@ streamed K/V evaluate as the whole arrays do (sim/numerics.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from helpers import trace_kernel
@@ -15,6 +17,21 @@ from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
 from meshproof.sim.inputs import group_input
 from meshproof.sim.reference import dense_reference, group_reference, uses_pool
+from meshproof.sim.result import NumericResult
+
+
+def _one_pe(tmp_path: Path, src: str, name: str, kv_rows: int, h_q: int = 1
+            ) -> NumericResult:
+    """Simulate kernel `name` of source `src` on one PE, with d_head 16."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(src, encoding="utf-8")
+    schedule = trace_kernel(f"{path}::{name}", pes=1, wiring="pe_line",
+                            args=(("S_q", 1), ("S_kv_per_rank", kv_rows), ("d_head", 16),
+                                  ("h_q", h_q), ("h_kv", 1)))
+    result = simulate(schedule, SimConfig(timing=False))
+    assert result.numeric is not None
+    return result.numeric
+
 
 CASES = [  # q_rows, h_q, h_kv, d, kv_rows
     (2, 4, 2, 8, 300), (1, 1, 1, 128, 70000), (1, 8, 2, 64, 140000), (3, 3, 3, 5, 2000)]
@@ -54,7 +71,7 @@ def test_streamed_kv_give_the_numbers_of_whole_arrays(monkeypatch: pytest.Monkey
     assert fast.numeric.max_abs_v == whole.numeric.max_abs_v
 
 
-def test_a_kernel_that_uses_k_elementwise_still_evaluates(tmp_path: object) -> None:
+def test_a_kernel_that_uses_k_elementwise_still_evaluates(tmp_path: Path) -> None:
     # K scaled before the dot: the load cannot stream and is made whole
     src = '''
 from meshproof.kernels.attention_parts import load_q, store_output
@@ -69,15 +86,8 @@ def scaled(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *,
     o = tl.dot(tl.cast(p, "f16"), tl.trans(v, (1, 0, 2)), out_dtype="f32")
     store_output(o_ptr, o, tl.sum(p, axis=-1), S_q, h_q, h_kv, d_head, tl)
 '''
-    from pathlib import Path
-
-    path = Path(str(tmp_path)) / "scaled.py"
-    path.write_text(src, encoding="utf-8")
-    schedule = trace_kernel(f"{path}::scaled", pes=1, wiring="pe_line",
-                            args=(("S_q", 1), ("S_kv_per_rank", 300), ("d_head", 16),
-                                  ("h_q", 2), ("h_kv", 1)))
-    result = simulate(schedule, SimConfig(timing=False))
-    assert result.numeric is not None and result.numeric.ok, result.numeric
+    numeric = _one_pe(tmp_path, src, "scaled", 300, h_q=2)
+    assert numeric.ok, numeric.message
 
 
 def test_threads_do_not_change_the_result() -> None:
@@ -89,7 +99,7 @@ def test_threads_do_not_change_the_result() -> None:
     assert one.to_json() == two.to_json()
 
 
-def test_a_kernel_that_writes_its_k_buffer_sees_what_it_wrote(tmp_path: object) -> None:
+def test_a_kernel_that_writes_its_k_buffer_sees_what_it_wrote(tmp_path: Path) -> None:
     src = '''
 from meshproof.kernels.attention_parts import load_kv, load_q, partial_attention, store_output
 
@@ -101,15 +111,8 @@ def zero_k(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *,
     _m, ell, o = partial_attention(q, k_t, v, d_head ** -0.5, tl)
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 '''
-    from pathlib import Path
-
-    path = Path(str(tmp_path)) / "zero_k.py"
-    path.write_text(src, encoding="utf-8")
-    schedule = trace_kernel(f"{path}::zero_k", pes=1, wiring="pe_line",
-                            args=(("S_q", 1), ("S_kv_per_rank", 400), ("d_head", 16),
-                                  ("h_q", 1), ("h_kv", 1)))
-    result = simulate(schedule, SimConfig(timing=False))
-    assert result.numeric is not None and not result.numeric.ok
+    numeric = _one_pe(tmp_path, src, "zero_k", 400)
+    assert not numeric.ok
     # with K zeroed every score is 0: the output is the mean of V, far from attention
-    rel = result.numeric.rel_err
+    rel = numeric.rel_err
     assert rel is not None and rel > 0.1
