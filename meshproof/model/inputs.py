@@ -45,7 +45,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 POOL_ELEMENTS = 1 << 23          # f16-rounded N(0,1) draws per seed (32 MiB as float32)
-TILE_ELEMENTS = 1 << 18          # elements per K/V tile (1 MiB as float32)
+TILE_ELEMENTS = 1 << 20          # elements per K/V tile (4 MiB as float32)
 Q_BLOCK_VECTORS = 1 << 12        # vectors per Philox block of a directly drawn tensor
 PEAKED_KEYS = 4
 QUERY_SHIFT = 3.0                # the common query component of peaked inputs

@@ -413,12 +413,13 @@ class GroupEvaluator:
         part = None
         for k in range(self.batch):
             x, target = dense[k], out[k]
+            x_t = x.swapaxes(-1, -2)
             for lo, hi, piece in streamed.parts(k):
                 if mode == "b_free":
                     # (piece^T x^T)^T: BLAS reads the piece in its stored (rows, d)
                     # layout, twice as fast here as x @ piece for several query rows
-                    target[..., lo:hi] = np.matmul(
-                        piece.swapaxes(-1, -2), x.swapaxes(-1, -2)).swapaxes(-1, -2)
+                    target[..., lo:hi] = np.matmul(piece.swapaxes(-1, -2), x_t
+                                                   ).swapaxes(-1, -2)
                 elif mode == "a_free":
                     target[..., lo:hi, :] = np.matmul(piece, x)
                 else:
