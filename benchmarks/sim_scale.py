@@ -1,17 +1,29 @@
-"""Scale benchmark of the reference simulator: a headline decode panel, with numerics.
+"""Scale benchmark of the reference simulator: the headline decode panels, with numerics.
 
-single_user_decode (default): Llama-70B decode, one user: 64 cubes, each an independent
-8-PE line (1 q head per cube), d_head 128. multi_user_decode: batch on batch (B=8), the 8
-kv groups at once on 2x4 sub-meshes, PE p of every cube serving user p: 64 problems of 8
-ranks, every user's output checked. Runs a quick 64K-context case first, then the 1M
-headline (skip it with --quick), and prints for each: wall time per phase, peak RSS, and
-the K/V bytes (as f16, what the kernel streams) per second of IR evaluation, as a
-fraction of a numpy copy bandwidth measured in the same run. Targets (issue 4): >= 50% of
-the copy bandwidth, peak RSS <= 3x the K/V bytes. `--json PATH` also writes the figures
-and the machine (the headline report reads reports/headline/sim_scale.json).
+It measures what a user runs. For each panel and context it runs
 
-BLAS runs single-threaded unless OPENBLAS_NUM_THREADS is set: on a 2-core machine shared
-with other work, a second BLAS thread made small GEMVs 20-40x slower here.
+1. the command itself, `meshproof simulate --panel P --scale headline --json` (plus
+   `--arg S_kv_per_rank=N` below 1M context), as a new process: wall time and peak RSS
+   of the whole process (start-up, tracing in its child, numerics, timing model, JSON);
+2. the same command in this process through `meshproof.cli.main` with the real pipeline
+   (child-process tracing) and the real simulator, wrapped only to read the wall-clock
+   phases the simulator records (`SimResult.phases`: inputs, reference, evaluate,
+   compare, timing), which the JSON leaves out to stay byte-identical, and to run the
+   numerics on one thread (`SimConfig.threads=1`), so that the IR evaluation's rate is
+   one core's, like the copy it is compared with (the command itself uses two);
+
+and prints, next to a numpy copy bandwidth measured right before and after the run:
+the K/V bytes (as f16, what the kernel streams: 34 GB at 1M context) per second of IR
+evaluation and per second of the whole process, as fractions of the copy bandwidth.
+Targets (issue 22): IR evaluation >= 75% of copy; the whole single_user_decode process
+>= 25% of copy, peak RSS <= 2 GB; multi_user_decode (B=8) within 1.5x of its wall time.
+The machine may be shared: the load average is printed before and after each run.
+
+single_user_decode: Llama-70B decode, one user: 64 cubes, each an independent 8-PE line
+(1 q head per cube), d_head 128. multi_user_decode: batch on batch (B=8), the 8 kv
+groups at once on 2x4 sub-meshes, PE p of every cube serving user p: 64 problems of 8
+ranks. `--json PATH` also writes the figures and the machine (the headline report reads
+reports/headline/sim_scale.json).
 
     .venv/bin/python benchmarks/sim_scale.py            # 64K, then 1M context
     .venv/bin/python benchmarks/sim_scale.py --quick    # 64K only
@@ -21,32 +33,45 @@ with other work, a second BLAS thread made small GEMVs 20-40x slower here.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import argparse
+import contextlib
+import io
 import json
+import os
 import resource
+import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from machine import machine
 
-from meshproof.cli.options import resolve_launch, resolve_launches
-from meshproof.deploy.deployment import build_deployment
-from meshproof.deploy.simulate import simulate_deployment
-from meshproof.model.trace import trace
-from meshproof.sim.api import SimConfig, simulate
-from meshproof.sim.result import NumericResult, SimResult
+from meshproof.cli import main as cli_main
+from meshproof.cli.options import trace_limits
+from meshproof.gate.pipeline import Pipeline, simulate_schedule
+from meshproof.model.isolation import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_WALL_SECONDS,
+    IsolatedResolver,
+    IsolatedTracer,
+)
+from meshproof.model.schedule import Schedule
+from meshproof.panels import CONTEXT_HEADLINE, get_panel
+from meshproof.sim.config import SimConfig
+from meshproof.sim.result import SimResult
 
 PANELS = ("single_user_decode", "multi_user_decode")
 SCHEMA = "meshproof/sim-scale-v1"
 COPY_BYTES = 1 << 28   # 256 MiB: far larger than the caches the copy should not fit in
 GB = 1e9
+TARGET_EVALUATE = 0.75
+TARGET_PROCESS = 0.25
+TARGET_RSS = 2e9
+TARGET_MULTI = 1.5
+_PHASES: list[tuple[tuple[str, float], ...]] = []
 
 
 def copy_bandwidth(repeats: int = 5) -> float:
@@ -61,101 +86,131 @@ def copy_bandwidth(repeats: int = 5) -> float:
     return COPY_BYTES / best
 
 
-def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+def command(panel: str, context: int) -> list[str]:
+    args = ["simulate", "--panel", panel, "--scale", "headline", "--json"]
+    if context != CONTEXT_HEADLINE:
+        # both panels split a group's context over 8 ranks (8 PEs, or 8 cubes)
+        args += ["--arg", f"S_kv_per_rank={context // 8}"]
+    return args
 
 
-def _opts(panel: str, context: int) -> dict[str, Any]:
-    # both panels split a group's context over 8 ranks (8 PEs, or 8 cubes)
-    return {"kernel": None, "panel": panel, "scale": "headline", "system_text": None,
-            "pes": None, "wiring": None, "cubes": None, "cube_start": None, "mesh": None,
-            "arg_items": (f"S_kv_per_rank={context // 8}",), "sharded": "k_ptr,v_ptr",
-            "queue_depth": None}
+def run_process(args: list[str]) -> tuple[float, int, dict[str, Any]]:
+    """The command as a user runs it: wall seconds, peak RSS bytes, its JSON."""
+    exe = Path(sys.executable).with_name("meshproof")
+    t = time.perf_counter()
+    proc = subprocess.Popen([str(exe), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t
+    # communicate() reaped the child; its peak RSS is the children's maximum so far
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"meshproof {' '.join(args)} exited {proc.returncode}: "
+                         f"{err.decode(errors='replace').strip()}")
+    return wall, rss, json.loads(out)
 
 
-def _simulate(panel: str, context: int) -> tuple[list[Any], list[SimResult], SimResult,
-                                                float]:
-    """Schedules, per-launch numeric results, the timing result, and tracing seconds."""
-    opts = _opts(panel, context)
-    listed = resolve_launches(dict(opts))
-    t0 = time.perf_counter()
-    if listed is None:
-        kernel, launch = resolve_launch(**opts)
-        schedule = trace(kernel, launch)
-        t_trace = time.perf_counter() - t0
-        result = simulate(schedule, SimConfig())
-        return [schedule], [result], result, t_trace
-    deployment = build_deployment(listed.name, listed.launches, trace)
-    t_trace = time.perf_counter() - t0
-    together = simulate_deployment(deployment, SimConfig())
-    launches = [r for r in together.launches if r is not None]
-    return list(deployment.schedules), launches, together.together, t_trace
+def _one_thread(schedule: Schedule, config: SimConfig) -> SimResult:
+    # one thread, so the phases are wall seconds of one core (the copy runs on one too)
+    result = simulate_schedule(schedule, replace(config, threads=1))
+    _PHASES.append(result.phases)
+    return result
 
 
-def _worst(numerics: list[NumericResult]) -> dict[str, Any]:
-    errs = [n.rel_err for n in numerics]
-    abs_errs = [n.max_abs_err for n in numerics]
-    ok = all(n.ok for n in numerics)
-    return {"ok": ok, "rel_err": None if None in errs else max(e for e in errs if e is not None),
-            "max_abs_err": None if None in abs_errs else max(
-                e for e in abs_errs if e is not None),
-            "tolerance": numerics[0].tolerance, "groups": sum(n.groups for n in numerics),
-            "checked_ranks": sum(len(n.per_rank) for n in numerics)}
+def _as_configured(schedule: Schedule, config: SimConfig) -> SimResult:
+    result = simulate_schedule(schedule, config)
+    _PHASES.append(result.phases)
+    return result
+
+
+def run_in_process(args: list[str], one_thread: bool = True) -> tuple[float, dict[str, float]]:
+    """The same command through the CLI in this process: wall seconds, summed phases."""
+    limits = trace_limits(DEFAULT_WALL_SECONDS, DEFAULT_MEMORY_MB)   # the CLI's default
+    pipeline = Pipeline(resolver=IsolatedResolver(limits), tracer=IsolatedTracer(limits),
+                        simulator=_one_thread if one_thread else _as_configured)
+    _PHASES.clear()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = cli_main(args, pipeline=pipeline)
+    wall = time.perf_counter() - t
+    if code not in (0, 1):
+        raise SystemExit(f"meshproof {' '.join(args)} exited {code} in process")
+    phases: dict[str, float] = {}
+    for recorded in _PHASES:
+        for k, v in recorded:
+            phases[k] = phases.get(k, 0.0) + v
+    return wall, phases
+
+
+def _numerics(doc: dict[str, Any]) -> dict[str, Any]:
+    """The worst figures over the command's JSON (one launch or several)."""
+    parts = [doc["numeric"]] if "numeric" in doc else \
+        [launch["numeric"] for launch in doc["launches"]]
+    errs = [p["rel_err"] for p in parts]
+    abs_errs = [p["max_abs_err"] for p in parts]
+    return {"ok": all(p["ok"] for p in parts),
+            "rel_err": None if None in errs else max(errs),
+            "max_abs_err": None if None in abs_errs else max(abs_errs),
+            "tolerance": parts[0]["tolerance"], "groups": sum(p["groups"] for p in parts),
+            "checked_ranks": sum(len(p["per_rank"]) for p in parts)}
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
 
 
 def run(panel: str, context: int) -> dict[str, Any]:
-    # The machine may be shared: measure the copy bandwidth right before and after the
-    # run and compare with their mean.
+    p = get_panel(panel, "headline")
+    args = command(panel, context)
+    load_before = _load()
     before = copy_bandwidth()
-    t1 = time.perf_counter()
-    schedules, results, timed, t_trace = _simulate(panel, context)
-    t_sim = time.perf_counter() - t1
+    wall, rss, doc = run_process(args)
+    wall_in, phases = run_in_process(args)
+    _, threaded = run_in_process(args, one_thread=False)
     after = copy_bandwidth()
+    load_after = _load()
     copy_bps = (before + after) / 2
-    spec = schedules[0].launch
-    d, h_kv = int(spec.arg("d_head", 0) or 0), int(spec.arg("h_kv", 1) or 1)
-    numerics = [r.numeric for r in results if r.numeric is not None]
-    summary = _worst(numerics)
+    summary = _numerics(doc)
+    d, h_kv = int(dict(p.args)["d_head"]), int(dict(p.args)["h_kv"])
     groups = summary["groups"]
     kv_bytes_f16 = groups * context * h_kv * d * 2 * 2    # K and V, 2 bytes per element
-    phases: dict[str, float] = {}
-    for r in results + ([timed] if all(timed is not r for r in results) else []):
-        for k, v in r.phases:
-            phases[k] = phases.get(k, 0.0) + v
     evaluate = phases.get("evaluate", float("nan"))
-    tim = timed.timing
-    assert tim is not None
-    ranks = sum(len(s.active) for s in schedules)
-    print(f"\n== {panel}, {context // 1024}K context: {groups} groups, {len(schedules)} "
-          f"launch(es), d_head {d}, {ranks} ranks")
+    eff, end_to_end = kv_bytes_f16 / evaluate, kv_bytes_f16 / wall
+    numeric_s = phases.get("numerics_wall", float("nan"))
+    numeric_threaded = threaded.get("numerics_wall", float("nan"))
+    print(f"\n== {panel}, {context // 1024}K context: {groups} problems, {len(p.launches)} "
+          f"launch(es), d_head {d}; load average {load_before:.2f} before, "
+          f"{load_after:.2f} after")
     print(f"  numerics: {'ok' if summary['ok'] else 'OUT OF TOLERANCE'}, worst rel_err "
           f"{summary['rel_err']:.3g}, max_abs_err {summary['max_abs_err']:.3g} (tolerance "
           f"{summary['tolerance']:g}), {summary['checked_ranks']} checked ranks")
-    print(f"  timing model: latency {tim.latency_s * 1e6:.1f} us, comm_steps "
-          f"{tim.comm_steps}; op log gemm {timed.op_log.gemm} (= 2 x "
-          f"{timed.op_log.gemm // 2} ranks)")
-    print(f"  wall: trace {t_trace:.2f} s, simulate {t_sim - t_trace:.2f} s = "
-          + ", ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items())))
-    eff = kv_bytes_f16 / evaluate
-    end_to_end = kv_bytes_f16 / (t_sim - t_trace)
-    rss = peak_rss_bytes()
-    print(f"  K/V (f16) {kv_bytes_f16 / GB:.2f} GB; evaluated at {eff / GB:.2f} GB/s = "
-          f"{100 * eff / copy_bps:.0f}% of numpy copy ({copy_bps / GB:.2f} GB/s: "
-          f"{before / GB:.2f} before, {after / GB:.2f} after) [target >= 50%]")
-    print(f"  end to end (inputs + float64 reference + evaluation + timing): "
-          f"{end_to_end / GB:.2f} GB/s = {100 * end_to_end / copy_bps:.0f}% of copy")
-    print(f"  peak RSS so far {rss / GB:.2f} GB = {rss / kv_bytes_f16:.2f} x K/V bytes "
-          f"[target <= 3x]")
-    return {"panel": panel, "context": context, "launches": len(schedules), "ranks": ranks,
-            "d_head": d, "numeric": summary,
-            "timing": {"latency_s": tim.latency_s, "comm_steps": tim.comm_steps,
-                       "profile": tim.profile},
-            "op_log": timed.op_log.to_json(),
-            "wall_s": {"trace": round(t_trace, 3), "simulate": round(t_sim - t_trace, 3),
+    print(f"  `meshproof {' '.join(args)}`: {wall:.2f} s wall, peak RSS {rss / GB:.2f} GB "
+          f"[target <= {TARGET_RSS / GB:.0f} GB]")
+    print(f"  in process: {wall_in:.2f} s = numerics {numeric_s:.2f} ("
+          + ", ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items())
+                      if k != "numerics_wall") + ") on one thread + tracing, progress and "
+          "timing model, output")
+    print(f"  the numerics as the command runs them (two threads): {numeric_threaded:.2f} s "
+          f"wall = {kv_bytes_f16 / numeric_threaded / GB:.2f} GB/s of K/V = "
+          f"{kv_bytes_f16 / numeric_threaded / copy_bps:.2f} x copy (inputs, reference and IR "
+          "evaluation together)")
+    print(f"  copy bandwidth {copy_bps / GB:.2f} GB/s (np.copyto of 256 MiB, best of 5: "
+          f"{before / GB:.2f} before, {after / GB:.2f} after)")
+    print(f"  K/V (f16) {kv_bytes_f16 / GB:.2f} GB: IR evaluation {eff / GB:.2f} GB/s = "
+          f"{eff / copy_bps:.2f} x copy [target >= {TARGET_EVALUATE}]; whole process "
+          f"{end_to_end / GB:.2f} GB/s = {end_to_end / copy_bps:.2f} x copy [target >= "
+          f"{TARGET_PROCESS}]")
+    return {"panel": panel, "context": context, "launches": len(p.launches),
+            "ranks": summary["checked_ranks"], "d_head": d, "numeric": summary,
+            "command": f"meshproof {' '.join(args)}",
+            "wall_s": {"simulate": round(wall, 3), "in_process": round(wall_in, 3),
+                       "numerics_two_threads": round(numeric_threaded, 3),
                        **{k: round(v, 3) for k, v in sorted(phases.items())}},
+            "load_average": [round(load_before, 2), round(load_after, 2)],
             "kv_bytes_f16": kv_bytes_f16, "evaluate_GBps": round(eff / GB, 3),
             "copy_GBps": round(copy_bps / GB, 3),
             "evaluate_fraction": round(eff / copy_bps, 4),
+            "process_GBps": round(end_to_end / GB, 3),
+            "process_fraction": round(end_to_end / copy_bps, 4),
             "peak_rss_bytes": rss, "rss_ratio": round(rss / kv_bytes_f16, 4)}
 
 
@@ -165,17 +220,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", type=int, nargs="*", default=None,
                         help="contexts to run (tokens), e.g. 65536 1048576")
     parser.add_argument("--panel", action="append", choices=PANELS, default=None,
-                        help="headline decode panel(s) to run (default single_user_decode)")
+                        help="headline decode panel(s) to run (default: both)")
     parser.add_argument("--json", type=Path, default=None,
                         help="also write the figures and the machine to this JSON file")
     args = parser.parse_args(argv)
     contexts = args.contexts or ([1 << 16] if args.quick else [1 << 16, 1 << 20])
-    panels = args.panel or ["single_user_decode"]
-    print("numpy copy bandwidth: np.copyto of 256 MiB float32, best of 5, bytes copied per "
-          f"second; BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    panels = args.panel or list(PANELS)
+    print(f"load average {_load():.2f} on {os.cpu_count()} CPUs (the machine may be shared: "
+          "every figure below is a ratio to a copy measured in the same run)")
     host = machine()
-    runs = [run(panel, context) for panel in panels for context in contexts]
+    # the simulator sets BLAS to one thread per numerics thread itself (threadpoolctl)
+    host["blas_threads"] = "1 per simulator thread (threadpoolctl)"
+    runs = [run(panel, context) for context in contexts for panel in panels]
+    for context in contexts:
+        by = {r["panel"]: r for r in runs if r["context"] == context}
+        if len(by) == 2:
+            ratio = by[PANELS[1]]["wall_s"]["simulate"] / by[PANELS[0]]["wall_s"]["simulate"]
+            print(f"\n{context // 1024}K: multi_user_decode / single_user_decode wall time "
+                  f"{ratio:.2f} [target <= {TARGET_MULTI}]")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"schema": SCHEMA, "machine": host, "runs": runs},

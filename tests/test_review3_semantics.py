@@ -167,7 +167,12 @@ def test_tiles_with_16_bit_state_are_proved_and_within_their_bound(name: str) ->
     args = (("S_kv_per_rank", 64),)
     for prop in (AE, EO):
         assert _prop(name, prop, 4.0, args=args).status is Status.PROVED
-    err, limit = _within_bound(name, 4.0, InputKind.NORMAL, 0, args=args)
+    # the first seed whose N(0,1) inputs lie within the verdict's |x| <= 4 (a few
+    # elements of a draw pass 4 now and then; which seed depends on the generator)
+    schedule = _schedule(name, args=args)
+    seed = next(s for s in range(50)
+                if _max_abs(schedule, InputKind.NORMAL, s)[1] <= 4.0)
+    err, limit = _within_bound(name, 4.0, InputKind.NORMAL, seed, args=args)
     assert err <= limit
 
 

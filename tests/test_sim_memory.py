@@ -9,6 +9,7 @@ from helpers import RunCli, one_line_error, trace_kernel
 
 from meshproof.errors import HarnessError
 from meshproof.model.channels import derive_channels
+from meshproof.model.inputs import POOL_ELEMENTS
 from meshproof.model.schedule import GroupMode
 from meshproof.sim import checking
 from meshproof.sim.api import SimConfig, simulate
@@ -44,12 +45,13 @@ def test_memory_limit_shrinks_batches_before_refusing() -> None:
     table = derive_channels(schedule)
     whole = plan_numerics(schedule, table, 1 << 30, memory_limit=1 << 40)
     assert [c.batch for c in whole.classes] == [4]
-    one = estimate_batch(schedule, whole.groups[0], whole.classes[0].layout, 1)
-    tight = plan_numerics(schedule, table, 1 << 30, memory_limit=2 * one.total)
+    one = estimate_batch(whole.classes[0].plan, whole.classes[0].layout, 1)
+    two = estimate_batch(whole.classes[0].plan, whole.classes[0].layout, 2)
+    tight = plan_numerics(schedule, table, 1 << 30, memory_limit=two.total)
     assert [c.batch for c in tight.classes] == [2]
     # batching does not change the numbers
     free = simulate(schedule, SimConfig(timing=False))
-    capped = simulate(schedule, SimConfig(timing=False, memory_limit_bytes=2 * one.total))
+    capped = simulate(schedule, SimConfig(timing=False, memory_limit_bytes=two.total))
     assert free.to_json() == capped.to_json()
     with pytest.raises(HarnessError, match=r"needs about .* GiB .* more than the"):
         simulate(schedule, SimConfig(timing=False, memory_limit_bytes=one.total - 1))
@@ -59,9 +61,11 @@ def test_the_estimate_counts_inputs_intermediates_and_reference() -> None:
     schedule = trace_kernel("mesh_mlo_1d", args=(("S_kv_per_rank", 1000), ("d_head", 64)))
     plan = plan_numerics(schedule, derive_channels(schedule), 1 << 30, memory_limit=1 << 40)
     m = plan.memory
-    kv = 2 * 8 * 1000 * 64 * 4                         # float32 K and V of 8 shards
-    assert m.inputs == kv + 64 * 4                     # plus Q (1 row, 1 head)
+    # K and V are streamed, never held: Q (1 row, 1 head) and the generator's signed pool
+    pool = 2 * 4 * (POOL_ELEMENTS // 64) * 64
+    assert m.inputs == 64 * 4 + pool
     assert m.intermediates >= 3 * 1000 * 4             # the scores of one rank, a few times
+    assert m.intermediates < 3 * 1000 * 64 * 4         # not a whole K shard
     assert m.reference > 0 and m.total == m.inputs + m.outputs + m.intermediates + \
         m.reference
 
@@ -71,6 +75,6 @@ def test_running_out_of_memory_anyway_is_one_clear_line(
     def no_memory(*_: object, **__: object) -> None:
         raise MemoryError("Unable to allocate 23.8 GiB")
 
-    monkeypatch.setattr(checking, "make_inputs", no_memory)
+    monkeypatch.setattr(checking, "batch_inputs", no_memory)
     err = one_line_error(run_cli(["simulate", "mesh_mlo_1d"]))
     assert "out of memory simulating mesh_mlo_1d" in err and "lower S_kv_per_rank" in err

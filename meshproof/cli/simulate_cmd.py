@@ -17,6 +17,8 @@ from meshproof.cli.options import (
     trace_limit_options,
     trace_limits,
 )
+from meshproof.cli.progress import NumericBar
+from meshproof.deploy.launches import LaunchList
 from meshproof.errors import OptionError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
@@ -66,9 +68,20 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
     if opts.get("queue_depth") is None and hw_file is not None:
         opts["queue_depth"] = profile.ipcq_depth
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
-                       numerics=not no_numerics)
     listed = resolve_launches(opts, pipeline.resolver)
+    # a progress bar on a terminal once the numerics run past 2 s (never under --json)
+    bar = NumericBar(not as_json and not no_numerics, "simulate",
+                     len(listed.launches) if listed is not None else 1)
+    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
+                       numerics=not no_numerics, progress=bar)
+    with bar:
+        return _simulate(listed, config, pipeline, opts, as_json, perfetto_path, diagram,
+                         keep_dot)
+
+
+def _simulate(listed: LaunchList | None, config: SimConfig, pipeline: Pipeline,
+              opts: dict[str, Any], as_json: bool, perfetto_path: Path | None,
+              diagram: Path | None, keep_dot: bool) -> int:
     if listed is not None:  # several launches at once
         from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
 

@@ -14,7 +14,7 @@ from meshproof.model.hardware import HardwareProfile
 from meshproof.model.progress import Progress, comm_steps, hop_steps, run
 from meshproof.model.schedule import Schedule
 from meshproof.sim.checking import plan_numerics, run_numerics
-from meshproof.sim.config import SimConfig
+from meshproof.sim.config import SimConfig, numeric_workers
 from meshproof.sim.oplog import op_log
 from meshproof.sim.result import (
     CriticalStep,
@@ -49,8 +49,9 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
     progress = run(schedule, table, depth)
     if progress.deadlock:
         raise SimulationRefused(deadlock_message(schedule, table, progress))
+    workers = numeric_workers(config)
     plan = plan_numerics(schedule, table, config.chunk_bytes, config.memory_limit_bytes,
-                         config.inputs) if config.numerics else None
+                         config.inputs, workers) if config.numerics else None
     phases["progress"] = time.perf_counter() - t0
     timing: TimingResult | None = None
     timing_run: TimingRun | None = None
@@ -60,8 +61,13 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
         steps = comm_steps(hop_steps(schedule, table, progress))
         timing = summarise_timing(schedule, table, timing_run, config.hardware, depth, steps)
         phases["timing"] = time.perf_counter() - t1
-    numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases) \
-        if plan is not None else None
+    numeric = None
+    if plan is not None:
+        t2 = time.perf_counter()
+        numeric = run_numerics(schedule, plan, config.seed, config.inputs, phases,
+                               config.progress, workers)
+        # wall seconds of the whole numeric run (the other phases are thread-seconds)
+        phases["numerics_wall"] = time.perf_counter() - t2
     return SimResult(schedule.launch.kernel, schedule.launch, numeric, timing,
                      op_log(schedule), timing_run, tuple(sorted(phases.items())))
 

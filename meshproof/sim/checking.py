@@ -1,14 +1,22 @@
 """The numeric check: per class of identical groups, build inputs, run the IR, compare.
 
-Groups of one class are evaluated together, `chunk_bytes` of float32 inputs at a time, so
-memory stays bounded at 1M context while small launches run in one batch.
+Groups of one class are evaluated together (a leading batch axis), as many at once as
+`chunk_bytes` of working set allows. K and V are streamed through the evaluator and never
+held (sim/numerics.py); the float64 reference reads the input generator's pool
+(sim/reference.py), so a 1M-context panel runs at memory speed in bounded memory.
+BLAS runs single-threaded during the run (threadpoolctl): the evaluator's GEMVs are
+memory-bound, and a second BLAS thread on a shared 2-core machine made them 20-40x
+slower; the CLI and the benchmark run exactly this.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,20 +25,23 @@ from meshproof.errors import HarnessError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import DType, OpKind, Schedule
 from meshproof.model.topology import Endpoint
+from meshproof.sim.config import NumericProgress
 from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (
     O_PTR,
     AttentionShape,
-    GroupInputs,
+    Buffer,
     GroupLayout,
+    Memory,
+    batch_inputs,
     group_layout,
-    make_inputs,
+    kv_names,
     rank_memory,
-    reference,
 )
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.memory import GIB, MemoryEstimate, available_bytes, estimate_batch
 from meshproof.sim.numerics import GroupEvaluator, GroupPlan, plan_group
+from meshproof.sim.reference import reference
 from meshproof.sim.result import NumericResult, RankNumeric
 from meshproof.sim.rounding import F32
 
@@ -70,6 +81,11 @@ class NumericPlan:
     classes: tuple[ClassPlan, ...]
 
     @property
+    def kv_bytes_f16(self) -> int:
+        """K and V of every group, counted as f16."""
+        return sum(len(c.members) * c.layout.kv_bytes_f16 for c in self.classes)
+
+    @property
     def memory(self) -> MemoryEstimate:
         """The largest batch's estimate (classes run one after another)."""
         return max((c.memory for c in self.classes), key=lambda m: m.total,
@@ -78,9 +94,11 @@ class NumericPlan:
 
 def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
                   memory_limit: int | None = None,
-                  kind: InputKind = InputKind.NORMAL) -> NumericPlan:
+                  kind: InputKind = InputKind.NORMAL, workers: int = 1) -> NumericPlan:
     """Shapes, groups, classes and batches; refuses (HarnessError) a run that cannot fit
-    in `memory_limit` bytes (None: the memory this machine has available)."""
+    in `memory_limit` bytes (None: the memory this machine has available). With several
+    `workers` (batches evaluated at once, in threads) a class is split into at least that
+    many batches where it can be, and that many batches must fit at once."""
     shape = AttentionShape.from_schedule(schedule)
     if kind is InputKind.PEAKED and shape.scale == 0.0:
         # peaked keys are placed to score ln(kv rows) + 5 - i *after* scaling
@@ -91,19 +109,24 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
     groups = find_groups(schedule, table)
     available = memory_limit if memory_limit is not None else available_bytes()
     plans = []
+    generated = frozenset(kv_names(schedule.launch.sharded))
     for cls in group_classes(schedule, table, groups):
         rep = groups[cls.representative]
         layout = group_layout(schedule, rep, shape)
-        batch = min(len(cls.members), max(1, chunk_bytes // max(1, layout.input_bytes)))
-        memory = estimate_batch(schedule, rep, layout, batch)
+        plan = plan_group(schedule, table, rep, generated, shape.h_kv * shape.d_head)
+        one = estimate_batch(plan, layout, 1)
+        per_group = one.outputs + one.intermediates + layout.q_bytes
+        batch = min(len(cls.members), max(1, chunk_bytes // max(1, per_group)),
+                    -(-len(cls.members) // max(1, workers)))
+        memory = estimate_batch(plan, layout, batch)
+        at_once = max(1, min(workers, -(-len(cls.members) // batch)))
         # smaller batches give the same numbers (spec/simulator.md §3): shrink to fit
-        while available is not None and batch > 1 and memory.total > available:
+        while available is not None and batch > 1 and at_once * memory.total > available:
             batch = max(1, batch // 2)
-            memory = estimate_batch(schedule, rep, layout, batch)
+            memory = estimate_batch(plan, layout, batch)
         if available is not None and memory.total > available:
             raise HarnessError(_too_big(schedule, shape, len(rep.ranks), memory, available))
-        plans.append(ClassPlan(cls.members, layout, plan_group(schedule, table, rep), batch,
-                               memory))
+        plans.append(ClassPlan(cls.members, layout, plan, batch, memory))
     return NumericPlan(shape, tol, dtypes, groups, tuple(plans))
 
 
@@ -121,62 +144,90 @@ def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: Memo
 
 
 def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
-                 phases: MutableMapping[str, float]) -> NumericResult:
+                 phases: MutableMapping[str, float],
+                 progress: Callable[[NumericProgress], None] | None = None,
+                 workers: int = 1) -> NumericResult:
+    """Evaluate every class batch by batch and compare with the reference; `progress` is
+    told the K/V bytes (as f16) and groups done as the run goes. With `workers` > 1,
+    that many batches run at once in threads (numpy and BLAS release the GIL); results
+    do not depend on it. `phases` sums the batches' seconds (thread-seconds)."""
+    with _one_blas_thread():
+        return _run(schedule, plan, seed, kind, phases, progress, workers)
+
+
+def _one_blas_thread() -> Any:
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchResult:
+    per_rank: tuple[RankNumeric, ...]
+    max_abs_v: float
+    phases: tuple[tuple[str, float], ...]
+
+
+class _Cancelled(Exception):
+    """Another batch failed or the run was interrupted: stop this one."""
+
+
+def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
+         phases: MutableMapping[str, float],
+         progress: Callable[[NumericProgress], None] | None, workers: int) -> NumericResult:
     groups = plan.groups
-    per_rank: list[RankNumeric] = []
-    max_abs_v = 0.0
-    for cls in plan.classes:
-        layout = cls.layout
-        inputs: GroupInputs | None = None
-        for c0 in range(0, len(cls.members), cls.batch):
-            members = cls.members[c0:c0 + cls.batch]
-            t0 = time.perf_counter()
-            try:
-                inputs = make_inputs(layout, members, kind, seed, reuse=inputs)
-                if inputs.v.size:
-                    max_abs_v = max(max_abs_v, float(np.max(np.abs(inputs.v))))
-                t1 = time.perf_counter()
-                expected = reference(layout, inputs)
-                t2 = time.perf_counter()
-                memories = [rank_memory(layout, role, inputs, schedule.launch.sharded,
-                                        schedule.launch.outputs)
-                            for role in layout.roles]
-                GroupEvaluator(cls.plan, memories, len(members)).run()
-            except MemoryError:
-                # the estimate can fall short of the real peak: say what was expected and
-                # how to shrink the run, never a traceback
-                raise HarnessError(
-                    f"out of memory simulating {schedule.launch.kernel} (estimated "
-                    f"{cls.memory.total / GIB:.1f} GiB for {len(members)} group(s) at once: "
-                    f"{cls.memory.breakdown()}); lower S_kv_per_rank (or S_q, d_head, the "
-                    "head counts) with --arg, or skip the numerics (`meshproof simulate "
-                    "--no-numerics`)") from None
-            t3 = time.perf_counter()
-            if not any(role.checked for role in layout.roles):
-                # no rank of this attention problem stores an output: nothing holds it
-                for g in members:
-                    first = schedule.programs[groups[g].ranks[0]].endpoint
-                    per_rank.append(RankNumeric(
-                        first, g, None, None, 0, False,
-                        f"no rank of this attention problem stores "
-                        f"{', '.join(schedule.launch.outputs)}"))
-            for pos, role in enumerate(layout.roles):
-                if not role.checked:
-                    continue
-                want = expected[:, layout.out_rows(role)].reshape(len(members), -1)
-                for out in schedule.launch.outputs:
-                    got = memories[pos][out].data
-                    stores = any(op.kind is OpKind.STORE and op.ptr == out
-                                 for op in schedule.programs[role.rank].ops)
-                    for b, g in enumerate(members):
-                        rank = groups[g].ranks[pos]
-                        per_rank.append(_compare(schedule.programs[rank].endpoint, g, got[b],
-                                                 want[b], plan.tolerance, stores, out))
-            del memories
-            t4 = time.perf_counter()
-            for name, dt in (("inputs", t1 - t0), ("reference", t2 - t1),
-                             ("evaluate", t3 - t2), ("compare", t4 - t3)):
-                phases[name] = phases.get(name, 0.0) + dt
+    total, n_groups = plan.kv_bytes_f16, len(groups)
+    lock = threading.Lock()
+    cancel = threading.Event()
+    done = [0, 0, 0]    # K/V bytes streamed in running batches, groups done, bytes done
+
+    def streamed(nbytes: int) -> None:
+        if cancel.is_set():
+            raise _Cancelled
+        with lock:
+            done[0] += nbytes
+            if progress is not None:
+                progress(NumericProgress(min(done[2] + done[0], total), total, done[1],
+                                         n_groups))
+
+    def finished(members: int, nbytes: int, streamed_bytes: int) -> None:
+        # a kernel may read K/V more or less than once: count the batch as done
+        with lock:
+            done[0] -= streamed_bytes
+            done[1] += members
+            done[2] += nbytes
+        streamed(0)
+
+    jobs = [(cls, cls.members[c0:c0 + cls.batch]) for cls in plan.classes
+            for c0 in range(0, len(cls.members), cls.batch)]
+
+    def job(item: tuple[ClassPlan, tuple[int, ...]]) -> _BatchResult:
+        cls, members = item
+        counted = [0]
+
+        def tick(nbytes: int) -> None:
+            counted[0] += nbytes
+            streamed(nbytes)
+
+        result = _run_batch(schedule, plan, cls, members, seed, kind, tick)
+        finished(len(members), len(members) * cls.layout.kv_bytes_f16, counted[0])
+        return result
+
+    if workers > 1 and len(jobs) > 1:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="meshproof-sim")
+        try:
+            results = list(pool.map(job, jobs))
+        except BaseException:
+            cancel.set()     # the other batches stop at their next streamed dot
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    else:
+        results = [job(item) for item in jobs]
+    per_rank = [r for res in results for r in res.per_rank]
+    for res in results:
+        for name, dt in res.phases:
+            phases[name] = phases.get(name, 0.0) + dt
     per_rank.sort(key=lambda r: r.endpoint)
     shape = plan.shape
     return NumericResult(
@@ -184,7 +235,69 @@ def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKi
         scale_source=shape.scale_source,
         dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
         groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank),
-        max_abs_v=max_abs_v)
+        max_abs_v=max((res.max_abs_v for res in results), default=0.0))
+
+
+def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,
+               members: tuple[int, ...], seed: int, kind: InputKind,
+               tick: Callable[[int], None]) -> _BatchResult:
+    """One batch of one class: inputs, reference, evaluation, comparison."""
+    layout = cls.layout
+    t0 = time.perf_counter()
+    try:
+        inputs = batch_inputs(layout, members, kind, seed)
+        max_abs_v = max((gi.v.max_abs() for gi in inputs.groups), default=0.0)
+        t1 = time.perf_counter()
+        expected = reference(inputs.groups, layout.shape.scale)
+        t2 = time.perf_counter()
+        memories = [rank_memory(layout, role, inputs, schedule.launch.sharded,
+                                schedule.launch.outputs)
+                    for role in layout.roles]
+        GroupEvaluator(cls.plan, memories, len(members), tick).run()
+    except MemoryError:
+        # the estimate can fall short of the real peak: say what was expected and how to
+        # shrink the run, never a traceback
+        raise HarnessError(
+            f"out of memory simulating {schedule.launch.kernel} (estimated "
+            f"{cls.memory.total / GIB:.1f} GiB for {len(members)} group(s) at once: "
+            f"{cls.memory.breakdown()}); lower S_kv_per_rank (or S_q, d_head, the head "
+            "counts) with --arg, or skip the numerics (`meshproof simulate "
+            "--no-numerics`)") from None
+    t3 = time.perf_counter()
+    per_rank = _check_batch(schedule, plan, layout, members, memories, expected)
+    t4 = time.perf_counter()
+    return _BatchResult(tuple(per_rank), max_abs_v, (
+        ("inputs", t1 - t0), ("reference", t2 - t1), ("evaluate", t3 - t2),
+        ("compare", t4 - t3)))
+
+
+def _check_batch(schedule: Schedule, plan: NumericPlan, layout: GroupLayout,
+                 members: tuple[int, ...], memories: list[Memory],
+                 expected: npt.NDArray[np.float64]) -> list[RankNumeric]:
+    """Every checked rank of a batch against its rows of the reference."""
+    groups = plan.groups
+    out: list[RankNumeric] = []
+    if not any(role.checked for role in layout.roles):
+        # no rank of this attention problem stores an output: nothing holds it
+        for g in members:
+            first = schedule.programs[groups[g].ranks[0]].endpoint
+            out.append(RankNumeric(first, g, None, None, 0, False,
+                                   f"no rank of this attention problem stores "
+                                   f"{', '.join(schedule.launch.outputs)}"))
+    for pos, role in enumerate(layout.roles):
+        if not role.checked:
+            continue
+        want = expected[:, layout.out_rows(role)].reshape(len(members), -1)
+        for name in schedule.launch.outputs:
+            buf = memories[pos][name]
+            assert isinstance(buf, Buffer)  # outputs are the harness's float32 buffers
+            stores = any(op.kind is OpKind.STORE and op.ptr == name
+                         for op in schedule.programs[role.rank].ops)
+            for b, g in enumerate(members):
+                rank = groups[g].ranks[pos]
+                out.append(_compare(schedule.programs[rank].endpoint, g, buf.data[b],
+                                    want[b], plan.tolerance, stores, name))
+    return out
 
 
 def _compare(endpoint: Endpoint, group: int, got: F32, want: npt.NDArray[np.float64],

@@ -6,10 +6,22 @@ pipeline, a `verify` run) does not import the simulator itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
-from meshproof.sim.inputs import InputKind
+from meshproof.model.inputs import InputKind
+
+
+@dataclass(frozen=True, slots=True)
+class NumericProgress:
+    """How far a numeric run is: K/V bytes (counted as f16) and groups done, of all."""
+
+    done_bytes: int
+    total_bytes: int
+    groups_done: int
+    groups_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +34,26 @@ class SimConfig:
     queue_depth: int | None = None      # None: the launch's queue depth
     numerics: bool = True
     timing: bool = True
-    # float32 bytes of Q/K/V evaluated in one batch; bounds memory at long context
+    # working set (float32 Q, outputs, intermediates; K/V are streamed) of one batch
     chunk_bytes: int = 1 << 30
     # bytes the numeric run may use at once (None: what the machine has available); a
     # run that needs more is refused before anything is allocated
     memory_limit_bytes: int | None = None
+    # batches of groups evaluated at once, in threads (None: min(2, the CPUs this
+    # process may use)); results do not depend on it
+    threads: int | None = None
+    # told how far the numeric run is, after every streamed dot and every batch
+    # (the CLI's progress bar); not part of the result
+    progress: Callable[[NumericProgress], None] | None = field(
+        default=None, compare=False, hash=False, repr=False)
+
+
+def numeric_workers(config: SimConfig) -> int:
+    """How many batches the numeric run evaluates at once."""
+    if config.threads is not None:
+        return max(1, config.threads)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(2, cpus))

@@ -1,4 +1,5 @@
-"""Attention harnesses: shapes from the launch, per-rank buffers, the float64 reference.
+"""Attention harnesses: shapes from the launch, per-rank buffers (the float64 reference is
+sim/reference.py).
 
 decode  -- every rank of a group holds the whole Q (S_q rows); K/V are split by sequence:
            the j-th shard rank of the group holds KV rows [j*S_kv_per_rank, ...).
@@ -6,7 +7,8 @@ prefill -- Q is split by sequence too: the j-th rank holds Q rows [j*S_q, (j+1)*
            (S_q is the number of query rows per rank); no causal mask.
 
 Buffers are row-major (S, heads, d). Inputs hold float16-representable numbers in float32
-storage, so a kernel's f16 load needs no conversion (spec/simulator.md).
+storage, so a kernel's f16 load needs no conversion (spec/simulator.md). The K and V
+buffers are `Generated`: rows come from the input generator when a load asks for them.
 """
 
 from __future__ import annotations
@@ -15,20 +17,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from meshproof.errors import HarnessError
 from meshproof.model.problem import holds_shard, reference_scale
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
-from meshproof.sim.inputs import InputKind, fill_inputs
+from meshproof.sim.inputs import GroupInput, InputKind, KVSource, group_input
 from meshproof.sim.rounding import F32
 
-F64 = npt.NDArray[np.float64]
 Q_PTR, K_PTR, V_PTR, O_PTR = "q_ptr", "k_ptr", "v_ptr", "o_ptr"
-# float64 bytes per reference chunk of K (or V): large enough that the per-chunk numpy
-# calls cost little next to the float32 -> float64 conversion.
-REF_CHUNK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +109,18 @@ class GroupLayout:
 
     @property
     def input_bytes(self) -> int:
-        """float32 bytes of Q, K and V of one group."""
+        """float32 bytes of Q, K and V of one group (were they made whole)."""
         s = self.shape
         return 4 * s.d_head * (self.q_rows * s.h_q + 2 * self.kv_rows * s.h_kv)
+
+    @property
+    def q_bytes(self) -> int:
+        return 4 * self.shape.d_head * self.q_rows * self.shape.h_q
+
+    @property
+    def kv_bytes_f16(self) -> int:
+        """K and V of one group counted as f16 (what a kernel streams)."""
+        return 2 * 2 * self.kv_rows * self.shape.h_kv * self.shape.d_head
 
 
 def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> GroupLayout:
@@ -152,31 +158,74 @@ class Buffer:
 
 
 @dataclass(frozen=True, slots=True)
+class Generated:
+    """A harness K or V buffer that is never made whole: rows [row_lo, row_hi) of one
+    `KVSource` per batch entry (f16 values). Loads of whole rows stream its pieces
+    (sim/numerics.py); anything else makes the rows it needs."""
+
+    sources: tuple[KVSource, ...]
+    row_lo: int
+    row_hi: int
+    dtype: DType = DType.F16
+
+    @property
+    def row_elements(self) -> int:
+        return self.sources[0].row_elements
+
+    @property
+    def n_elements(self) -> int:
+        return (self.row_hi - self.row_lo) * self.row_elements
+
+    def elements(self, start: int, stop: int) -> F32:
+        """Elements [start, stop) of every batch entry: a new (batch, n) array."""
+        re = self.row_elements
+        r0, r1 = self.row_lo + start // re, self.row_lo + -(-stop // re)
+        out = np.empty((len(self.sources), stop - start), np.float32)
+        skip = start - (r0 - self.row_lo) * re
+        for b, src in enumerate(self.sources):
+            out[b] = src.block(r0, r1).reshape(-1)[skip:skip + stop - start]
+        return out
+
+
+Memory = dict[str, "Buffer | Generated"]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupInputs:
-    """Q, K, V of a batch of groups: (batch, rows, heads, d), f16 values in float32."""
+    """Q, K, V of a batch of groups made whole: (batch, rows, heads, d), f16 values in
+    float32 (for tests and small checks; the numeric run streams K and V instead)."""
 
     q: F32
     k: F32
     v: F32
 
 
-def make_inputs(layout: GroupLayout, groups: tuple[int, ...], kind: InputKind, seed: int,
-                reuse: GroupInputs | None = None) -> GroupInputs:
-    """Inputs of `groups`; refills `reuse` when its shapes fit (fresh pages cost more than
-    the fill itself on some machines)."""
+@dataclass(frozen=True, slots=True)
+class BatchInputs:
+    """What the numeric run feeds a batch of groups: Q stacked (batch, rows, h_q, d) and
+    each group's K and V sources."""
+
+    q: F32
+    groups: tuple[GroupInput, ...]
+
+
+def batch_inputs(layout: GroupLayout, groups: tuple[int, ...], kind: InputKind,
+                 seed: int) -> BatchInputs:
     s = layout.shape
-    b = len(groups)
-    q_shape = (b, layout.q_rows, s.h_q, s.d_head)
-    kv_shape = (b, layout.kv_rows, s.h_kv, s.d_head)
-    if reuse is not None and reuse.q.shape[1:] == q_shape[1:] and \
-            reuse.k.shape[1:] == kv_shape[1:] and reuse.q.shape[0] >= b:
-        inputs = GroupInputs(reuse.q[:b], reuse.k[:b], reuse.v[:b])
-    else:
-        inputs = GroupInputs(np.empty(q_shape, np.float32), np.empty(kv_shape, np.float32),
-                             np.empty(kv_shape, np.float32))
-    for i, g in enumerate(groups):
-        fill_inputs(inputs.q[i], inputs.k[i], inputs.v[i], kind, seed, g, s.scale)
-    return inputs
+    made = tuple(group_input(seed, g, kind, layout.q_rows, layout.kv_rows, s.h_q, s.h_kv,
+                             s.d_head, s.scale) for g in groups)
+    q = np.stack([gi.q for gi in made]) if made else \
+        np.empty((0, layout.q_rows, s.h_q, s.d_head), np.float32)
+    return BatchInputs(q, made)
+
+
+def make_inputs(layout: GroupLayout, groups: tuple[int, ...], kind: InputKind,
+                seed: int) -> GroupInputs:
+    """The inputs of `groups` made whole (what the numeric run streams)."""
+    made = batch_inputs(layout, groups, kind, seed)
+    k = np.stack([gi.k.block(0, gi.k.rows) for gi in made.groups])
+    v = np.stack([gi.v.block(0, gi.v.rows) for gi in made.groups])
+    return GroupInputs(made.q, k, v)
 
 
 def kv_names(sharded: tuple[str, ...]) -> tuple[str, str]:
@@ -184,59 +233,24 @@ def kv_names(sharded: tuple[str, ...]) -> tuple[str, str]:
     return (sharded[0], sharded[1]) if len(sharded) >= 2 else (K_PTR, V_PTR)
 
 
-def rank_memory(layout: GroupLayout, role: RankRole, inputs: GroupInputs,
+def rank_memory(layout: GroupLayout, role: RankRole, inputs: BatchInputs,
                 sharded: tuple[str, ...], outputs: tuple[str, ...] = (O_PTR,)
-                ) -> dict[str, Buffer]:
+                ) -> Memory:
     s = layout.shape
     b = inputs.q.shape[0]
     q = inputs.q
     if s.harness is Harness.PREFILL and role.q_block is not None:
         q = q[:, layout.out_rows(role)]
-    mem = {Q_PTR: Buffer(q.reshape(b, -1), DType.F16)}
-    for name, full in zip(kv_names(sharded), (inputs.k, inputs.v), strict=True):
-        part = full
+    mem: Memory = {Q_PTR: Buffer(q.reshape(b, -1), DType.F16)}
+    k_name, v_name = kv_names(sharded)
+    for name, sources in ((k_name, tuple(gi.k for gi in inputs.groups)),
+                          (v_name, tuple(gi.v for gi in inputs.groups))):
+        lo, hi = 0, layout.kv_rows
         if name in sharded and role.shard is not None:
-            rows = s.S_kv_per_rank
-            part = full[:, role.shard * rows:(role.shard + 1) * rows]
-        mem[name] = Buffer(part.reshape(b, -1), DType.F16)
+            lo, hi = role.shard * s.S_kv_per_rank, (role.shard + 1) * s.S_kv_per_rank
+        mem[name] = Generated(sources, lo, hi)
     rows_out = layout.out_rows(role)
     n_out = (rows_out.stop - rows_out.start) * s.h_q * s.d_head
     for name in outputs:
         mem[name] = Buffer(np.full((b, n_out), np.nan, np.float32), DType.F32, shared=False)
     return mem
-
-
-def reference_chunk_rows(batch: int, shape: AttentionShape) -> int:
-    """KV rows per step of the reference's online softmax."""
-    return max(64, REF_CHUNK_BYTES // (8 * batch * shape.h_kv * shape.d_head))
-
-
-def reference(layout: GroupLayout, inputs: GroupInputs) -> F64:
-    """Dense float64 GQA attention: (batch, q_rows, h_q, d). Online softmax over chunks
-    of KV rows, so K and V are never converted to float64 as a whole."""
-    s = layout.shape
-    b, rows = inputs.q.shape[0], layout.q_rows
-    g = s.group_size
-    qh = inputs.q.astype(np.float64).reshape(b, rows, s.h_kv, g, s.d_head)
-    qh = qh.transpose(0, 2, 1, 3, 4).reshape(b, s.h_kv, rows * g, s.d_head) * s.scale
-    m = np.full((b, s.h_kv, rows * g, 1), -np.inf)
-    ell = np.zeros((b, s.h_kv, rows * g, 1))
-    acc = np.zeros((b, s.h_kv, rows * g, s.d_head))
-    chunk = reference_chunk_rows(b, s)
-    kbuf = np.empty((b, chunk, s.h_kv, s.d_head))
-    vbuf = np.empty_like(kbuf)
-    for c0 in range(0, layout.kv_rows, chunk):
-        n = min(chunk, layout.kv_rows - c0)
-        kc, vc = kbuf[:, :n], vbuf[:, :n]
-        np.copyto(kc, inputs.k[:, c0:c0 + n])
-        np.copyto(vc, inputs.v[:, c0:c0 + n])
-        scores = qh @ kc.transpose(0, 2, 3, 1)            # (b, h_kv, rows*g, n)
-        m_new = np.maximum(m, scores.max(axis=-1, keepdims=True))
-        alpha = np.exp(m - m_new)
-        p = np.exp(scores - m_new)
-        ell = ell * alpha + p.sum(axis=-1, keepdims=True)
-        acc = acc * alpha + p @ vc.transpose(0, 2, 1, 3)
-        m = m_new
-    out = acc / ell                                        # (b, h_kv, rows*g, d)
-    out = out.reshape(b, s.h_kv, rows, g, s.d_head).transpose(0, 2, 1, 3, 4)
-    return np.ascontiguousarray(out.reshape(b, rows, s.h_q, s.d_head))

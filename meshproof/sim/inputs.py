@@ -1,101 +1,82 @@
-"""Seeded input generators: N(0,1) and peaked scores, as f16-representable float32.
+"""The inputs of one group as the simulator holds them: Q as an array, K and V as sources.
 
-Every tensor of every group draws from its own generator, seeded by (seed, group, tensor),
-so a group's inputs do not depend on how many groups are evaluated together.
-
-Large tensors (more than `DIRECT_LIMIT` elements) are assembled from tiles of a pool of
-fresh N(0,1) draws (copied from random offsets, with a random sign per tile): drawing
-normals runs at ~0.1 G/s here, which would make input generation at 1M context dominate
-a run by minutes. Every element is still N(0,1)-distributed; tiles are not independent of
-each other. spec/simulator.md states this.
+The generator itself is `meshproof.model.inputs` (counter-based, reproducible per block of
+rows, shared with the verifier). Q is small and made whole; K and V are never made whole:
+a `KVSource` hands out rows as pieces (views into the generator's pool where a piece lies
+inside one tile), so the evaluator streams them and the float64 reference reads the pool
+(spec/simulator.md §4, §5).
 """
 
 from __future__ import annotations
 
-import functools
-import math
-from enum import Enum
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.model.schedule import DType
-from meshproof.sim.rounding import F32, round_to
+from meshproof.model.inputs import (
+    InputKind,
+    Peaks,
+    Piece,
+    RowPatch,
+    max_abs,
+    normal_block,
+    peaks,
+    pieces,
+    queries,
+)
+from meshproof.sim.rounding import F32
 
-DIRECT_LIMIT = 1 << 22
-POOL_SIZE = 1 << 22
-TILE = 1 << 16
-PEAKED_KEYS = 4
-# The common query component of peaked inputs, in units of the N(0,1) noise.
-QUERY_SHIFT = 3.0
-_TENSOR_CODES = {"q": 1, "k": 2, "v": 3, "peaks": 4}
-
-
-class InputKind(Enum):
-    NORMAL = "normal"     # Q, K, V i.i.d. N(0,1)
-    PEAKED = "peaked"     # as NORMAL, plus a few keys per KV head whose scores dominate
-    UNIFORM = "uniform"   # Q = 0: every score equal, so ℓ equals the number of keys
+__all__ = ["GroupInput", "InputKind", "KVSource", "group_input"]
 
 
-@functools.lru_cache(maxsize=2)
-def _pool(seed: int) -> F32:
-    rng = np.random.default_rng([seed, 0, 0])
-    pool = round_to(rng.standard_normal(POOL_SIZE, dtype=np.float32), DType.F16, inplace=True)
-    pool.flags.writeable = False
-    return pool
+@dataclass(frozen=True, slots=True)
+class KVSource:
+    """K or V of one group: `rows` rows of (heads, d), f16 values, generated on demand."""
+
+    seed: int
+    group: int
+    tensor: str          # "k" or "v"
+    rows: int
+    heads: int
+    d: int
+    patch: RowPatch | None = None
+
+    @property
+    def row_elements(self) -> int:
+        return self.heads * self.d
+
+    def pieces(self, row_lo: int, row_hi: int) -> Iterator[Piece]:
+        return pieces(self.seed, self.group, self.tensor, row_lo, row_hi, self.heads,
+                      self.d, self.patch)
+
+    def block(self, row_lo: int, row_hi: int) -> F32:
+        """Rows [row_lo, row_hi) as a new (rows, heads, d) array."""
+        return normal_block(self.seed, self.group, self.tensor, row_lo, row_hi, self.heads,
+                            self.d, self.patch)
+
+    def max_abs(self) -> float:
+        best = max_abs(self.seed, self.group, self.tensor, 0, self.rows, self.heads, self.d)
+        if self.patch is not None and self.patch.values.size:
+            best = max(best, float(np.abs(self.patch.values).max()))
+        return best
 
 
-def fill_normal(out: F32, seed: int, group: int, tensor: str) -> None:
-    """Fill `out` (contiguous) with N(0,1) values rounded to f16."""
-    flat = out.reshape(-1)
-    rng = np.random.default_rng([seed, group + 1, _TENSOR_CODES[tensor]])
-    if flat.size <= DIRECT_LIMIT:
-        rng.standard_normal(dtype=np.float32, out=flat)
-        round_to(flat, DType.F16, inplace=True)
-        return
-    pool = _pool(seed)
-    n_tiles = -(-flat.size // TILE)
-    offsets = rng.integers(0, POOL_SIZE - TILE + 1, n_tiles)
-    negate = rng.integers(0, 2, n_tiles).astype(bool)
-    for i in range(n_tiles):
-        dst = flat[i * TILE:(i + 1) * TILE]
-        src = pool[offsets[i]:offsets[i] + dst.size]
-        if negate[i]:
-            np.negative(src, out=dst)
-        else:
-            np.copyto(dst, src)
+@dataclass(frozen=True, slots=True)
+class GroupInput:
+    """One group's Q (q_rows, h_q, d) and its K and V sources."""
+
+    group: int
+    q: F32
+    k: KVSource
+    v: KVSource
+    peaks: Peaks | None
 
 
-def fill_inputs(q: F32, k: F32, v: F32, kind: InputKind, seed: int, group: int,
-                scale: float) -> None:
-    """Fill one group's q (rows, h_q, d), k and v (kv_rows, h_kv, d)."""
-    fill_normal(q, seed, group, "q")
-    fill_normal(k, seed, group, "k")
-    fill_normal(v, seed, group, "v")
-    if kind is InputKind.PEAKED:
-        _implant_peaks(q, k, seed, group, scale)
-    elif kind is InputKind.UNIFORM:
-        # The stress case for ℓ's range: with equal scores every exp(s - m) is 1.
-        q.fill(0.0)
-
-
-def _implant_peaks(q: F32, k: F32, seed: int, group: int, scale: float) -> None:
-    """Make a few keys per KV head dominate every query of that head (an "attention
-    sink"): every query of the head gets the same component QUERY_SHIFT along a random
-    unit vector e (its own component along e is replaced), and key i is e scaled so that
-    it scores ln(kv_rows) + 5 - i against every query."""
-    rng = np.random.default_rng([seed, group + 1, _TENSOR_CODES["peaks"]])
-    kv_rows, h_kv, d = k.shape
-    n = min(PEAKED_KEYS, kv_rows)
-    positions = rng.choice(kv_rows, size=n, replace=False)
-    g = q.shape[1] // h_kv
-    gain = math.log(kv_rows) + 5.0
-    for h in range(h_kv):
-        draw = rng.standard_normal(size=(int(d),))
-        e = draw / float(np.linalg.norm(draw))
-        heads = q[:, h * g:(h + 1) * g, :]
-        along = heads.astype(np.float64) @ e
-        shifted = heads + (QUERY_SHIFT - along)[..., None] * e
-        heads[...] = round_to(shifted.astype(np.float32), DType.F16)
-        for i, pos in enumerate(positions):
-            key = e * ((gain - i) / (scale * QUERY_SHIFT))
-            k[pos, h, :] = round_to(key.astype(np.float32), DType.F16)
+def group_input(seed: int, group: int, kind: InputKind, q_rows: int, kv_rows: int,
+                h_q: int, h_kv: int, d: int, scale: float) -> GroupInput:
+    pk = peaks(seed, group, kv_rows, h_kv, d, scale) if kind is InputKind.PEAKED else None
+    q = queries(seed, group, kind, q_rows, h_q, d, pk)
+    k = KVSource(seed, group, "k", kv_rows, h_kv, d, pk.patch if pk is not None else None)
+    v = KVSource(seed, group, "v", kv_rows, h_kv, d)
+    return GroupInput(group, q, k, v, pk)

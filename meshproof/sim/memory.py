@@ -3,26 +3,27 @@
 Shapes come from kernel arguments, so `--arg S_kv_per_rank=100000000` is one typo away
 from asking numpy for tens of GiB; without this check the run dies with a MemoryError
 traceback (or the machine swaps) after tracing and timing. The estimate counts what one
-batch of groups keeps alive at once (measured: within 20% of the peak RSS growth of the
-reference kernels at 0.2 to 1.5 GiB):
+batch of groups keeps alive at once:
 
-- the batch's float32 Q, K and V (the harness inputs);
+- the batch's float32 Q (K and V are generated as the kernel streams them and are not
+  held: sim/numerics.py), and the input generator's pool for the reference;
 - every checked rank's float32 `o_ptr`;
-- a few arrays the size of the largest op result (scores, their exponentials, the f16
-  copy of P live together in an attention kernel);
-- the float64 reference: Q, the running output, one chunk of K/V rows and the scores and
-  probabilities of that chunk.
+- a few arrays the size of the largest array a rank holds (scores, their exponentials,
+  the f16 copy of P live together in an attention kernel; a K/V value some use must see
+  whole counts here too);
+- the float64 reference: its output, and one group's working set (sim/reference.py:
+  the float64 pool, U and the pool-row weights, or a float64 block of K/V rows).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
-from meshproof.model.schedule import Schedule
-from meshproof.sim.groups import Group
-from meshproof.sim.harness import GroupLayout, reference_chunk_rows
+from meshproof.model.inputs import pool_rows
+from meshproof.sim.harness import GroupLayout
+from meshproof.sim.numerics import GroupPlan
+from meshproof.sim.reference import working_bytes
 
 GIB = float(1 << 30)
 # Arrays of the largest op's size alive at once in the evaluator (see the docstring).
@@ -31,9 +32,9 @@ LIVE_LARGEST = 3
 
 @dataclass(frozen=True, slots=True)
 class MemoryEstimate:
-    inputs: int          # float32 Q, K, V of one batch
+    inputs: int          # float32 Q of one batch, the generator's pools
     outputs: int         # float32 o_ptr of every rank of one batch
-    intermediates: int   # LIVE_LARGEST x the largest op result of one batch
+    intermediates: int   # LIVE_LARGEST x the largest array of one batch
     reference: int       # float64 reference working set of one batch
 
     @property
@@ -41,27 +42,22 @@ class MemoryEstimate:
         return self.inputs + self.outputs + self.intermediates + self.reference
 
     def breakdown(self) -> str:
-        return (f"float32 Q/K/V {self.inputs / GIB:.2f} GiB, intermediates "
+        return (f"float32 Q and input pool {self.inputs / GIB:.2f} GiB, intermediates "
                 f"{self.intermediates / GIB:.2f} GiB, outputs {self.outputs / GIB:.2f} GiB, "
                 f"float64 reference {self.reference / GIB:.2f} GiB")
 
 
-def estimate_batch(schedule: Schedule, group: Group, layout: GroupLayout,
-                   batch: int) -> MemoryEstimate:
-    """Bytes one batch of `batch` groups shaped like `group` keeps alive at once."""
+def estimate_batch(plan: GroupPlan, layout: GroupLayout, batch: int) -> MemoryEstimate:
+    """Bytes one batch of `batch` groups laid out as `layout` keeps alive at once."""
     s = layout.shape
-    largest = max((math.prod(op.shape) for r in group.ranks
-                   for op in schedule.programs[r].ops), default=0)
     outputs = sum((layout.out_rows(role).stop - layout.out_rows(role).start)
                   for role in layout.roles) * s.h_q * s.d_head * 4
-    q64 = layout.q_rows * s.h_q * s.d_head * 8
-    chunk = min(reference_chunk_rows(batch, s), layout.kv_rows)
-    # Q scaled, the running output and its returned copy; the K and V chunk buffers; the
-    # chunk's scores and exp(scores - m)
-    reference = batch * (3 * q64 + 2 * chunk * s.h_kv * s.d_head * 8
-                         + 2 * layout.q_rows * s.h_q * chunk * 8)
-    return MemoryEstimate(batch * layout.input_bytes, batch * outputs,
-                          batch * LIVE_LARGEST * largest * 4, reference)
+    pool = pool_rows(s.d_head) * s.d_head * 2 * 4      # the signed float32 pool
+    # per group its reference output, and one group's working set at a time
+    reference = batch * layout.q_rows * s.h_q * s.d_head * 8 + working_bytes(
+        layout.q_rows * s.group_size, layout.kv_rows, s.h_kv, s.d_head)
+    return MemoryEstimate(batch * layout.q_bytes + pool, batch * outputs,
+                          batch * LIVE_LARGEST * plan.largest * 4, reference)
 
 
 def available_bytes() -> int | None:

@@ -14,13 +14,25 @@ free of it with unbounded queues).
 A `GroupPlan` (per class) resolves each op's handler, message key and the values it frees
 once, so the per-op cost of a batch is a few microseconds (the headline panel runs 64
 batches of ~1000 ops).
+
+**Streamed K/V (the fast path).** The harness's K and V buffers are `Generated`: never
+made whole. The plan marks the values that stay *streamed*: a load of whole rows of such
+a buffer (f16 or f32) and its transposes, row-preserving reshapes and casts to f16/f32
+(which change no f16 value). A streamed value is a recipe, not an array: a `dot` with one
+streamed operand runs piece by piece over the generator's tiles (views into its pool, so
+nothing is copied), writing the output's slice (the streamed axis is a free axis of the
+dot, e.g. the scores' keys) or accumulating the float32 partial products (the streamed
+axis is contracted, e.g. P·V). Any other use makes the value whole first (`_arg`), so
+every kernel evaluates; only the memory and the time differ. One dispatch on op kind
+(`_HANDLERS`) evaluates the IR; the plan's analysis (`_stream_axes`) is the only other
+place that looks at op kinds.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +41,10 @@ from meshproof.errors import HarnessError, InternalError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.sim.groups import Group
-from meshproof.sim.harness import Buffer
+from meshproof.sim.harness import Buffer, Generated, Memory
+from meshproof.sim.inputs import KVSource
 from meshproof.sim.rounding import F32, round_to
 
-Memory = dict[str, Buffer]
 _BLOCKED = object()   # a handler's answer for a recv whose message is not there yet
 
 _BINARY: dict[OpKind, Callable[..., F32]] = {
@@ -63,14 +75,25 @@ class RankPlan:
     frees: tuple[tuple[int, ...], ...]           # per op: values whose last use it is
     keys: tuple[tuple[int, int] | None, ...]     # per op: (channel, k) of a send/recv
     delivered: tuple[bool, ...]                  # per op: a send somebody receives
+    streamed: frozenset[int] = frozenset()       # values kept streamed (never whole)
+    whole_elements: int = 0     # the largest value or buffer this rank makes whole
 
 
 @dataclass(frozen=True, slots=True)
 class GroupPlan:
     ranks: tuple[RankPlan, ...]
 
+    @property
+    def largest(self) -> int:
+        """Elements of the largest array any rank holds at once (streamed values are not
+        arrays; one made whole for a use that cannot stream is)."""
+        return max((rp.whole_elements for rp in self.ranks), default=0)
 
-def plan_group(schedule: Schedule, table: ChannelTable, group: Group) -> GroupPlan:
+
+def plan_group(schedule: Schedule, table: ChannelTable, group: Group,
+               generated: frozenset[str] = frozenset(), row_elements: int = 0) -> GroupPlan:
+    """`generated`: the buffers the harness generates (K and V), whose loads of whole
+    rows (`row_elements` each) may stream."""
     plans = []
     for r in group.ranks:
         prog = schedule.programs[r]
@@ -81,10 +104,136 @@ def plan_group(schedule: Schedule, table: ChannelTable, group: Group) -> GroupPl
             keys.append(key)
             delivered.append(key is not None and op.kind is OpKind.SEND
                              and key[1] < len(table.channels[key[0]].recvs))
+        axes = _stream_axes(prog.ops, generated, row_elements) if row_elements else {}
         plans.append(RankPlan(prog.endpoint.describe(), prog.ops,
                               tuple(_HANDLERS[op.kind] for op in prog.ops),
-                              _free_points(prog.ops), tuple(keys), tuple(delivered)))
+                              _free_points(prog.ops), tuple(keys), tuple(delivered),
+                              frozenset(axes), _whole_elements(prog.ops, axes, generated,
+                                                               row_elements)))
     return GroupPlan(tuple(plans))
+
+
+def _rows_load(op: Op, row_elements: int) -> bool:
+    """A load of whole rows: (rows, ...) with the rest one row's elements."""
+    return (len(op.shape) >= 2 and math.prod(op.shape[1:]) == row_elements
+            and op.offset % row_elements == 0)
+
+
+def _follow(op: Op, shape: tuple[int, ...], axis: int) -> int | None:
+    """Where the streamed axis goes through a trans / reshape / cast (None: it cannot)."""
+    if op.kind is OpKind.TRANS:
+        assert op.perm is not None
+        return tuple(op.perm).index(axis)
+    if op.kind is OpKind.CAST:  # f16 values stay what they are in f16 and f32
+        return axis if op.dtype in (DType.F16, DType.F32) else None
+    before = math.prod(shape[:axis])
+    for j, n in enumerate(op.shape):
+        if n == shape[axis] and math.prod(op.shape[:j]) == before:
+            return j
+    return None
+
+
+def _stream_axes(ops: tuple[Op, ...], generated: frozenset[str],
+                 row_elements: int) -> dict[int, int]:
+    """Value id -> the axis of the buffer's rows, for every value that stays streamed."""
+    stored = {op.ptr for op in ops if op.kind is OpKind.STORE}
+    shapes = {op.out: op.shape for op in ops if op.out is not None}
+    axes: dict[int, int] = {}
+    for op in ops:
+        if op.out is None:
+            continue
+        if op.kind is OpKind.LOAD:
+            if op.ptr in generated and op.ptr not in stored and \
+                    op.dtype is not DType.BF16 and _rows_load(op, row_elements):
+                axes[op.out] = 0
+        elif op.kind in (OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST):
+            src = op.args[0]
+            if isinstance(src, ValueRef) and src.id in axes:
+                axis = _follow(op, shapes[src.id], axes[src.id])
+                if axis is not None:
+                    axes[op.out] = axis
+    return axes
+
+
+def _dot_mode(a: F32 | Streamed, b: F32 | Streamed) -> str | None:
+    """How a dot streams: which operand, and whether its streamed axis is free or
+    contracted (None: it does not; both operands are made whole)."""
+    if isinstance(b, Streamed) and not isinstance(a, Streamed) and len(b.shape) >= 2 and \
+            np.ndim(a) >= 3:
+        return {len(b.shape) - 1: "b_free", len(b.shape) - 2: "b_sum"}.get(b.axis)
+    if isinstance(a, Streamed) and not isinstance(b, Streamed) and len(a.shape) >= 2 and \
+            np.ndim(b) >= 3:
+        return {len(a.shape) - 2: "a_free", len(a.shape) - 1: "a_sum"}.get(a.axis)
+    return None
+
+
+def _whole_elements(ops: tuple[Op, ...], axes: dict[int, int], generated: frozenset[str],
+                    row_elements: int) -> int:
+    """The largest array a rank holds: any non-streamed value, a streamed value some use
+    makes whole, or a generated buffer the rank writes to (copied whole first)."""
+    sizes = [math.prod(op.shape) for op in ops if op.out is not None and op.out not in axes]
+    streamed_sizes = {op.out: math.prod(op.shape) for op in ops if op.out in axes}
+    for op in ops:
+        args = [a.id for a in op.args if isinstance(a, ValueRef) and a.id in axes]
+        if not args:
+            continue
+        if op.kind in (OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST) and op.out in axes:
+            continue
+        if op.kind is OpKind.DOT and len(args) == 1 and len(op.shape) >= 2:
+            continue  # the run decides the mode; a dot that cannot stream is counted below
+        sizes += [streamed_sizes[a] for a in args]
+    stored = {op.ptr for op in ops if op.kind is OpKind.STORE and op.ptr in generated}
+    sizes += [max((op.offset + math.prod(op.shape) for op in ops
+                   if op.kind is OpKind.LOAD and op.ptr == p), default=0) for p in stored]
+    return max(sizes, default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """A value made of generated K/V rows that is never held whole: rows
+    [row_lo, row_hi) of each batch entry's source, loaded as `base` (rows first), then
+    transposed / reshaped by `steps`; `shape` and `axis` (where the rows are) now."""
+
+    sources: tuple[KVSource, ...]
+    row_lo: int
+    row_hi: int
+    base: tuple[int, ...]
+    steps: tuple[tuple[str, tuple[int, ...], int], ...]
+    shape: tuple[int, ...]
+    axis: int
+
+    def then(self, kind: str, arg: tuple[int, ...], shape: tuple[int, ...],
+             axis: int) -> Streamed:
+        return Streamed(self.sources, self.row_lo, self.row_hi, self.base,
+                        (*self.steps, (kind, arg, axis)), shape, axis)
+
+    def _shaped(self, x: F32, rows: int) -> F32:
+        x = x.reshape(rows, *self.base[1:])
+        for kind, arg, axis in self.steps:
+            if kind == "T":
+                x = x.transpose(arg)
+            else:
+                shape = list(arg)
+                shape[axis] = rows
+                x = x.reshape(shape)
+        return x
+
+    def parts(self, b: int) -> Iterator[tuple[int, int, F32]]:
+        """Batch entry b piece by piece: (first, end) along `axis`, the piece."""
+        for p in self.sources[b].pieces(self.row_lo, self.row_hi):
+            yield p.row_lo - self.row_lo, p.row_hi - self.row_lo, \
+                self._shaped(p.data, p.row_hi - p.row_lo)
+
+    def whole(self) -> F32:
+        rows = self.row_hi - self.row_lo
+        out = np.empty((len(self.sources), *self.shape), np.float32)
+        for b, src in enumerate(self.sources):
+            out[b] = self._shaped(src.block(self.row_lo, self.row_hi), rows)
+        return out
+
+    @property
+    def nbytes_f16(self) -> int:
+        return 2 * len(self.sources) * math.prod(self.shape)
 
 
 def _expand(x: F32, ndim: int) -> F32:
@@ -98,12 +247,15 @@ def _expand(x: F32, ndim: int) -> F32:
 class GroupEvaluator:
     """Runs the ranks of one group plan on batched memories (one per group rank)."""
 
-    def __init__(self, plan: GroupPlan, memories: list[Memory], batch: int) -> None:
+    def __init__(self, plan: GroupPlan, memories: list[Memory], batch: int,
+                 on_streamed: Callable[[int], None] | None = None) -> None:
         self.plan = plan
         self.memories = memories
         self.batch = batch
-        self.values: list[dict[int, F32]] = [{} for _ in plan.ranks]
+        self.values: list[dict[int, F32 | Streamed]] = [{} for _ in plan.ranks]
         self.messages: dict[tuple[int, int], _Message] = {}
+        # told the f16 bytes of K/V each streamed dot has read (progress)
+        self.on_streamed = on_streamed
 
     def run(self) -> list[Memory]:
         ranks = self.plan.ranks
@@ -138,9 +290,20 @@ class GroupEvaluator:
         return f"{op.source}: rank {self.plan.ranks[i].endpoint_text}"
 
     def _arg(self, i: int, arg: ValueRef | Const) -> F32:
+        """An operand as an array: a streamed value is made whole here, for a use that
+        cannot stream."""
+        if isinstance(arg, Const):
+            return np.float32(arg.value)  # type: ignore[return-value]
+        value = self.values[i][arg.id]
+        return value.whole() if isinstance(value, Streamed) else value
+
+    def _raw(self, i: int, arg: ValueRef | Const) -> F32 | Streamed:
         if isinstance(arg, Const):
             return np.float32(arg.value)  # type: ignore[return-value]
         return self.values[i][arg.id]
+
+    def _streams(self, i: int, op: Op) -> bool:
+        return op.out is not None and op.out in self.plan.ranks[i].streamed
 
     @staticmethod
     def _computed(op: Op, result: F32) -> F32:
@@ -186,12 +349,19 @@ class GroupEvaluator:
                 f"if {op.ptr} holds K or V, name the K and V buffers with --sharded (the "
                 f"harness fills the first two with K and V), e.g. --sharded {op.ptr},...")
         n = math.prod(op.shape)
-        if op.offset + n > buf.data.shape[1]:
+        size = buf.n_elements if isinstance(buf, Generated) else buf.data.shape[1]
+        if op.offset + n > size:
             raise HarnessError(
                 f"{self._where(i, op)}: error: load of {op.ptr}[{op.offset}:{op.offset + n}] "
-                f"reads past the harness buffer of {buf.data.shape[1]} elements; check the "
+                f"reads past the harness buffer of {size} elements; check the "
                 "shape arguments (S_q, S_kv_per_rank, h_q, h_kv, d_head)")
-        view = buf.data[:, op.offset:op.offset + n].reshape(self.batch, *op.shape)
+        if isinstance(buf, Generated):
+            if self._streams(i, op):
+                lo = buf.row_lo + op.offset // buf.row_elements
+                return Streamed(buf.sources, lo, lo + op.shape[0], op.shape, (), op.shape, 0)
+            view = buf.elements(op.offset, op.offset + n).reshape(self.batch, *op.shape)
+        else:
+            view = buf.data[:, op.offset:op.offset + n].reshape(self.batch, *op.shape)
         if op.dtype is DType.F32 or buf.dtype is op.dtype:
             return view
         return round_to(view, op.dtype)
@@ -203,6 +373,8 @@ class GroupEvaluator:
         n = math.prod(op.shape)
         end = op.offset + n
         buf = mem.get(op.ptr)
+        if isinstance(buf, Generated):  # written by the kernel: made whole, then copied
+            buf = Buffer(buf.elements(0, buf.n_elements), buf.dtype, shared=False)
         if buf is None:  # a buffer the harness does not provide: scratch memory
             data = np.full((self.batch, end), np.nan, np.float32)
             buf = Buffer(data, op.dtype, shared=False, fixed=False)
@@ -224,9 +396,45 @@ class GroupEvaluator:
         return None
 
     def _dot(self, i: int, op: Op) -> object:
+        a, b = self._raw(i, op.args[0]), self._raw(i, op.args[1])
+        mode = _dot_mode(a, b)
+        if mode is not None:
+            return self._computed(op, self._streamed_dot(op, a, b, mode))
         a, b = self._arg(i, op.args[0]), self._arg(i, op.args[1])
         nd = max(a.ndim, b.ndim) - 1
         return self._computed(op, np.matmul(_expand(a, nd), _expand(b, nd)))
+
+    def _streamed_dot(self, op: Op, a: F32 | Streamed, b: F32 | Streamed, mode: str) -> F32:
+        """A dot with one streamed operand, piece by piece (see the module docstring):
+        a free streamed axis fills the output's slice, a contracted one accumulates the
+        float32 partial products in piece order."""
+        streamed = b if mode[0] == "b" else a
+        dense = a if mode[0] == "b" else b
+        assert isinstance(streamed, Streamed) and not isinstance(dense, Streamed)
+        out = np.zeros((self.batch, *op.shape), np.float32)
+        part = None
+        for k in range(self.batch):
+            x, target = dense[k], out[k]
+            x_t = x.swapaxes(-1, -2)
+            for lo, hi, piece in streamed.parts(k):
+                if mode == "b_free":
+                    # (piece^T x^T)^T: BLAS reads the piece in its stored (rows, d)
+                    # layout, twice as fast here as x @ piece for several query rows
+                    target[..., lo:hi] = np.matmul(piece.swapaxes(-1, -2), x_t
+                                                   ).swapaxes(-1, -2)
+                elif mode == "a_free":
+                    target[..., lo:hi, :] = np.matmul(piece, x)
+                else:
+                    if part is None:
+                        part = np.empty(op.shape, np.float32)
+                    if mode == "b_sum":
+                        np.matmul(x[..., lo:hi], piece, out=part)
+                    else:
+                        np.matmul(piece, x[..., lo:hi, :], out=part)
+                    target += part
+        if self.on_streamed is not None:
+            self.on_streamed(streamed.nbytes_f16)
+        return out
 
     def _binary(self, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
         nd = len(op.shape)
@@ -251,14 +459,33 @@ class GroupEvaluator:
         e = np.exp(x - np.max(x, axis=op.axis + 1, keepdims=True))
         return self._computed(op, e / np.sum(e, axis=op.axis + 1, keepdims=True))
 
+    def _follow(self, i: int, op: Op, arg: tuple[int, ...]) -> Streamed | None:
+        """The streamed result of a trans / reshape / cast of a streamed value."""
+        x = self._raw(i, op.args[0])
+        if not (isinstance(x, Streamed) and self._streams(i, op)):
+            return None
+        axis = _follow(op, x.shape, x.axis)
+        assert axis is not None  # the plan streams only what follows
+        return x if op.kind is OpKind.CAST else \
+            x.then("T" if op.kind is OpKind.TRANS else "R", arg, op.shape, axis)
+
     def _trans(self, i: int, op: Op) -> object:
         assert op.perm is not None
+        lazy = self._follow(i, op, tuple(op.perm))
+        if lazy is not None:
+            return lazy
         return np.transpose(self._arg(i, op.args[0]), (0, *(p + 1 for p in op.perm)))
 
     def _reshape(self, i: int, op: Op) -> object:
+        lazy = self._follow(i, op, op.shape)
+        if lazy is not None:
+            return lazy
         return self._arg(i, op.args[0]).reshape(self.batch, *op.shape)
 
     def _cast(self, i: int, op: Op) -> object:
+        lazy = self._follow(i, op, ())
+        if lazy is not None:
+            return lazy
         # a widening cast (f16 -> f32) changes nothing; a narrowing one rounds a copy
         return round_to(self._arg(i, op.args[0]), op.dtype)
 

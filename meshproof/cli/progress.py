@@ -1,0 +1,140 @@
+"""Progress on long work: a rich progress bar on stderr, for a person at a terminal.
+
+Shown only when stderr is a terminal, never under `--json`, and only once the work has
+run for `DELAY_S` seconds (short commands print exactly what they printed before). It is
+transient: when the work ends (or is interrupted: Ctrl-C still exits 130 and nothing is
+written) the bar is erased, so the command's own output follows as usual.
+
+- `NumericBar`: `meshproof simulate` — K/V bytes (counted as f16) done of all, groups
+  done, rate and time left, fed by `SimConfig.progress`; several launches at once run one
+  after another and fill one bar.
+- `working`: an elapsed-time display for work that reports no progress (`verify`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from meshproof.sim.config import NumericProgress
+
+if TYPE_CHECKING:  # rich's progress module is imported when a bar is first shown
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+DELAY_S = 2.0
+
+
+def _console(console: Console | None) -> Console:
+    from rich.console import Console
+
+    return console if console is not None else Console(stderr=True)
+
+
+class NumericBar:
+    """The progress sink of a numeric run (pass it as `SimConfig.progress`); a context
+    manager that removes the bar at the end. `runs`: simulate calls expected (launches
+    of a deployment), each reporting its own totals."""
+
+    def __init__(self, enabled: bool, label: str, runs: int = 1, *,
+                 console: Console | None = None, delay_s: float = DELAY_S) -> None:
+        self.console = _console(console)
+        self.enabled = enabled and self.console.is_terminal
+        self.label = label
+        self.runs = max(1, runs)
+        self.delay_s = delay_s
+        self.start = time.monotonic()
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self._offset = 0          # bytes of the runs already finished
+        self._run = 0
+        self._last = NumericProgress(0, 0, 0, 0)
+
+    def __enter__(self) -> NumericBar:
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def __call__(self, p: NumericProgress) -> None:
+        if not self.enabled:
+            return
+        last = self._last
+        if p.done_bytes < last.done_bytes or p.groups_done < last.groups_done:
+            self._offset += last.total_bytes   # the next launch started
+            self._run += 1
+        self._last = p
+        if self.progress is None:
+            if time.monotonic() - self.start < self.delay_s or self._finished(p):
+                return
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+                TransferSpeedColumn(), TextColumn("{task.fields[groups]}"),
+                TimeRemainingColumn(), console=self.console, transient=True)
+            self.task = self.progress.add_task(self.label, total=None, groups="")
+            self.progress.start()
+        assert self.task is not None
+        left = max(0, self.runs - self._run - 1)
+        total = self._offset + p.total_bytes * (1 + left)
+        launch = f"launch {self._run + 1}/{self.runs}, " if self.runs > 1 else ""
+        self.progress.update(self.task, total=total, completed=self._offset + p.done_bytes,
+                             groups=f"{launch}groups {p.groups_done}/{p.groups_total}")
+        if self._finished(p):  # the numerics are done: clear the way for the output
+            self.progress.stop()
+            self.progress = None
+            self.enabled = False
+
+    def _finished(self, p: NumericProgress) -> bool:
+        return self._run == self.runs - 1 and p.groups_done == p.groups_total
+
+
+@contextmanager
+def working(enabled: bool, label: str, *, console: Console | None = None,
+            delay_s: float = DELAY_S) -> Iterator[None]:
+    """An elapsed-time spinner on stderr while the body runs, from `delay_s` on."""
+    out = _console(console)
+    if not (enabled and out.is_terminal):
+        yield
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"),
+                        TimeElapsedColumn(), console=out, transient=True)
+    progress.add_task(label, total=None)
+    lock = threading.Lock()
+    state = {"started": False, "done": False}
+
+    def show() -> None:
+        with lock:
+            if not state["done"]:
+                progress.start()
+                state["started"] = True
+
+    timer = threading.Timer(delay_s, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            state["done"] = True
+            if state["started"]:
+                progress.stop()

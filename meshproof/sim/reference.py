@@ -1,0 +1,204 @@
+"""The float64 reference: dense GQA attention, as a streaming online-softmax reduction.
+
+For q head h (kv head `h // (h_q / h_kv)`), every query row's output is
+`sum_r softmax(scale * q.k_r)_r v_r` over all the group's key rows, in float64. K and V
+are tiles of the input generator's pool (model/inputs.py): key row r of kv head j is
+`±pool[src + i]`, so
+
+- the score of every key against a query is read from `U = (scale q) @ pool^T`, one
+  float64 GEMV of the query with every pool row (each score is the float64 dot product
+  of q with that key: the same number a dense float64 `q @ K^T` gives, up to the order
+  of its d additions);
+- the max m over the keys is found first, exactly, from the pool rows the keys use (so
+  no online rescaling is needed); `e^(±U - m)` is then computed once per pool row and
+  sign, the keys are reduced tile by tile (a key block) into float64 weights of V's pool
+  rows, `W[V's row] += ±e^(s - m)`, ℓ is `Σ count(row) e^(s(row) - m)`, and at the end
+  `o = (W @ pool) / ℓ`.
+
+No K or V value is converted to float64 or even read: the reference costs one GEMV of
+the pool per query and a few float64 operations per key, which is what lets a 1M-context
+panel simulate at memory speed. It pays off when the group has at least half as many
+keys as the pool has rows, and few queries (U and W hold `queries x pool rows` numbers); otherwise
+(`uses_pool` false: short contexts, many query rows) an online softmax (running max,
+rescaled ℓ and sum) runs over blocks of K and V rows made by the generator and converted
+to float64. Both are dense
+float64 attention; `dense_reference` is the textbook computation on whole arrays, which
+the tests hold both to (1e-12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from meshproof.model.inputs import pool64, pool_rows, tile_sources, tile_vectors
+from meshproof.sim.inputs import GroupInput
+
+F64 = npt.NDArray[np.float64]
+# K/V elements per block of the direct (not pool) reduction
+REF_BLOCK_ELEMENTS = 1 << 18
+# float64 numbers U and W may hold per kv head (queries x pool rows, twice)
+POOL_PATH_NUMBERS = 1 << 24
+
+
+def reference(inputs: Sequence[GroupInput], scale: float) -> F64:
+    """Each group's reference output, stacked: (batch, q_rows, h_q, d)."""
+    return np.stack([group_reference(gi, scale) for gi in inputs])
+
+
+def uses_pool(queries: int, kv_rows: int, d: int) -> bool:
+    """Whether the reference of `queries` query rows per kv head reads the pool (long
+    context, few queries) or blocks of K/V rows."""
+    rows = pool_rows(d)
+    return 2 * kv_rows >= rows and 2 * queries * rows <= POOL_PATH_NUMBERS
+
+
+def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int) -> int:
+    """What one group's reference holds at once beyond its output: the float64 pool, U,
+    W and a block of scores (pool path), or a float64 block of K and V and its scores."""
+    if uses_pool(queries, kv_rows, d):
+        rows = pool_rows(d)
+        return 8 * (rows * d + 2 * rows + 4 * queries * rows)
+    block = min(kv_rows, max(1, REF_BLOCK_ELEMENTS // (h_kv * d)))
+    return 8 * (2 * block * h_kv * d + 2 * queries * block + 2 * h_kv * queries * d)
+
+
+def group_reference(gi: GroupInput, scale: float) -> F64:
+    q_rows, h_q, d = gi.q.shape
+    h_kv = gi.k.heads
+    g = h_q // h_kv
+    q64 = gi.q.astype(np.float64)
+    qhs = [q64[:, h * g:(h + 1) * g, :].reshape(-1, d) * scale for h in range(h_kv)]
+    pooled = uses_pool(q_rows * g, gi.k.rows, d)
+    heads = [_head(gi, h, qh) for h, qh in enumerate(qhs)] if pooled else _direct(gi, qhs)
+    out = np.empty((q_rows, h_q, d))
+    for h, o in enumerate(heads):
+        out[:, h * g:(h + 1) * g, :] = o.reshape(q_rows, g, d)
+    return out
+
+
+def _direct(gi: GroupInput, qhs: list[F64]) -> list[F64]:
+    """The online softmax over blocks of K/V rows made by the generator, in float64."""
+    k, v = gi.k, gi.v
+    step = max(1, REF_BLOCK_ELEMENTS // k.row_elements)
+    nq, d = qhs[0].shape
+    m = [np.full(nq, -np.inf) for _ in qhs]
+    ell = [np.zeros(nq) for _ in qhs]
+    acc = [np.zeros((nq, d)) for _ in qhs]
+    for r0 in range(0, k.rows, step):
+        r1 = min(k.rows, r0 + step)
+        kb = k.block(r0, r1).astype(np.float64)
+        vb = v.block(r0, r1).astype(np.float64)
+        for h, qh in enumerate(qhs):
+            scores = qh @ kb[:, h, :].T                      # (nq, rows)
+            m_new = np.maximum(m[h], scores.max(axis=1))
+            alpha = np.exp(m[h] - m_new)
+            p = np.exp(scores - m_new[:, None])
+            ell[h] = ell[h] * alpha + p.sum(axis=1)
+            acc[h] = acc[h] * alpha[:, None] + p @ vb[:, h, :]
+            m[h] = m_new
+    return [a / e[:, None] for a, e in zip(acc, ell, strict=True)]
+
+
+def _patch_scores(gi: GroupInput, h: int, qh: F64) -> dict[int, F64]:
+    """Key row -> its float64 scores (nq,) for rows the peaked inputs replaced."""
+    if gi.k.patch is None:
+        return {}
+    return {r: qh @ value[h].astype(np.float64)
+            for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True)}
+
+
+def _spans(n_vec: int, tv: int, h: int, h_kv: int) -> list[tuple[int, int, int]]:
+    """Per tile holding vectors of kv head h: (tile, first vector's offset, count)."""
+    spans = []
+    for t in range(-(-n_vec // tv)):
+        v0, v1 = t * tv, min(n_vec, (t + 1) * tv)
+        first = v0 + (h - v0) % h_kv          # this head's first vector in the tile
+        if first < v1:
+            spans.append((t, first - v0, (v1 - 1 - first) // h_kv + 1))
+    return spans
+
+
+def _head(gi: GroupInput, h: int, qh: F64) -> F64:
+    """Kv head h and its queries qh (nq, d), already scaled, through the pool: the exact
+    max over the keys first (from the pool rows they use), then e^(s - m) once per pool
+    row and sign, the weights of V's pool rows key block by key block, and ℓ from how
+    often each pool row is a key."""
+    k = gi.k
+    d, h_kv = k.d, k.heads
+    seed, rows, tv = k.seed, pool_rows(d), tile_vectors(d)
+    pool = pool64(seed, d)
+    u = qh @ pool.T                                   # (nq, R): every pool row's score
+    n_vec = k.rows * h_kv
+    spans = _spans(n_vec, tv, h, h_kv)
+    n_tiles = -(-n_vec // tv)
+    ksrc = tile_sources(seed, gi.group, "k", 0, n_tiles, d)
+    vsrc = tile_sources(seed, gi.group, "v", 0, n_tiles, d)
+    counts = np.zeros((2, rows))                      # keys per pool row, + and - sign
+    for t, a, cnt in spans:
+        base, neg = int(ksrc[t]) % rows, int(ksrc[t]) >= rows
+        counts[int(neg), base + a:base + a + (cnt - 1) * h_kv + 1:h_kv] += 1.0
+    patched = _patched_keys(gi, h, qh, ksrc, vsrc, rows, tv)
+    for kr, ks, _vr, _vs, _s in patched:              # a replaced key is not its pool row
+        counts[ks, kr] -= 1.0
+    m = np.full(qh.shape[0], -np.inf)
+    for sign, c in ((1.0, counts[0]), (-1.0, counts[1])):
+        if (c > 0).any():
+            m = np.maximum(m, (sign * u[:, c > 0]).max(axis=1))
+    for *_, s_p in patched:
+        m = np.maximum(m, s_p)
+    e = (np.exp(u - m[:, None]), np.exp(-u - m[:, None]))
+    ell = e[0] @ counts[0] + e[1] @ counts[1]
+    w = np.zeros_like(u)
+    for t, a, cnt in spans:
+        kb, ks = int(ksrc[t]) % rows, int(int(ksrc[t]) >= rows)
+        vb, vs = int(vsrc[t]) % rows, int(vsrc[t]) >= rows
+        step = (cnt - 1) * h_kv + 1
+        dst = w[:, vb + a:vb + a + step:h_kv]
+        src = e[ks][:, kb + a:kb + a + step:h_kv]
+        if vs:
+            dst -= src
+        else:
+            dst += src
+    for kr, ks, vr, v_neg, s_p in patched:
+        p = np.exp(s_p - m)
+        w[:, vr] += (-1.0 if v_neg else 1.0) * (p - e[ks][:, kr])
+        ell += p
+    out: F64 = (w @ pool) / ell[:, None]
+    return out
+
+
+def _patched_keys(gi: GroupInput, h: int, qh: F64, ksrc: npt.NDArray[np.int64],
+                  vsrc: npt.NDArray[np.int64], rows: int, tv: int
+                  ) -> list[tuple[int, int, int, int, F64]]:
+    """Keys the peaked inputs replaced, for head h: (K's pool row, its sign, V's pool
+    row, its sign, the key's float64 scores (nq,))."""
+    if gi.k.patch is None:
+        return []
+    out = []
+    h_kv = gi.k.heads
+    for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True):
+        vec = r * h_kv + h
+        t, off = divmod(vec, tv)
+        kr, vr = int(ksrc[t]), int(vsrc[t])
+        out.append(((kr % rows) + off, int(kr >= rows), (vr % rows) + off, int(vr >= rows),
+                    qh @ value[h].astype(np.float64)))
+    return out
+
+
+def dense_reference(q: npt.NDArray[np.floating], k: npt.NDArray[np.floating],
+                    v: npt.NDArray[np.floating], scale: float) -> F64:
+    """Textbook dense GQA attention in float64 on whole arrays q (rows, h_q, d), k and v
+    (kv_rows, h_kv, d): for tests and small checks."""
+    h_q, h_kv = q.shape[1], k.shape[1]
+    g = h_q // h_kv
+    out = np.empty(q.shape)
+    for hq in range(h_q):
+        kk = k[:, hq // g, :].astype(np.float64)
+        vv = v[:, hq // g, :].astype(np.float64)
+        s = scale * (q[:, hq, :].astype(np.float64) @ kk.T)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, hq, :] = (p @ vv) / p.sum(axis=1, keepdims=True)
+    return out

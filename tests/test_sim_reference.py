@@ -1,0 +1,118 @@
+"""The float64 reference (sim/reference.py) equals textbook dense attention, both paths;
+streamed K/V evaluate as the whole arrays do (sim/numerics.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import trace_kernel
+
+from meshproof.model.channels import derive_channels
+from meshproof.model.inputs import InputKind
+from meshproof.model.schedule import GroupMode
+from meshproof.sim import numerics
+from meshproof.sim.api import SimConfig, simulate
+from meshproof.sim.checking import plan_numerics
+from meshproof.sim.inputs import group_input
+from meshproof.sim.reference import dense_reference, group_reference, uses_pool
+from meshproof.sim.result import NumericResult
+
+
+def _one_pe(tmp_path: Path, src: str, name: str, kv_rows: int, h_q: int = 1
+            ) -> NumericResult:
+    """Simulate kernel `name` of source `src` on one PE, with d_head 16."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(src, encoding="utf-8")
+    schedule = trace_kernel(f"{path}::{name}", pes=1, wiring="pe_line",
+                            args=(("S_q", 1), ("S_kv_per_rank", kv_rows), ("d_head", 16),
+                                  ("h_q", h_q), ("h_kv", 1)))
+    result = simulate(schedule, SimConfig(timing=False))
+    assert result.numeric is not None
+    return result.numeric
+
+
+CASES = [  # q_rows, h_q, h_kv, d, kv_rows
+    (2, 4, 2, 8, 300), (1, 1, 1, 128, 70000), (1, 8, 2, 64, 140000), (3, 3, 3, 5, 2000)]
+
+
+@pytest.mark.parametrize("kind", list(InputKind))
+@pytest.mark.parametrize("case", CASES)
+def test_the_reference_is_dense_float64_attention(kind: InputKind,
+                                                  case: tuple[int, ...]) -> None:
+    q_rows, h_q, h_kv, d, kv_rows = case
+    gi = group_input(5, 1, kind, q_rows, kv_rows, h_q, h_kv, d, d ** -0.5)
+    want = dense_reference(gi.q, gi.k.block(0, kv_rows), gi.v.block(0, kv_rows), d ** -0.5)
+    assert np.abs(group_reference(gi, d ** -0.5) - want).max() < 1e-12
+
+
+def test_long_contexts_with_few_queries_read_the_pool() -> None:
+    assert [uses_pool(c[0] * c[1] // c[2], c[4], c[3]) for c in CASES] == \
+        [False, True, True, False]                # the cases above test both paths
+    assert uses_pool(1, 1 << 20, 128) and uses_pool(8, 1 << 20, 128)
+    assert not uses_pool(1, 256, 16)            # short: blocks of K/V rows
+    assert not uses_pool(4096, 1 << 20, 128)    # many queries: U and W would be large
+
+
+def test_streamed_kv_give_the_numbers_of_whole_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    schedule = trace_kernel("mesh_mlo_1d", args=(("S_kv_per_rank", 5000), ("d_head", 32),
+                                                 ("h_q", 4), ("h_kv", 2)))
+    plan = plan_numerics(schedule, derive_channels(schedule), 1 << 30)
+    streamed = plan.classes[0].plan.ranks[0].streamed
+    assert len(streamed) >= 4                   # the K and V loads and their transposes
+    fast = simulate(schedule, SimConfig(timing=False))
+    monkeypatch.setattr(numerics, "_stream_axes", lambda *_: {})
+    whole = simulate(schedule, SimConfig(timing=False))
+    assert fast.numeric is not None and whole.numeric is not None
+    assert fast.numeric.ok and whole.numeric.ok
+    # the P.V products are summed piece by piece: float32 rounding differs, not more
+    assert fast.numeric.rel_err == pytest.approx(whole.numeric.rel_err, rel=0.05)
+    assert fast.numeric.max_abs_v == whole.numeric.max_abs_v
+
+
+def test_a_kernel_that_uses_k_elementwise_still_evaluates(tmp_path: Path) -> None:
+    # K scaled before the dot: the load cannot stream and is made whole
+    src = '''
+from meshproof.kernels.attention_parts import load_q, store_output
+
+def scaled(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *, tl):
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k = tl.load(k_ptr, shape=(S_kv_per_rank, h_kv, d_head), dtype="f16") * 1.0
+    v = tl.load(v_ptr, shape=(S_kv_per_rank, h_kv, d_head), dtype="f16")
+    s = tl.dot(q, tl.trans(k, (1, 2, 0)), out_dtype="f32") * (d_head ** -0.5)
+    m = tl.max(s, axis=-1)
+    p = tl.exp(s - m)
+    o = tl.dot(tl.cast(p, "f16"), tl.trans(v, (1, 0, 2)), out_dtype="f32")
+    store_output(o_ptr, o, tl.sum(p, axis=-1), S_q, h_q, h_kv, d_head, tl)
+'''
+    numeric = _one_pe(tmp_path, src, "scaled", 300, h_q=2)
+    assert numeric.ok, numeric.message
+
+
+def test_threads_do_not_change_the_result() -> None:
+    schedule = trace_kernel("mesh_mlo_1d", cubes=4, groups=GroupMode.CUBE,
+                            args=(("S_kv_per_rank", 3000),))
+    one = simulate(schedule, SimConfig(timing=False, threads=1))
+    two = simulate(schedule, SimConfig(timing=False, threads=2))
+    assert one.numeric is not None and one.numeric.groups == 4
+    assert one.to_json() == two.to_json()
+
+
+def test_a_kernel_that_writes_its_k_buffer_sees_what_it_wrote(tmp_path: Path) -> None:
+    src = '''
+from meshproof.kernels.attention_parts import load_kv, load_q, partial_attention, store_output
+
+def zero_k(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, *, tl):
+    k = tl.load(k_ptr, shape=(S_kv_per_rank, h_kv, d_head), dtype="f16")
+    tl.store(k_ptr, tl.cast(k * 0.0, "f16"))
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    _m, ell, o = partial_attention(q, k_t, v, d_head ** -0.5, tl)
+    store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
+'''
+    numeric = _one_pe(tmp_path, src, "zero_k", 400)
+    assert not numeric.ok
+    # with K zeroed every score is 0: the output is the mean of V, far from attention
+    rel = numeric.rel_err
+    assert rel is not None and rel > 0.1
