@@ -104,4 +104,4 @@ def test_numerics_is_a_checked_property() -> None:
     assert case.simulate and case.violated == (Property.EXACTLY_ONCE_MERGE,
                                                Property.ATTENTION_EQUIVALENCE)
     assert case.numerics_violated
-    assert case.expected_text == "attention_equivalence, numerics"
+    assert case.expected_text == "exactly_once_merge, attention_equivalence, numerics"
