@@ -23,8 +23,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# two workers: the machines the suite runs on have two cores
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 test: lint typecheck pytest
 
@@ -32,7 +33,7 @@ test: lint typecheck pytest
 # minute on the 2-core machine; `make test` stays the whole suite
 test-fast: $(STAMP)
 	$(BIN)/ruff check meshproof tests benchmarks examples
-	$(BIN)/pytest -q -m 'not slow'
+	$(BIN)/pytest -q -n 2 -m 'not slow'
 
 gate: $(STAMP)
 	$(BIN)/meshproof gate proofs.toml
