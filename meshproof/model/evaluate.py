@@ -105,28 +105,25 @@ class OpSemantics(Protocol[V]):
         """A value that depends on itself through messages."""
 
 
-_UNARY = {OpKind.EXP: Unary.EXP, OpKind.EXP2: Unary.EXP2, OpKind.LOG: Unary.LOG,
-          OpKind.LOG2: Unary.LOG2, OpKind.LOG1P: Unary.LOG1P, OpKind.SIGMOID: Unary.SIGMOID,
-          OpKind.NEG: Unary.NEG}
-_BINARY = {OpKind.ADD: Binary.ADD, OpKind.SUB: Binary.SUB, OpKind.MUL: Binary.MUL,
-           OpKind.DIV: Binary.DIV, OpKind.MAXIMUM: Binary.MAXIMUM,
-           OpKind.MINIMUM: Binary.MINIMUM}
+class Dependencies:
+    """What every evaluation of one schedule shares: the op defining each value, each
+    rank's memory (what its loads read back), each recv's source. Built lazily, per rank,
+    once for every domain that evaluates the schedule."""
 
-
-class Evaluation(Generic[V]):
-    """The values of one schedule under one domain (per rank: value id -> value)."""
-
-    def __init__(self, schedule: Schedule, table: ChannelTable,
-                 domain: OpSemantics[V]) -> None:
+    def __init__(self, schedule: Schedule, table: ChannelTable) -> None:
         self.schedule = schedule
         self.table = table
-        self.domain = domain
-        self.values: list[dict[int, V]] = [{} for _ in schedule.programs]
-        self.defining: list[dict[int, Op]] = [
-            {op.out: op for op in prog.ops if op.out is not None} for prog in schedule.programs]
+        self._defining: list[dict[int, Op] | None] = [None] * len(schedule.programs)
         self._memory: dict[int, RankMemory] = {}
+        self._sources: dict[tuple[int, int], Key | Lost] = {}
 
-    # --- the IR's dependencies -----------------------------------------------------------
+    def defining(self, rank: int) -> dict[int, Op]:
+        ops = self._defining[rank]
+        if ops is None:
+            ops = self._defining[rank] = {op.out: op for op in self.schedule.programs[rank].ops
+                                          if op.out is not None}
+        return ops
+
     def rank_memory(self, rank: int) -> RankMemory:
         memory = self._memory.get(rank)
         if memory is None:
@@ -135,6 +132,12 @@ class Evaluation(Generic[V]):
 
     def recv_source(self, rank: int, op: Op) -> Key | Lost:
         """The key of the value a recv gets, or why none arrives."""
+        hit = self._sources.get((rank, op.index))
+        if hit is None:
+            hit = self._sources[(rank, op.index)] = self._source(rank, op)
+        return hit
+
+    def _source(self, rank: int, op: Op) -> Key | Lost:
         ref = OpRef(rank, op.index)
         use = self.table.port_use[ref]
         d = op.dir.value if op.dir else "?"
@@ -154,7 +157,7 @@ class Evaluation(Generic[V]):
 
     def deps(self, key: Key) -> list[Key]:
         rank = key[0]
-        op = self.defining[rank][key[1]]
+        op = self.defining(rank)[key[1]]
         if op.kind is OpKind.RECV:
             src = self.recv_source(rank, op)
             return [src] if isinstance(src, tuple) else []
@@ -162,6 +165,33 @@ class Evaluation(Generic[V]):
             source = self.rank_memory(rank).loads.get(op.index)
             return [(rank, w.value_args[0]) for w in source.writers] if source else []
         return [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
+
+
+class Evaluation(Generic[V]):
+    """The values of one schedule under one domain (per rank: value id -> value)."""
+
+    def __init__(self, schedule: Schedule, table: ChannelTable, domain: OpSemantics[V],
+                 dependencies: Dependencies | None = None) -> None:
+        self.schedule = schedule
+        self.table = table
+        self.domain = domain
+        self.dependencies = dependencies if dependencies is not None else \
+            Dependencies(schedule, table)
+        self.values: list[dict[int, V]] = [{} for _ in schedule.programs]
+
+    # --- the IR's dependencies -----------------------------------------------------------
+    @property
+    def defining(self) -> _Defining:
+        return _Defining(self.dependencies)
+
+    def rank_memory(self, rank: int) -> RankMemory:
+        return self.dependencies.rank_memory(rank)
+
+    def recv_source(self, rank: int, op: Op) -> Key | Lost:
+        return self.dependencies.recv_source(rank, op)
+
+    def deps(self, key: Key) -> list[Key]:
+        return self.dependencies.deps(key)
 
     def cone(self, keys: Iterable[Key]) -> set[Key]:
         """Every value the given ones depend on, themselves included."""
@@ -193,10 +223,10 @@ class Evaluation(Generic[V]):
                 continue
             if expanded:
                 on_stack.discard(key)
-                self.values[r][v] = self._apply(r, self.defining[r][v])
+                self.values[r][v] = self._apply(r, self.dependencies.defining(r)[v])
                 continue
             if key in on_stack:
-                self.values[r][v] = self.domain.cycle(r, self.defining[r][v])
+                self.values[r][v] = self.domain.cycle(r, self.dependencies.defining(r)[v])
                 continue
             on_stack.add(key)
             stack.append((key, True))
@@ -242,7 +272,10 @@ class Evaluation(Generic[V]):
             return self.domain.const(rank, op, a.value)
         return self.values[rank][a.id]
 
-    def _apply(self, rank: int, op: Op) -> V:
+    def _args2(self, rank: int, op: Op) -> tuple[V, V]:
+        return self._arg(rank, op, 0), self._arg(rank, op, 1)
+
+    def _apply(self, rank: int, op: Op) -> V:  # noqa: C901 - the one dispatch on op kinds
         d = self.domain
         kind = op.kind
         match kind:
@@ -264,13 +297,32 @@ class Evaluation(Generic[V]):
                 return d.reshape(rank, op, self._arg(rank, op, 0))
             case OpKind.TRANS:
                 return d.trans(rank, op, self._arg(rank, op, 0))
-            case OpKind.EXP | OpKind.EXP2 | OpKind.LOG | OpKind.LOG2 | OpKind.LOG1P | \
-                    OpKind.SIGMOID | OpKind.NEG:
-                return d.unary(rank, op, _UNARY[kind], self._arg(rank, op, 0))
-            case OpKind.ADD | OpKind.SUB | OpKind.MUL | OpKind.DIV | OpKind.MAXIMUM | \
-                    OpKind.MINIMUM:
-                return d.binary(rank, op, _BINARY[kind], self._arg(rank, op, 0),
-                                self._arg(rank, op, 1))
+            case OpKind.EXP:
+                return d.unary(rank, op, Unary.EXP, self._arg(rank, op, 0))
+            case OpKind.EXP2:
+                return d.unary(rank, op, Unary.EXP2, self._arg(rank, op, 0))
+            case OpKind.LOG:
+                return d.unary(rank, op, Unary.LOG, self._arg(rank, op, 0))
+            case OpKind.LOG2:
+                return d.unary(rank, op, Unary.LOG2, self._arg(rank, op, 0))
+            case OpKind.LOG1P:
+                return d.unary(rank, op, Unary.LOG1P, self._arg(rank, op, 0))
+            case OpKind.SIGMOID:
+                return d.unary(rank, op, Unary.SIGMOID, self._arg(rank, op, 0))
+            case OpKind.NEG:
+                return d.unary(rank, op, Unary.NEG, self._arg(rank, op, 0))
+            case OpKind.ADD:
+                return d.binary(rank, op, Binary.ADD, *self._args2(rank, op))
+            case OpKind.SUB:
+                return d.binary(rank, op, Binary.SUB, *self._args2(rank, op))
+            case OpKind.MUL:
+                return d.binary(rank, op, Binary.MUL, *self._args2(rank, op))
+            case OpKind.DIV:
+                return d.binary(rank, op, Binary.DIV, *self._args2(rank, op))
+            case OpKind.MAXIMUM:
+                return d.binary(rank, op, Binary.MAXIMUM, *self._args2(rank, op))
+            case OpKind.MINIMUM:
+                return d.binary(rank, op, Binary.MINIMUM, *self._args2(rank, op))
             case OpKind.MAX:
                 return d.reduce(rank, op, Reduction.MAX, self._arg(rank, op, 0))
             case OpKind.SUM:
@@ -285,5 +337,17 @@ class Evaluation(Generic[V]):
                 assert_never(kind)
 
 
-__all__ = ["Binary", "Evaluation", "Key", "Lost", "OpSemantics", "Reduction", "Reload",
-           "Unary"]
+class _Defining:
+    """`evaluation.defining[rank][vid]`: the op that defines a value."""
+
+    __slots__ = ("_deps",)
+
+    def __init__(self, deps: Dependencies) -> None:
+        self._deps = deps
+
+    def __getitem__(self, rank: int) -> dict[int, Op]:
+        return self._deps.defining(rank)
+
+
+__all__ = ["Binary", "Dependencies", "Evaluation", "Key", "Lost", "OpSemantics", "Reduction",
+           "Reload", "Unary"]

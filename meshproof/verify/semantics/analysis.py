@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Evaluation
+from meshproof.model.evaluate import Dependencies, Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
@@ -73,7 +73,9 @@ class _Explaining:
     def get(self) -> Evaluation[Result]:
         if self.evaluation is None:
             schedule, table, problem = self.args
-            self.evaluation = Evaluation(schedule, table, Symbolic(schedule, problem))
+            deps = Dependencies(schedule, table)
+            self.evaluation = Evaluation(schedule, table,
+                                         Symbolic(schedule, problem, dependencies=deps), deps)
         return self.evaluation
 
 
@@ -216,8 +218,9 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
 
 def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
             budget: Budget | None = None, memo: bool = True) -> Analysis:
-    situations = Situations(schedule, problem, budget, memo)
-    ev: Evaluation[Held | Opaque] = Evaluation(schedule, table, situations)
+    deps = Dependencies(schedule, table)
+    situations = Situations(schedule, problem, budget, memo, deps)
+    ev: Evaluation[Held | Opaque] = Evaluation(schedule, table, situations, deps)
     ev.run()
     forms = Forms(ev, situations)
     domain = situations.algebra

@@ -68,7 +68,7 @@ def suspects(schedule: Schedule, ranges: Evaluation[Interval],
         for op in prog.ops:
             if op.out is None:
                 continue
-            res = symbolic.get((r, op.out))
+            res = symbolic.canonical((r, op.out))
             if isinstance(res, Opaque) and res.lost:
                 continue   # it waits on a message that never arrives: it never runs
             if isinstance(res, Opaque) and res.undefined is not None and res.op is op:

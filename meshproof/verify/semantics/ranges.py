@@ -58,6 +58,15 @@ def _meet(a: Interval, b: Interval) -> Interval:
     return (lo, hi) if lo <= hi else a
 
 
+_BINARY_IV: dict[Binary, Callable[[Interval, Interval], Interval]] = {
+    Binary.ADD: lambda x, y: (x[0] + y[0], x[1] + y[1]),
+    Binary.SUB: lambda x, y: (x[0] - y[1], x[1] - y[0]),
+    Binary.MUL: _mul, Binary.DIV: _div,
+    Binary.MAXIMUM: lambda x, y: (max(x[0], y[0]), max(x[1], y[1])),
+    Binary.MINIMUM: lambda x, y: (min(x[0], y[0]), min(x[1], y[1])),
+}
+
+
 def form_interval(form: Rat, b: float, d: int, sizes: dict[int, int]) -> Interval:
     """What the exact form shows about its range."""
     if form.inf:
@@ -88,17 +97,17 @@ class Ranges:
         self.sym = symbolic
         self.b = input_bound
         self.d = d_head
-        self._forms: dict[tuple[str, tuple[tuple[int, int], ...]], Interval] = {}
+        self._forms: dict[int, Interval] = {}
 
     def _form(self, rank: int, op: Op) -> Interval:
-        res = self.sym.get((rank, op.out)) if op.out is not None else None
-        if res is None or isinstance(res, Opaque):
+        held = self.sym.held((rank, op.out)) if op.out is not None else None
+        if held is None or isinstance(held, Opaque):
             return UNBOUNDED
-        sizes = tuple((dg.id, dg.size) for dg in res.layout.digits)
-        key = (res.form.key, sizes)
-        hit = self._forms.get(key)
-        if hit is None:
-            hit = self._forms[key] = form_interval(res.form, self.b, self.d, dict(sizes))
+        hit = self._forms.get(held.cid)
+        if hit is None:   # a function of the canonical value: one per cid, for every rank
+            res = self.sym.domain.canon.values[held.cid]
+            sizes = {dg.id: dg.size for dg in res.layout.digits}
+            hit = self._forms[held.cid] = form_interval(res.form, self.b, self.d, sizes)
         return hit
 
     def _out(self, rank: int, op: Op, iv: Interval) -> Interval:
@@ -156,15 +165,8 @@ class Ranges:
         return self._out(rank, op, iv)
 
     def binary(self, rank: int, op: Op, fn: Binary, a: Interval, b: Interval) -> Interval:
-        ops: dict[Binary, Callable[[Interval, Interval], Interval]] = {
-            Binary.ADD: lambda x, y: (x[0] + y[0], x[1] + y[1]),
-            Binary.SUB: lambda x, y: (x[0] - y[1], x[1] - y[0]),
-            Binary.MUL: _mul, Binary.DIV: _div,
-            Binary.MAXIMUM: lambda x, y: (max(x[0], y[0]), max(x[1], y[1])),
-            Binary.MINIMUM: lambda x, y: (min(x[0], y[0]), min(x[1], y[1])),
-        }
         try:
-            iv = ops[fn](a, b)
+            iv = _BINARY_IV[fn](a, b)
         except (ArithmeticError, ValueError):
             iv = UNBOUNDED
         if any(math.isnan(v) for v in iv):
@@ -173,7 +175,7 @@ class Ranges:
 
     def _axis(self, rank: int, op: Op) -> int:
         arg = op.args[0]
-        res = self.sym.get((rank, arg.id)) if isinstance(arg, ValueRef) else None
+        res = self.sym.canonical((rank, arg.id)) if isinstance(arg, ValueRef) else None
         if res is None or isinstance(res, Opaque) or op.axis is None:
             return 1
         return res.layout.shape[op.axis]
@@ -189,7 +191,7 @@ class Ranges:
 
     def dot(self, rank: int, op: Op, a: Interval, b: Interval) -> Interval:
         arg = op.args[0]
-        res = self.sym.get((rank, arg.id)) if isinstance(arg, ValueRef) else None
+        res = self.sym.canonical((rank, arg.id)) if isinstance(arg, ValueRef) else None
         n = res.layout.shape[-1] if res is not None and not isinstance(res, Opaque) and \
             res.layout.shape else 1
         lo, hi = _mul(a, b)
@@ -198,4 +200,8 @@ class Ranges:
 
 def value_ranges(symbolic: Forms, input_bound: float,
                  d_head: int) -> Evaluation[Interval]:
-    return Evaluation(symbolic.schedule, symbolic.table, Ranges(symbolic, input_bound, d_head))
+    ev: Evaluation[Interval] = Evaluation(symbolic.schedule, symbolic.table,
+                                          Ranges(symbolic, input_bound, d_head),
+                                          symbolic.evaluation.dependencies)
+    ev.run()   # program order: cheaper than cones on demand, and every value is read
+    return ev

@@ -120,7 +120,7 @@ class ErrorBounds:
         self._kinds: dict[str, Kind | None] = {}
 
     def _res(self, key: Key) -> Value | Opaque | None:
-        return self.sym.get(key)
+        return self.sym.canonical(key)
 
     def _fail(self, key: Key, op: Op, reason: str) -> None:
         self.why.setdefault(key, f"{op.source}: {reason}")
@@ -440,13 +440,15 @@ def output_error_bounds(symbolic: Forms, stores: list[tuple[int, Op]],
                         input_bound: float, d_head: int) -> list[OutputBound | NoBound]:
     """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
     domain = ErrorBounds(symbolic, input_bound, d_head)
-    eb: Evaluation[Err | None] = Evaluation(symbolic.schedule, symbolic.table, domain)
+    eb: Evaluation[Err | None] = Evaluation(symbolic.schedule, symbolic.table, domain,
+                                            symbolic.evaluation.dependencies)
+    eb.run()
     out: list[OutputBound | NoBound] = []
     for rank, store in stores:
         arg = store.args[0]
         assert isinstance(arg, ValueRef)
         key = (rank, arg.id)
-        res = symbolic.get(key)
+        res = symbolic.canonical(key)
         attention = res is not None and not isinstance(res, Opaque) and convex_output(res.form)
         e = eb.value(rank, arg.id)
         if e is None or e.kind is not Kind.OUT:

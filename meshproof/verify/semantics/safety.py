@@ -120,7 +120,7 @@ class _Checks:
     def check_exp(self, rank: int, op: Op) -> None:
         arg = op.args[0]
         assert isinstance(arg, ValueRef)
-        res = self.sym.value(rank, arg.id)
+        res = self.sym.canonical_value(rank, arg.id)
         self.out.exp_checked += 1
         if isinstance(res, Opaque) and res.lost:
             return   # it waits on a message that never arrives: it never runs
@@ -163,7 +163,7 @@ class _Checks:
 
     def check_narrow(self, rank: int, op: Op) -> None:
         vid = op.out if op.out is not None else op.args[0].id  # type: ignore[union-attr]
-        res = self.sym.value(rank, vid)
+        res = self.sym.canonical_value(rank, vid)
         self.out.narrow_checked += 1
         if isinstance(res, Opaque) and res.lost:
             return
@@ -195,7 +195,7 @@ class _Checks:
                 continue
             name, top, rank = found
             op, vid, bound = next((o, v, bd) for r, o, v, bd in cands if r == rank)
-            res = self.sym.value(rank, vid)
+            res = self.sym.canonical_value(rank, vid)
             what = describe(res.form) if not isinstance(res, Opaque) else "the value"
             self.out.violations.append(Finding(
                 Hazard.OVERFLOW, rank, op,

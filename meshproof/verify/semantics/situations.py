@@ -18,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import (
+    Binary,
+    Dependencies,
+    Evaluation,
+    Key,
+    Lost,
+    Reduction,
+    Reload,
+    Unary,
+)
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule
 from meshproof.verify.semantics.budget import Budget
@@ -46,8 +55,9 @@ class Situations:
     """The memoised symbolic domain: values held as (canonical id, shift)."""
 
     def __init__(self, schedule: Schedule, problem: Problem, budget: Budget | None = None,
-                 memo: bool = True) -> None:
-        self.algebra = Symbolic(schedule, problem, budget, record=False)
+                 memo: bool = True, dependencies: Dependencies | None = None) -> None:
+        self.algebra = Symbolic(schedule, problem, budget, record=False,
+                                dependencies=dependencies)
         self.canon = Canon()
         self.memo: dict[tuple[object, ...], Entry] | None = {} if memo else None
         self._rowful: list[bool] = []
@@ -184,6 +194,16 @@ class Forms:
 
     def held(self, key: Key) -> V | None:
         return self.evaluation.get(key)
+
+    def canonical(self, key: Key) -> Value | Opaque | None:
+        """The value in its canonical frame: enough for what does not depend on absolute
+        key rows (bounds, kinds, max-domination), and shared by every rank."""
+        x = self.evaluation.get(key)
+        return x if x is None or isinstance(x, Opaque) else self.domain.canon.values[x.cid]
+
+    def canonical_value(self, rank: int, vid: int) -> Value | Opaque:
+        x = self.evaluation.value(rank, vid)
+        return x if isinstance(x, Opaque) else self.domain.canon.values[x.cid]
 
     def recv_source(self, rank: int, op: Op) -> Key | Lost:
         return self.evaluation.recv_source(rank, op)

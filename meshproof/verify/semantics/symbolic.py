@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Dependencies, Lost, Reduction, Reload, Unary
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics import rational as R
@@ -81,7 +81,8 @@ class Symbolic:
     """The exact-form domain of one schedule and attention problem."""
 
     def __init__(self, schedule: Schedule, problem: Problem,
-                 budget: Budget | None = None, record: bool = True) -> None:
+                 budget: Budget | None = None, record: bool = True,
+                 dependencies: Dependencies | None = None) -> None:
         self.schedule = schedule
         self.problem = problem
         self.budget = budget if budget is not None else unbounded()
@@ -89,8 +90,7 @@ class Symbolic:
         self.rec = Recorder() if record else Silent()
         self.private = False      # the last op read rank context (a scrambled dot's label)
         self._buffers: dict[tuple[int, str], Value | None] = {}
-        self.defining: list[dict[int, Op]] = [
-            {op.out: op for op in prog.ops if op.out is not None} for prog in schedule.programs]
+        self.dependencies = dependencies  # the op defining each value (events only)
 
     # --- the guard around every op -------------------------------------------------------
     def _run(self, rank: int, op: Op, compute: Callable[[], Result]) -> Result:
@@ -347,7 +347,7 @@ class Symbolic:
                 if isinstance(c, Fraction):
                     src = op.args[arg]
                     received = isinstance(src, ValueRef) and \
-                        self.defining[rank][src.id].kind is OpKind.RECV
+                        self._defining(rank, src.id) is OpKind.RECV
                     self.rec.weighted(op, float(c), this, received)
 
     def reduce(self, rank: int, op: Op, fn: Reduction, x: Result) -> Result:
@@ -446,10 +446,19 @@ class Symbolic:
         return Value(layout, Rat.atom(Scrambled.make(label, row, others,
                                                      _product_bound(a, b))))
 
+    def _op_of(self, rank: int, vid: int) -> Op | None:
+        if self.dependencies is None:
+            self.dependencies = Dependencies(self.schedule, None)  # type: ignore[arg-type]
+        return self.dependencies.defining(rank).get(vid)
+
+    def _defining(self, rank: int, vid: int) -> OpKind | None:
+        op = self._op_of(rank, vid)
+        return None if op is None else op.kind
+
     def _view_source(self, rank: int, arg: ValueRef | object) -> Op | None:
         """The reshape an operand went through (following trans, cast, recv)."""
         while isinstance(arg, ValueRef):
-            op = self.defining[rank].get(arg.id)
+            op = self._op_of(rank, arg.id)
             if op is None:
                 return None
             if op.kind is OpKind.RESHAPE:
