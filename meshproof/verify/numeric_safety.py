@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Evaluation
+from meshproof.model.evaluate import Dependencies, Evaluation
 from meshproof.model.schedule import Schedule
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
@@ -27,7 +27,7 @@ from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
 from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
-from meshproof.verify.semantics.situations import Forms, Situations
+from meshproof.verify.semantics.situations import Forms, Held, Situations
 from meshproof.verify.semantics.symbolic import Opaque
 
 NAME = Property.NUMERIC_SAFETY
@@ -50,7 +50,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     a = sem.analysis
     safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
                           [(o.rank, o.store) for o in a.outputs])
-    empty = _empty_partials(schedule, table, sem) if a.problem and \
+    empty = _empty_partials(schedule, table, sem, input_bound) if a.problem and \
         schedule.launch.empty_shards else []
     findings = safety.violations + empty
     assumption = f"|inputs| <= {input_bound:g}"
@@ -68,8 +68,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                       "; ".join(safety.unknown[:3]))
     extra = f"; an empty slice on {len(schedule.launch.empty_shards)} rank(s) stays finite" \
         if schedule.launch.empty_shards else ""
-    etas = output_error_bounds(a.forms, [(o.rank, o.store) for o in a.outputs],
-                               input_bound, a.problem.d_head)
+    etas = output_error_bounds(a.forms, [(o.rank, o.store) for o in a.outputs], input_bound)
     # the bound is due for outputs whose exact value is attention; the others are
     # attention_equivalence's to report
     lost = [e for e, o in zip(etas, a.outputs, strict=True)
@@ -95,16 +94,19 @@ def _diag(schedule: Schedule, f: Finding) -> Diagnostic:
     return Diagnostic(f.message, Role.NUMERIC, f.op.source, ep, f.op.index, f.op.kind)
 
 
-def _empty_partials(schedule: Schedule, table: ChannelTable,
-                    sem: SemanticAnalysis) -> list[Finding]:
+def _empty_partials(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
+                    input_bound: float) -> list[Finding]:
     """Re-evaluate with the named ranks' slices empty: no exp(-inf - (-inf)), no 0/0."""
     assert sem.problem is not None
     index = schedule.rank_index()
     empty = frozenset(index[e] for e in schedule.launch.empty_shards if e in index)
     problem = dataclasses.replace(sem.problem, empty=empty)
-    domain = Situations(schedule, problem)
-    forms = Forms(Evaluation(schedule, table, domain), domain)
-    forms.evaluation.run()
+    deps = Dependencies(schedule, table)
+    domain = Situations(schedule, problem, input_bound, dependencies=deps)
+    ev: Evaluation[Held] = Evaluation(schedule, table, domain, deps)
+    domain.attach(ev)
+    ev.run()
+    forms = Forms(ev, domain)
     out: list[Finding] = []
     seen: set[str] = set()
     for r, prog in enumerate(schedule.programs):

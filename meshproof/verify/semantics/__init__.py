@@ -58,18 +58,20 @@ class SemanticAnalysis:
 
 def shared_semantics(ctx: CheckContext) -> SemanticAnalysis:
     """The analysis the three semantic properties share (ctx.shared caches it)."""
-    return semantic_analysis(ctx.schedule, ctx.channels, Budget.start(ctx.config.timeout_s))
+    return semantic_analysis(ctx.schedule, ctx.channels, Budget.start(ctx.config.timeout_s),
+                             ctx.config.input_bound)
 
 
-def semantic_analysis(schedule: Schedule, table: ChannelTable,
-                      budget: Budget | None = None) -> SemanticAnalysis:
+def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | None = None,
+                      input_bound: float = DEFAULT_INPUT_BOUND) -> SemanticAnalysis:
     spec = schedule.launch
     try:
         problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
     except ProblemUnavailable as exc:
         return SemanticAnalysis(None, None, str(exc))
     try:
-        return SemanticAnalysis(problem, analyse(schedule, table, problem, budget))
+        return SemanticAnalysis(problem, analyse(schedule, table, problem, budget,
+                                                          input_bound=input_bound))
     except OutOfBudget as exc:
         return SemanticAnalysis(problem, None, str(exc), stopped=True)
     except MemoryError:

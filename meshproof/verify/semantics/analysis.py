@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
-from meshproof.model.problem import Problem
+from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
-from meshproof.verify.semantics.canon import Held
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import (
     Aff,
@@ -29,7 +28,7 @@ from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, c
 from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
-from meshproof.verify.semantics.situations import Forms, Situations
+from meshproof.verify.semantics.situations import Forms, Held, Situations
 from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
 
 
@@ -90,7 +89,7 @@ class Analysis:
     explaining: _Explaining | None = None
 
     @property
-    def evaluation(self) -> Evaluation[Held | Opaque]:
+    def evaluation(self) -> Evaluation[Held]:
         return self.forms.evaluation
 
     def value(self, rank: int, vid: int) -> Value | Opaque:
@@ -217,10 +216,12 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
 
 
 def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
-            budget: Budget | None = None, memo: bool = True) -> Analysis:
+            budget: Budget | None = None, memo: bool = True,
+            input_bound: float = DEFAULT_INPUT_BOUND) -> Analysis:
     deps = Dependencies(schedule, table)
-    situations = Situations(schedule, problem, budget, memo, deps)
-    ev: Evaluation[Held | Opaque] = Evaluation(schedule, table, situations, deps)
+    situations = Situations(schedule, problem, input_bound, budget, memo, deps)
+    ev: Evaluation[Held] = Evaluation(schedule, table, situations, deps)
+    situations.attach(ev)
     ev.run()
     forms = Forms(ev, situations)
     domain = situations.algebra

@@ -12,21 +12,11 @@ rule of the algebra (spec/semantics.md §9).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from meshproof.verify.semantics.index import Aff, Digit, Layout, Subst
 from meshproof.verify.semantics.layouts import Value
 
 CANON = 1 << 40          # canonical digit ids: CANON + position in the layout
 CACHE = 1 << 16          # actual-frame values kept (cid, shift) -> Value
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A value as a rank holds it: canonical id and the shift of its key rows."""
-
-    cid: int
-    shift: int
 
 
 def _rows(value: Value) -> int | None:
@@ -70,26 +60,27 @@ class Canon:
         self._index: dict[str, int] = {}
         self._actual: dict[tuple[int, int], Value] = {}
 
-    def intern(self, value: Value) -> Held:
+    def intern(self, value: Value) -> tuple[int, int]:
+        """The canonical id of the value and the shift of its key rows."""
         canon, shift = canonical(value)
         key = _layout_key(canon.layout) + "#" + canon.form.key
         cid = self._index.get(key)
         if cid is None:
             cid = self._index[key] = len(self.values)
             self.values.append(canon)
-        return Held(cid, shift)
+        return cid, shift
 
-    def value(self, held: Held) -> Value:
-        """The value in the frame of the rank holding it (its key rows shifted back)."""
-        if not held.shift:
-            return self.values[held.cid]
-        key = (held.cid, held.shift)
+    def value_at(self, cid: int, shift: int) -> Value:
+        """The value in the frame of a rank holding it (its key rows shifted back)."""
+        if not shift:
+            return self.values[cid]
+        key = (cid, shift)
         hit = self._actual.get(key)
         if hit is None:
             if len(self._actual) > CACHE:
                 self._actual.clear()
-            base = self.values[held.cid]
-            hit = self._actual[key] = Value(base.layout, base.form.shift(held.shift))
+            base = self.values[cid]
+            hit = self._actual[key] = Value(base.layout, base.form.shift(shift))
         return hit
 
     def __len__(self) -> int:

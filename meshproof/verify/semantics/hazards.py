@@ -60,8 +60,7 @@ def _low(iv: Interval) -> float:
     return min(abs(iv[0]), abs(iv[1])) if iv[0] * iv[1] > 0 else 0.0
 
 
-def suspects(schedule: Schedule, ranges: Evaluation[Interval],
-             symbolic: Forms) -> list[Suspect]:
+def suspects(schedule: Schedule, symbolic: Forms) -> list[Suspect]:
     """The ops that could be undefined or overflow for some input within the bound."""
     out: list[Suspect] = []
     for r, prog in enumerate(schedule.programs):
@@ -74,21 +73,21 @@ def suspects(schedule: Schedule, ranges: Evaluation[Interval],
             if isinstance(res, Opaque) and res.undefined is not None and res.op is op:
                 out.append(Suspect(r, op, f"it {res.reason}"))
                 continue
-            why = _suspect(ranges, r, op)
+            why = _suspect(symbolic, r, op)
             if why:
                 out.append(Suspect(r, op, why))
     return out
 
 
-def _arg(ranges: Evaluation[Interval], rank: int, op: Op, i: int) -> Interval | None:
+def _arg(ranges: Forms, rank: int, op: Op, i: int) -> Interval | None:
     a = op.args[i]
     if not isinstance(a, ValueRef):
         return (a.value, a.value)
-    return ranges.value(rank, a.id)
+    return ranges.interval((rank, a.id))
 
 
-def _suspect(ranges: Evaluation[Interval], rank: int, op: Op) -> str:
-    iv = ranges.value(rank, op.out or 0)
+def _suspect(ranges: Forms, rank: int, op: Op) -> str:
+    iv = ranges.interval((rank, op.out or 0))
     tiny = TINY[op.dtype]
     if op.kind is OpKind.DIV:
         den = _arg(ranges, rank, op, 1)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from meshproof.model.evaluate import Binary, Evaluation, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
 from meshproof.verify.semantics.order import lower_bound, nonpositive
 from meshproof.verify.semantics.rational import Rat, sign
-from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.readers import FormReader
 from meshproof.verify.semantics.symbolic import Opaque
 
 Interval = tuple[float, float]
@@ -93,21 +93,21 @@ def form_interval(form: Rat, b: float, d: int, sizes: dict[int, int]) -> Interva
 class Ranges:
     """An OpSemantics over the symbolic evaluation: intervals per value."""
 
-    def __init__(self, symbolic: Forms, input_bound: float, d_head: int) -> None:
+    def __init__(self, symbolic: FormReader, input_bound: float, d_head: int) -> None:
         self.sym = symbolic
         self.b = input_bound
         self.d = d_head
         self._forms: dict[int, Interval] = {}
 
     def _form(self, rank: int, op: Op) -> Interval:
-        held = self.sym.held((rank, op.out)) if op.out is not None else None
-        if held is None or isinstance(held, Opaque):
+        cid = self.sym.cid_of((rank, op.out)) if op.out is not None else None
+        if cid is None:
             return UNBOUNDED
-        hit = self._forms.get(held.cid)
+        hit = self._forms.get(cid)
         if hit is None:   # a function of the canonical value: one per cid, for every rank
-            res = self.sym.domain.canon.values[held.cid]
+            res = self.sym.by_cid(cid)
             sizes = {dg.id: dg.size for dg in res.layout.digits}
-            hit = self._forms[held.cid] = form_interval(res.form, self.b, self.d, sizes)
+            hit = self._forms[cid] = form_interval(res.form, self.b, self.d, sizes)
         return hit
 
     def _out(self, rank: int, op: Op, iv: Interval) -> Interval:
@@ -197,11 +197,3 @@ class Ranges:
         lo, hi = _mul(a, b)
         return self._out(rank, op, (n * lo, n * hi))
 
-
-def value_ranges(symbolic: Forms, input_bound: float,
-                 d_head: int) -> Evaluation[Interval]:
-    ev: Evaluation[Interval] = Evaluation(symbolic.schedule, symbolic.table,
-                                          Ranges(symbolic, input_bound, d_head),
-                                          symbolic.evaluation.dependencies)
-    ev.run()   # program order: cheaper than cones on demand, and every value is read
-    return ev

@@ -23,16 +23,16 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
-from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Key, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.order import at_least_one, lower_bound
-from meshproof.verify.semantics.ranges import value_ranges
 from meshproof.verify.semantics.rational import Rat
-from meshproof.verify.semantics.situations import Forms
+from meshproof.verify.semantics.readers import RoundingReader, WhyStore
 from meshproof.verify.semantics.symbolic import Opaque
 from meshproof.verify.semantics.views import convex_output, describe
 
@@ -106,17 +106,21 @@ def _form_kind(form: Rat) -> Kind | None:
     return None
 
 
+class _Reasons(dict[Key, str]):
+    """Why values have no rounding bound, when no memo holds them."""
+
+
 class ErrorBounds:
     """The rounding domain: per value its `Err`, computed from its operands' errors and
     read off the symbolic forms of the value and its operands (an OpSemantics of
     model/evaluate.py over the analysis's symbolic evaluation)."""
 
-    def __init__(self, symbolic: Forms, input_bound: float, d_head: int) -> None:
+    def __init__(self, symbolic: RoundingReader, input_bound: float, d_head: int,
+                 why: WhyStore | None = None) -> None:
         self.sym = symbolic
         self.b = input_bound
         self.d = d_head
-        self.why: dict[Key, str] = {}   # why a value has no error bound
-        self.ranges = value_ranges(symbolic, input_bound, d_head)
+        self.why: WhyStore = why if why is not None else _Reasons()   # why no bound
         self._kinds: dict[str, Kind | None] = {}
 
     def _res(self, key: Key) -> Value | Opaque | None:
@@ -129,7 +133,7 @@ class ErrorBounds:
         res = self._res(key)
         if res is None or isinstance(res, Opaque):
             return math.inf
-        lo, hi = self.ranges.value(*key)
+        lo, hi = self.sym.interval(key)
         return max(abs(lo), abs(hi))
 
     def _form(self, key: Key) -> Rat:
@@ -261,8 +265,9 @@ class ErrorBounds:
 
     def _inherit(self, key: Key, op: Op, keys: list[Key]) -> None:
         for k in keys:
-            if k in self.why:
-                self.why.setdefault(key, self.why[k])
+            why = self.why.get(k)
+            if why is not None:
+                self.why.setdefault(key, why)
                 return
         self._fail(key, op, f"{op.kind.value} of a value without a bound")
 
@@ -436,24 +441,30 @@ class ErrorBounds:
         return res.layout.shape[op.axis]
 
 
-def output_error_bounds(symbolic: Forms, stores: list[tuple[int, Op]],
-                        input_bound: float, d_head: int) -> list[OutputBound | NoBound]:
+class ErrorReader(Protocol):
+    """The finished analysis, as the output bound reads it."""
+
+    def canonical(self, key: Key) -> Value | Opaque | None: ...
+
+    def err(self, key: Key) -> Err | None: ...
+
+    def why(self, key: Key) -> str | None: ...
+
+
+def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
+                        input_bound: float) -> list[OutputBound | NoBound]:
     """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
-    domain = ErrorBounds(symbolic, input_bound, d_head)
-    eb: Evaluation[Err | None] = Evaluation(symbolic.schedule, symbolic.table, domain,
-                                            symbolic.evaluation.dependencies)
-    eb.run()
     out: list[OutputBound | NoBound] = []
     for rank, store in stores:
         arg = store.args[0]
         assert isinstance(arg, ValueRef)
         key = (rank, arg.id)
-        res = symbolic.canonical(key)
+        res = forms.canonical(key)
         attention = res is not None and not isinstance(res, Opaque) and convex_output(res.form)
-        e = eb.value(rank, arg.id)
+        e = forms.err(key)
         if e is None or e.kind is not Kind.OUT:
-            out.append(NoBound(domain.why.get(key, f"{store.source}: the stored value is not a "
-                                          "normalised output"), attention))
+            out.append(NoBound(forms.why(key) or f"{store.source}: the stored value is not a "
+                               "normalised output", attention))
             continue
         if UNIT[store.dtype] > UNIT[e.dtype]:
             e = Err(e.kind, e.eps + UNIT[store.dtype], store.dtype,

@@ -25,7 +25,6 @@ from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.hazards import suspects, undefined_outputs
 from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
-from meshproof.verify.semantics.ranges import value_ranges
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic import LN2, Opaque
@@ -82,7 +81,6 @@ class _Checks:
                  symbolic: Forms, b: float) -> None:
         self.schedule, self.table, self.problem = schedule, table, problem
         self.sym, self.b = symbolic, b
-        self.ranges = value_ranges(symbolic, b, problem.d_head)
         self.out = Safety()
         self.evals: dict[str, Evaluation[Num | None]] = {}
         self.seen: set[tuple[str, str]] = set()
@@ -176,7 +174,7 @@ class _Checks:
             return
         if res.form.inf:
             return   # -inf (a running max before the first tile) is exact in every dtype
-        lo, hi = self.ranges.value(rank, vid)
+        lo, hi = self.sym.interval((rank, vid))
         bound = None if math.isinf(lo) or math.isinf(hi) else max(abs(lo), abs(hi))
         if bound is not None and bound <= DTYPE_MAX[op.dtype]:
             return
@@ -205,7 +203,7 @@ class _Checks:
 
     def check_outputs(self, stores: list[tuple[int, Op]]) -> None:
         """No stored output is nan or infinite on the machine (hazards.py)."""
-        found = suspects(self.schedule, self.ranges, self.sym)
+        found = suspects(self.schedule, self.sym)
         if not found:
             return
         bad = undefined_outputs(self.schedule, self.table, self.problem, stores, found,

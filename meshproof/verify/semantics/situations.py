@@ -1,22 +1,25 @@
-"""The situation memo: the algebra computed once per situation, not once per rank and op.
+"""The situation memo: every domain of the analysis computed once per situation.
 
-A *situation* is an op (its attributes, the same object for every rank that traces it
-alike) with its operands' canonical values and their key-row shifts relative to each other.
-The algebra's result depends on nothing else -- key rows shifted and digits renamed commute
-with every rule (spec/semantics.md §9) -- so it is computed on the first rank that meets the
-situation, stored canonically, and every other rank looks it up: one tuple, one dict lookup.
-What reads rank context is kept out: harness loads are computed per rank (their group and
-key rows), and a scrambled contraction (a fresh symbol per rank) is never shared.
+A *situation* is an op (its attributes: the one op object every rank that traces it alike
+shares) with its operands' *facts* and their key-row shifts relative to each other. The
+facts of a value are its canonical form (canon.py: digits renamed by position, key rows
+translated to start at 0), its interval under |inputs| <= B (ranges.py) and its rounding
+error (rounding.py); all three depend on nothing else -- shifting key rows and renaming
+digits commute with every rule (spec/semantics.md §9) -- so they are computed on the first
+rank that meets the situation, interned, and every other rank looks them up: one tuple,
+one dict lookup, one add. What reads rank context stays out of the memo: harness loads are
+computed per rank (their group and key rows), a scrambled contraction (a fresh symbol per
+rank) is never shared, and an opaque value keeps the rank where it became opaque.
 
-`Situations` is an OpSemantics of model/evaluate.py over `Held` values; it delegates every
-miss to the symbolic domain (symbolic.py), which records no departure events here: they are
-recomputed, unmemoised, for the cones of the outputs that fail.
+`Situations` is one OpSemantics of model/evaluate.py over `Held` values. Departure events
+are not recorded here: they are recomputed, unmemoised, for the cones of failing outputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from meshproof.model.evaluate import (
     Binary,
@@ -31,159 +34,327 @@ from meshproof.model.evaluate import (
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule
 from meshproof.verify.semantics.budget import Budget
-from meshproof.verify.semantics.canon import Canon, Held
+from meshproof.verify.semantics.canon import Canon
 from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.ranges import UNBOUNDED, Interval, Ranges
 from meshproof.verify.semantics.reasons import UndefinedKind
+from meshproof.verify.semantics.rounding import Err, ErrorBounds
 from meshproof.verify.semantics.symbolic import Opaque, Symbolic
 
-V = Held | Opaque
+OPAQUE_CID = -1
 
 
 @dataclass(frozen=True, slots=True)
-class _Opaque:
-    """An opaque result of a situation, to be placed at each rank's op."""
+class Gone:
+    """An opaque value, as its facts record it (the rank and op where it became opaque)."""
 
     reason: str
+    rank: int
+    op: Op
     lost: bool
     undefined: UndefinedKind | None
 
 
-Entry = Held | _Opaque
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the analysis knows of one value, in its canonical frame."""
+
+    cid: int                        # canonical form (OPAQUE_CID: none)
+    interval: Interval
+    err: Err | None
+    why: str | None                 # why there is no error bound
+    gone: Gone | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A value as a rank holds it: its facts and the shift of its key rows."""
+
+    fid: int
+    shift: int
+
+
+V = Held
+
+
+class _Why:
+    """The rounding rules' `why` for the situation being computed: the operands' reasons
+    from their facts, the result's captured."""
+
+    def __init__(self, view: _View) -> None:
+        self.view = view
+        self.result: str | None = None
+
+    def get(self, key: Key, default: None = None, /) -> str | None:
+        if key == self.view.key:
+            return self.result if self.result is not None else default
+        f = self.view.facts_at(key)
+        return f.why if f is not None and f.why is not None else default
+
+    def setdefault(self, key: Key, why: str, /) -> str:
+        if key == self.view.key:
+            if self.result is None:
+                self.result = why
+            return self.result
+        return self.get(key) or why
+
+
+class _View:
+    """What the interval and rounding rules read while one situation is computed: the
+    operands' facts (the values the evaluation holds) and the result so far."""
+
+    def __init__(self, domain: Situations) -> None:
+        self.domain = domain
+        self.key: Key = (-1, -1)
+        self.value: Value | Opaque | None = None
+        self.cid: int = OPAQUE_CID
+        self.result_interval: Interval = UNBOUNDED
+
+    def facts_at(self, key: Key) -> Facts | None:
+        x = self.domain.values[key[0]].get(key[1]) if self.domain.values else None
+        return None if x is None else self.domain.facts[x.fid]
+
+    def canonical(self, key: Key) -> Value | Opaque | None:
+        if key == self.key:
+            return self.value
+        f = self.facts_at(key)
+        return None if f is None else self.domain.canonical_of(f)
+
+    def cid_of(self, key: Key) -> int | None:
+        if key == self.key:
+            return self.cid if self.cid != OPAQUE_CID else None
+        f = self.facts_at(key)
+        return None if f is None or f.cid == OPAQUE_CID else f.cid
+
+    def by_cid(self, cid: int) -> Value:
+        return self.domain.canon.values[cid]
+
+    def interval(self, key: Key) -> Interval:
+        if key == self.key:
+            return self.result_interval
+        f = self.facts_at(key)
+        return UNBOUNDED if f is None else f.interval
+
+    def recv_source(self, rank: int, op: Op) -> Key | Lost:
+        return self.domain.dependencies.recv_source(rank, op)
 
 
 class Situations:
-    """The memoised symbolic domain: values held as (canonical id, shift)."""
+    """The fused, memoised domain: symbolic forms, intervals and rounding errors."""
 
-    def __init__(self, schedule: Schedule, problem: Problem, budget: Budget | None = None,
-                 memo: bool = True, dependencies: Dependencies | None = None) -> None:
+    def __init__(self, schedule: Schedule, problem: Problem, input_bound: float,
+                 budget: Budget | None = None, memo: bool = True,
+                 dependencies: Dependencies | None = None) -> None:
+        self.dependencies = dependencies if dependencies is not None else \
+            Dependencies(schedule, None)  # type: ignore[arg-type]
         self.algebra = Symbolic(schedule, problem, budget, record=False,
-                                dependencies=dependencies)
+                                dependencies=self.dependencies)
         self.canon = Canon()
-        self.memo: dict[tuple[object, ...], Entry] | None = {} if memo else None
+        self.facts: list[Facts] = []
+        self._fids: dict[Facts, int] = {}
+        self.memo: dict[tuple[object, ...], tuple[int, int]] | None = {} if memo else None
+        self.values: list[dict[int, Held]] = []      # the evaluation's, set by attach
+        self.view = _View(self)
+        self.why = _Why(self.view)
+        self.ranges = Ranges(self.view, input_bound, problem.d_head)
+        self.rounding = ErrorBounds(self.view, input_bound, problem.d_head, self.why)
         self._rowful: list[bool] = []
         self.misses = 0
         self.lookups = 0
 
-    # --- the frames ----------------------------------------------------------------------
-    def actual(self, x: V) -> Value | Opaque:
-        """A held value in the frame of its rank (what readers of the analysis see)."""
-        return x if isinstance(x, Opaque) else self.canon.value(x)
+    def attach(self, evaluation: Evaluation[Held]) -> None:
+        self.values = evaluation.values
 
-    def _has_rows(self, cid: int) -> bool:
-        while len(self._rowful) < len(self.canon):
-            v = self.canon.values[len(self._rowful)]
-            self._rowful.append(any(True for a in v.form.atoms() for _ in a.rows()))
-        return self._rowful[cid]
+    # --- facts ---------------------------------------------------------------------------
+    def _fid(self, facts: Facts) -> int:
+        fid = self._fids.get(facts)
+        if fid is None:
+            fid = self._fids[facts] = len(self.facts)
+            self.facts.append(facts)
+            cid = facts.cid
+            self._rowful.append(cid != OPAQUE_CID and any(
+                True for a in self.canon.values[cid].form.atoms() for _ in a.rows()))
+        return fid
 
-    def _hold(self, out: Value | Opaque) -> Entry:
-        if isinstance(out, Opaque):
-            return _Opaque(out.reason, out.lost, out.undefined)
-        return self.canon.intern(out)
+    def canonical_of(self, f: Facts) -> Value | Opaque:
+        if f.gone is not None:
+            g = f.gone
+            return Opaque(g.reason, g.rank, g.op, g.lost, g.undefined)
+        return self.canon.values[f.cid]
 
-    def _place(self, entry: Entry, rank: int, op: Op, base: int) -> V:
-        if isinstance(entry, _Opaque):
-            return Opaque(entry.reason, rank, op, entry.lost, entry.undefined)
-        return Held(entry.cid, entry.shift + base) if base else entry
+    def actual(self, x: Held) -> Value | Opaque:
+        """A held value in the frame of its rank (what the judge reads)."""
+        f = self.facts[x.fid]
+        if f.gone is not None:
+            return self.canonical_of(f)
+        return self.canon.value_at(f.cid, x.shift)
 
-    def _situation(self, rank: int, op: Op, args: tuple[V, ...],
-                   compute: Callable[[list[Value]], Value | Opaque]) -> V:
-        for a in args:
-            if isinstance(a, Opaque):
-                return a
-        held = [a for a in args if isinstance(a, Held)]
-        rowful = [self._has_rows(a.cid) for a in held]
-        base = min((a.shift for a, r in zip(held, rowful, strict=True) if r), default=0)
-        frame = tuple(Held(a.cid, a.shift - base if r else 0)
-                      for a, r in zip(held, rowful, strict=True))
-        key = (id(op), *((a.cid, a.shift) for a in frame))
+    # --- one situation -------------------------------------------------------------------
+    def _situation(self, rank: int, op: Op, args: tuple[Held, ...],
+                   sym: Callable[[list[Value | Opaque]], Value | Opaque],
+                   iv: Callable[[list[Interval]], Interval],
+                   err: Callable[[list[Err | None]], Err | None]) -> Held:
+        rowful = self._rowful
+        base = min((a.shift for a in args if rowful[a.fid]), default=0)
+        key = (id(op), *((a.fid, a.shift - base if rowful[a.fid] else 0) for a in args))
         self.lookups += 1
-        entry = self.memo.get(key) if self.memo is not None else None
-        if entry is None:
+        hit = self.memo.get(key) if self.memo is not None else None
+        if hit is None:
             self.misses += 1
-            self.algebra.private = False
-            out = compute([self.canon.value(a) for a in frame])
-            entry = self._hold(out)
+            hit = self._compute(rank, op, args, base, sym, iv, err)
             if self.memo is not None and not self.algebra.private:
-                self.memo[key] = entry
-        return self._place(entry, rank, op, base)
+                self.memo[key] = hit
+        fid, rel = hit
+        return Held(fid, rel + base) if base or rel else Held(fid, 0)
+
+    def _compute(self, rank: int, op: Op, args: tuple[Held, ...], base: int,
+                 sym: Callable[[list[Value | Opaque]], Value | Opaque],
+                 iv: Callable[[list[Interval]], Interval],
+                 err: Callable[[list[Err | None]], Err | None]) -> tuple[int, int]:
+        facts = [self.facts[a.fid] for a in args]
+        self.algebra.private = False
+        gone = next((f.gone for f in facts if f.gone is not None), None)
+        operands: list[Value | Opaque] = [self.canon.value_at(f.cid, a.shift - base) for f, a in
+                    zip(facts, args, strict=True) if f.gone is None]
+        out = sym(operands) if gone is None else Opaque(gone.reason, gone.rank, gone.op,
+                                                       gone.lost, gone.undefined)
+        view = self.view
+        view.key = (rank, op.out if op.out is not None else -1)
+        if isinstance(out, Opaque):
+            view.value, view.cid, shift = out, OPAQUE_CID, 0
+        else:
+            view.cid, shift = self.canon.intern(out)
+            view.value = self.canon.values[view.cid]
+        view.result_interval = UNBOUNDED
+        interval = iv([f.interval for f in facts])
+        view.result_interval = interval
+        self.why.result = None
+        error = err([f.err for f in facts])
+        why = self.why.result
+        view.key, view.value = (-1, -1), None
+        gone_r = None if not isinstance(out, Opaque) else \
+            Gone(out.reason, out.rank, out.op, out.lost, out.undefined)
+        fid = self._fid(Facts(view.cid, interval, error, why, gone_r))
+        return fid, shift
+
+    def _do(self, rank: int, op: Op, args: tuple[Held, ...], method: str,
+            *extra: Any) -> Held:
+        """The situation of one OpSemantics method, the same method of all three rule
+        sets (the symbolic algebra, intervals, rounding errors)."""
+        return self._situation(
+            rank, op, args,
+            lambda v: getattr(self.algebra, method)(rank, op, *extra, *v),
+            lambda v: getattr(self.ranges, method)(rank, op, *extra, *v),
+            lambda v: getattr(self.rounding, method)(rank, op, *extra, *v))
 
     # --- OpSemantics -----------------------------------------------------------------------
-    def const(self, rank: int, op: Op, value: float) -> V:
-        return self._situation(rank, op, (), lambda _: self._value(
-            self.algebra.const(rank, op, value)))
+    def const(self, rank: int, op: Op, value: float) -> Held:
+        return self._situation(
+            rank, op, (), lambda _: self._value(self.algebra.const(rank, op, value)),
+            lambda _: self.ranges.const(rank, op, value),
+            lambda _: self.rounding.const(rank, op, value))
 
     @staticmethod
     def _value(x: object) -> Value | Opaque:
         assert isinstance(x, (Value, Opaque))
         return x
 
-    def cycle(self, rank: int, op: Op) -> V:
+    def cycle(self, rank: int, op: Op) -> Held:
         out = self.algebra.cycle(rank, op)
         assert isinstance(out, Opaque)
-        return out
+        return Held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
+                                    f"{op.kind.value} {out.reason}",
+                                    Gone(out.reason, rank, op, False, None))), 0)
 
-    def recv(self, rank: int, op: Op, sent: V | Lost) -> V:
-        if isinstance(sent, (Lost, Opaque)):
-            return self._lift(rank, op, self.algebra.recv(rank, op, sent))
-        if self.canon.values[sent.cid].layout.shape == op.shape:
-            return sent
-        return self._situation(rank, op, (sent,),
-                               lambda v: self.algebra.recv(rank, op, v[0]))
+    def recv(self, rank: int, op: Op, sent: Held | Lost) -> Held:
+        if isinstance(sent, Lost):
+            out = self.algebra.recv(rank, op, sent)
+            assert isinstance(out, Opaque)
+            return Held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
+                                        f"{op.kind.value} of a value without a bound",
+                                        Gone(out.reason, rank, op, True, None))), 0)
+        f = self.facts[sent.fid]
+        if f.gone is not None or (self.canon.values[f.cid].layout.shape == op.shape and
+                                  (f.err is None or f.err.dtype is op.dtype)):
+            return sent   # the same value, in the same dtype: the same facts
+        return self._do(rank, op, (sent,), "recv")
 
-    def _lift(self, rank: int, op: Op, out: Value | Opaque) -> V:
-        entry = self._hold(out)
-        return self._place(entry, rank, op, 0)
-
-    def load(self, rank: int, op: Op, reload: Reload[V] | None) -> V:
+    def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
         if reload is None:   # the harness's buffer: its group and rows are this rank's
-            return self._lift(rank, op, self.algebra.load(rank, op, None))
+            out = self.algebra.load(rank, op, None)
+            return self._placed(rank, op, out, self.ranges.load(rank, op, None),
+                                lambda: self.rounding.load(rank, op, None))
         if len(reload.stores) != 1 or reload.uncovered:
-            return self._lift(rank, op, self.algebra.load(rank, op, Reload((), True)))
+            out = self.algebra.load(rank, op, Reload((), True))
+            return self._placed(rank, op, out, UNBOUNDED, lambda: None)
         store, stored = reload.stores[0]
-        return self._situation(rank, op, (stored,), lambda v: self.algebra.load(
-            rank, op, Reload(((store, v[0]),), False)))
+        return self._situation(
+            rank, op, (stored,),
+            lambda v: self.algebra.load(rank, op, Reload(((store, v[0]),), False)),
+            lambda v: self.ranges.load(rank, op, Reload(((store, v[0]),), False)),
+            lambda v: self.rounding.load(rank, op, Reload(((store, v[0]),), False)))
 
-    def full(self, rank: int, op: Op) -> V:
-        return self._situation(rank, op, (), lambda _: self.algebra.full(rank, op))
+    def _placed(self, rank: int, op: Op, out: Value | Opaque, interval: Interval,
+                err: Callable[[], Err | None]) -> Held:
+        """A rank-private result (a harness load): interned without the memo."""
+        view = self.view
+        view.key = (rank, op.out if op.out is not None else -1)
+        if isinstance(out, Opaque):
+            view.value, view.cid, shift = out, OPAQUE_CID, 0
+        else:
+            view.cid, shift = self.canon.intern(out)
+            view.value = self.canon.values[view.cid]
+        view.result_interval = interval
+        self.why.result = None
+        error = err()
+        why = self.why.result
+        view.key, view.value = (-1, -1), None
+        gone = None if not isinstance(out, Opaque) else \
+            Gone(out.reason, out.rank, out.op, out.lost, out.undefined)
+        return Held(self._fid(Facts(view.cid, interval, error, why, gone)), shift)
 
-    def cast(self, rank: int, op: Op, x: V) -> V:
-        return self._situation(rank, op, (x,), lambda v: self.algebra.cast(rank, op, v[0]))
+    def full(self, rank: int, op: Op) -> Held:
+        return self._do(rank, op, (), "full")
 
-    def reshape(self, rank: int, op: Op, x: V) -> V:
-        return self._situation(rank, op, (x,), lambda v: self.algebra.reshape(rank, op, v[0]))
+    def cast(self, rank: int, op: Op, x: Held) -> Held:
+        return self._do(rank, op, (x,), "cast")
 
-    def trans(self, rank: int, op: Op, x: V) -> V:
-        return self._situation(rank, op, (x,), lambda v: self.algebra.trans(rank, op, v[0]))
+    def reshape(self, rank: int, op: Op, x: Held) -> Held:
+        return self._do(rank, op, (x,), "reshape")
 
-    def unary(self, rank: int, op: Op, fn: Unary, x: V) -> V:
-        return self._situation(rank, op, (x,),
-                               lambda v: self.algebra.unary(rank, op, fn, v[0]))
+    def trans(self, rank: int, op: Op, x: Held) -> Held:
+        return self._do(rank, op, (x,), "trans")
 
-    def binary(self, rank: int, op: Op, fn: Binary, a: V, b: V) -> V:
-        return self._situation(rank, op, (a, b),
-                               lambda v: self.algebra.binary(rank, op, fn, v[0], v[1]))
+    def unary(self, rank: int, op: Op, fn: Unary, x: Held) -> Held:
+        return self._do(rank, op, (x,), "unary", fn)
 
-    def reduce(self, rank: int, op: Op, fn: Reduction, x: V) -> V:
-        return self._situation(rank, op, (x,),
-                               lambda v: self.algebra.reduce(rank, op, fn, v[0]))
+    def binary(self, rank: int, op: Op, fn: Binary, a: Held, b: Held) -> Held:
+        return self._do(rank, op, (a, b), "binary", fn)
 
-    def softmax(self, rank: int, op: Op, x: V) -> V:
-        return self._situation(rank, op, (x,), lambda v: self.algebra.softmax(rank, op, v[0]))
+    def reduce(self, rank: int, op: Op, fn: Reduction, x: Held) -> Held:
+        return self._do(rank, op, (x,), "reduce", fn)
 
-    def dot(self, rank: int, op: Op, a: V, b: V) -> V:
-        return self._situation(rank, op, (a, b),
-                               lambda v: self.algebra.dot(rank, op, v[0], v[1]))
+    def softmax(self, rank: int, op: Op, x: Held) -> Held:
+        return self._do(rank, op, (x,), "softmax")
+
+    def dot(self, rank: int, op: Op, a: Held, b: Held) -> Held:
+        return self._do(rank, op, (a, b), "dot")
 
 
 class Forms:
-    """The symbolic evaluation as its readers see it: every value in its rank's frame
-    (the judge, the interval and rounding domains, the safety checks)."""
+    """The analysis as its readers see it (the judge, the safety checks, the rounding
+    bound): per value its form, in its rank's frame or canonical, its interval and its
+    rounding error."""
 
-    def __init__(self, evaluation: Evaluation[V], domain: Situations) -> None:
+    def __init__(self, evaluation: Evaluation[Held], domain: Situations) -> None:
         self.evaluation = evaluation
         self.domain = domain
         self.schedule = evaluation.schedule
         self.table = evaluation.table
+
+    def _facts(self, key: Key) -> Facts | None:
+        x = self.evaluation.get(key)
+        return None if x is None else self.domain.facts[x.fid]
 
     def get(self, key: Key) -> Value | Opaque | None:
         x = self.evaluation.get(key)
@@ -192,18 +363,36 @@ class Forms:
     def value(self, rank: int, vid: int) -> Value | Opaque:
         return self.domain.actual(self.evaluation.value(rank, vid))
 
-    def held(self, key: Key) -> V | None:
-        return self.evaluation.get(key)
-
     def canonical(self, key: Key) -> Value | Opaque | None:
         """The value in its canonical frame: enough for what does not depend on absolute
         key rows (bounds, kinds, max-domination), and shared by every rank."""
-        x = self.evaluation.get(key)
-        return x if x is None or isinstance(x, Opaque) else self.domain.canon.values[x.cid]
+        f = self._facts(key)
+        return None if f is None else self.domain.canonical_of(f)
 
     def canonical_value(self, rank: int, vid: int) -> Value | Opaque:
-        x = self.evaluation.value(rank, vid)
-        return x if isinstance(x, Opaque) else self.domain.canon.values[x.cid]
+        self.evaluation.value(rank, vid)
+        f = self._facts((rank, vid))
+        assert f is not None
+        return self.domain.canonical_of(f)
+
+    def cid_of(self, key: Key) -> int | None:
+        f = self._facts(key)
+        return None if f is None or f.cid == OPAQUE_CID else f.cid
+
+    def by_cid(self, cid: int) -> Value:
+        return self.domain.canon.values[cid]
+
+    def interval(self, key: Key) -> Interval:
+        f = self._facts(key)
+        return UNBOUNDED if f is None else f.interval
+
+    def err(self, key: Key) -> Err | None:
+        f = self._facts(key)
+        return None if f is None else f.err
+
+    def why(self, key: Key) -> str | None:
+        f = self._facts(key)
+        return None if f is None else f.why
 
     def recv_source(self, rank: int, op: Op) -> Key | Lost:
         return self.evaluation.recv_source(rank, op)
