@@ -3,7 +3,7 @@
 A *domain* gives the IR a meaning -- exact symbolic forms (the verifier's algebra), concrete
 numbers in float64 or 40-digit arithmetic (witnesses), rounding errors, the simulator's
 float32 -- by implementing `OpSemantics`: one method per op family. `Evaluation` runs a
-schedule for one domain in data-dependency order, and its `_apply` is the only dispatch on
+schedule for one domain in data-dependency order, and its `_plan` is the only dispatch on
 the op kind in the code base: exhaustive (`assert_never`), so a new op kind is one enum
 member in model/schedule.py, one line here, and one case per domain, and mypy names every
 domain that lacks it.
@@ -19,12 +19,13 @@ evaluates only the cone of one value, on demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar, assert_never
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable
 from meshproof.model.memory import RankMemory, rank_memory
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
 
@@ -54,6 +55,9 @@ class Binary(Enum):
 class Reduction(Enum):
     MAX = "max"
     SUM = "sum"
+
+
+E = TypeVar("E", Unary, Reduction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,26 +138,38 @@ class Dependencies:
         """The key of the value a recv gets, or why none arrives."""
         hit = self._sources.get((rank, op.index))
         if hit is None:
-            hit = self._sources[(rank, op.index)] = self._source(rank, op)
+            self._rank_sources(rank)
+            hit = self._sources[(rank, op.index)]
         return hit
 
-    def _source(self, rank: int, op: Op) -> Key | Lost:
-        ref = OpRef(rank, op.index)
-        use = self.table.port_use[ref]
+    def _rank_sources(self, rank: int) -> None:
+        """The sources of every recv of one rank, read off the channel table's columns."""
+        cols = self.table.cols
+        lo, hi = int(cols.start[rank]), int(cols.start[rank + 1])
+        recv = ~cols.send[lo:hi]
+        ops = cols.op[lo:hi][recv].tolist()
+        status = cols.status[lo:hi][recv].tolist()
+        partner = cols.partner[lo:hi][recv].tolist()
+        k = cols.k[lo:hi][recv].tolist()
+        src_rank = cols.rank.take(cols.partner[lo:hi][recv].clip(0)).tolist()
+        src_value = cols.value.take(cols.partner[lo:hi][recv].clip(0)).tolist()
+        program = self.schedule.programs[rank].ops
+        sources = self._sources
+        for i, o in enumerate(ops):
+            if status[i] == NO_LINK or status[i] == OUTSIDE or partner[i] < 0:
+                sources[(rank, o)] = self._lost(program[o], status[i], k[i])
+            else:
+                sources[(rank, o)] = (src_rank[i], src_value[i])
+
+    @staticmethod
+    def _lost(op: Op, status: int, k: int) -> Lost:
         d = op.dir.value if op.dir else "?"
-        if use.status is PortStatus.NO_LINK:
+        if status == NO_LINK:
             return Lost(f"recv {d} uses a link the wiring does not have, so no message "
                         "arrives")
-        if use.status is PortStatus.OUTSIDE:
+        if status == OUTSIDE:
             return Lost(f"recv {d} waits on an endpoint outside the launch, which never sends")
-        ch_i, k = self.table.position[ref]
-        ch = self.table.channels[ch_i]
-        if k >= len(ch.sends):
-            return Lost(f"recv {d} has no matching send (message {k} never arrives)")
-        s = ch.sends[k]
-        arg = self.schedule.programs[s.rank].ops[s.op].args[0]
-        assert isinstance(arg, ValueRef)
-        return (s.rank, arg.id)
+        return Lost(f"recv {d} has no matching send (message {k} never arrives)")
 
     def deps(self, key: Key) -> list[Key]:
         rank = key[0]
@@ -178,6 +194,8 @@ class Evaluation(Generic[V]):
         self.dependencies = dependencies if dependencies is not None else \
             Dependencies(schedule, table)
         self.values: list[dict[int, V]] = [{} for _ in schedule.programs]
+        self._plans: dict[int, Callable[[int], V]] = {}
+        self._planned: list[Op] = []
 
     # --- the IR's dependencies -----------------------------------------------------------
     @property
@@ -236,35 +254,55 @@ class Evaluation(Generic[V]):
         return self.values[rank][vid]
 
     def run(self) -> None:
-        """Every value: program order with unbounded queues, then the rest on demand."""
+        """Every value: program order with unbounded queues, then the rest on demand.
+
+        A rank runs until a recv whose message is not sent yet; it waits on the sender's
+        rank and runs again when that rank has moved (a worklist, not rounds over every
+        rank: a mesh's fan-in would otherwise cost ranks x rounds)."""
         programs = self.schedule.programs
         pcs = [0] * len(programs)
-        moved = True
-        while moved:
-            moved = False
-            for r, prog in enumerate(programs):
-                pc = self._advance(r, prog.ops, pcs[r])
-                if pc != pcs[r]:
-                    pcs[r], moved = pc, True
+        waiting: dict[int, list[int]] = {}
+        ready = deque(range(len(programs)))
+        queued = [True] * len(programs)
+        while ready:
+            r = ready.popleft()
+            queued[r] = False
+            ops = programs[r].ops
+            pc, blocker = self._advance(r, ops, pcs[r])
+            moved = pc != pcs[r]
+            pcs[r] = pc
+            if blocker >= 0:
+                waiting.setdefault(blocker, []).append(r)
+            if moved:
+                for w in waiting.pop(r, ()):
+                    if not queued[w]:
+                        queued[w] = True
+                        ready.append(w)
         for r, prog in enumerate(programs):
             for op in prog.ops[pcs[r]:]:
                 if op.out is not None:
                     self.value(r, op.out)
 
-    def _advance(self, rank: int, ops: tuple[Op, ...], pc: int) -> int:
-        values = self.values[rank]
-        while pc < len(ops):
+    def _advance(self, rank: int, ops: tuple[Op, ...], pc: int) -> tuple[int, int]:
+        """Run one rank from pc: the new pc and the rank it waits on (-1: none)."""
+        values = self.values
+        mine = values[rank]
+        recv_source = self.dependencies.recv_source
+        apply = self._apply
+        n = len(ops)
+        while pc < n:
             op = ops[pc]
-            if op.out is None:
+            out = op.out
+            if out is None:
                 pc += 1
                 continue
             if op.kind is OpKind.RECV:
-                src = self.recv_source(rank, op)
-                if isinstance(src, tuple) and src[1] not in self.values[src[0]]:
-                    return pc   # its message is not sent yet
-            values[op.out] = self._apply(rank, op)
+                src = recv_source(rank, op)
+                if type(src) is tuple and src[1] not in values[src[0]]:
+                    return pc, src[0]   # its message is not sent yet
+            mine[out] = apply(rank, op)
             pc += 1
-        return pc
+        return pc, -1
 
     def _arg(self, rank: int, op: Op, i: int) -> V:
         a = op.args[i]
@@ -272,65 +310,121 @@ class Evaluation(Generic[V]):
             return self.domain.const(rank, op, a.value)
         return self.values[rank][a.id]
 
-    def _args2(self, rank: int, op: Op) -> tuple[V, V]:
-        return self._arg(rank, op, 0), self._arg(rank, op, 1)
+    def _apply(self, rank: int, op: Op) -> V:
+        plan = self._plans.get(id(op))
+        if plan is None:
+            plan = self._plans[id(op)] = self._plan(op)
+            self._planned.append(op)   # keeps id(op) unique while the plan lives
+        return plan(rank)
 
-    def _apply(self, rank: int, op: Op) -> V:  # noqa: C901 - the one dispatch on op kinds
+    def _reader(self, op: Op, i: int) -> Callable[[int], V]:
+        """How an op's operand i is read on a rank."""
+        a = op.args[i]
+        values = self.values
+        if isinstance(a, Const):
+            const, value = self.domain.const, a.value
+            return lambda rank: const(rank, op, value)
+        vid = a.id
+        return lambda rank: values[rank][vid]
+
+    def _unary(self, op: Op, method: Callable[[int, Op, V], V]) -> Callable[[int], V]:
+        a = op.args[0]
+        if isinstance(a, ValueRef):
+            values, vid = self.values, a.id
+            return lambda rank: method(rank, op, values[rank][vid])
+        x = self._reader(op, 0)
+        return lambda rank: method(rank, op, x(rank))
+
+    def _fn(self, op: Op, method: Callable[[int, Op, E, V], V], fn: E) -> Callable[[int], V]:
+        a = op.args[0]
+        if isinstance(a, ValueRef):
+            values, vid = self.values, a.id
+            return lambda rank: method(rank, op, fn, values[rank][vid])
+        x = self._reader(op, 0)
+        return lambda rank: method(rank, op, fn, x(rank))
+
+    def _binary(self, op: Op, fn: Binary) -> Callable[[int], V]:
+        a, b = op.args
+        binary = self.domain.binary
+        if isinstance(a, ValueRef) and isinstance(b, ValueRef):
+            values, ai, bi = self.values, a.id, b.id
+            return lambda rank: binary(rank, op, fn, values[rank][ai], values[rank][bi])
+        x, y = self._reader(op, 0), self._reader(op, 1)
+        return lambda rank: binary(rank, op, fn, x(rank), y(rank))
+
+    def _recv(self, op: Op) -> Callable[[int], V]:
+        recv, values, source = self.domain.recv, self.values, self.dependencies.recv_source
+
+        def plan(rank: int) -> V:
+            src = source(rank, op)
+            return recv(rank, op, src if isinstance(src, Lost) else values[src[0]][src[1]])
+        return plan
+
+    def _load(self, op: Op) -> Callable[[int], V]:
+        load, values, memory = self.domain.load, self.values, self.dependencies.rank_memory
+
+        def plan(rank: int) -> V:
+            source = memory(rank).loads.get(op.index)
+            reload = None if source is None else Reload(
+                tuple((w, values[rank][w.value_args[0]]) for w in source.writers),
+                source.uncovered)
+            return load(rank, op, reload)
+        return plan
+
+    def _plan(self, op: Op) -> Callable[[int], V]:  # noqa: C901 - the one dispatch on op kinds
+        """What one op does on any rank (ops are shared by the ranks that trace them
+        alike, so this runs once per distinct op)."""
         d = self.domain
         kind = op.kind
         match kind:
             case OpKind.RECV:
-                src = self.recv_source(rank, op)
-                return d.recv(rank, op, src if isinstance(src, Lost) else
-                              self.values[src[0]][src[1]])
+                return self._recv(op)
             case OpKind.LOAD:
-                source = self.rank_memory(rank).loads.get(op.index)
-                reload = None if source is None else Reload(
-                    tuple((w, self.values[rank][w.value_args[0]]) for w in source.writers),
-                    source.uncovered)
-                return d.load(rank, op, reload)
+                return self._load(op)
             case OpKind.FULL:
-                return d.full(rank, op)
+                full = d.full
+                return lambda rank: full(rank, op)
             case OpKind.CAST:
-                return d.cast(rank, op, self._arg(rank, op, 0))
+                return self._unary(op, d.cast)
             case OpKind.RESHAPE:
-                return d.reshape(rank, op, self._arg(rank, op, 0))
+                return self._unary(op, d.reshape)
             case OpKind.TRANS:
-                return d.trans(rank, op, self._arg(rank, op, 0))
+                return self._unary(op, d.trans)
             case OpKind.EXP:
-                return d.unary(rank, op, Unary.EXP, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.EXP)
             case OpKind.EXP2:
-                return d.unary(rank, op, Unary.EXP2, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.EXP2)
             case OpKind.LOG:
-                return d.unary(rank, op, Unary.LOG, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.LOG)
             case OpKind.LOG2:
-                return d.unary(rank, op, Unary.LOG2, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.LOG2)
             case OpKind.LOG1P:
-                return d.unary(rank, op, Unary.LOG1P, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.LOG1P)
             case OpKind.SIGMOID:
-                return d.unary(rank, op, Unary.SIGMOID, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.SIGMOID)
             case OpKind.NEG:
-                return d.unary(rank, op, Unary.NEG, self._arg(rank, op, 0))
+                return self._fn(op, d.unary, Unary.NEG)
             case OpKind.ADD:
-                return d.binary(rank, op, Binary.ADD, *self._args2(rank, op))
+                return self._binary(op, Binary.ADD)
             case OpKind.SUB:
-                return d.binary(rank, op, Binary.SUB, *self._args2(rank, op))
+                return self._binary(op, Binary.SUB)
             case OpKind.MUL:
-                return d.binary(rank, op, Binary.MUL, *self._args2(rank, op))
+                return self._binary(op, Binary.MUL)
             case OpKind.DIV:
-                return d.binary(rank, op, Binary.DIV, *self._args2(rank, op))
+                return self._binary(op, Binary.DIV)
             case OpKind.MAXIMUM:
-                return d.binary(rank, op, Binary.MAXIMUM, *self._args2(rank, op))
+                return self._binary(op, Binary.MAXIMUM)
             case OpKind.MINIMUM:
-                return d.binary(rank, op, Binary.MINIMUM, *self._args2(rank, op))
+                return self._binary(op, Binary.MINIMUM)
             case OpKind.MAX:
-                return d.reduce(rank, op, Reduction.MAX, self._arg(rank, op, 0))
+                return self._fn(op, d.reduce, Reduction.MAX)
             case OpKind.SUM:
-                return d.reduce(rank, op, Reduction.SUM, self._arg(rank, op, 0))
+                return self._fn(op, d.reduce, Reduction.SUM)
             case OpKind.SOFTMAX:
-                return d.softmax(rank, op, self._arg(rank, op, 0))
+                return self._unary(op, d.softmax)
             case OpKind.DOT:
-                return d.dot(rank, op, self._arg(rank, op, 0), self._arg(rank, op, 1))
+                x, y, dot = self._reader(op, 0), self._reader(op, 1), d.dot
+                return lambda rank: dot(rank, op, x(rank), y(rank))
             case OpKind.STORE | OpKind.SEND:
                 raise AssertionError(f"{kind.value} defines no value")
             case _:

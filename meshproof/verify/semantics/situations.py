@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import NewType
 
 from meshproof.model.evaluate import (
     Binary,
@@ -66,15 +66,24 @@ class Facts:
     gone: Gone | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A value as a rank holds it: its facts and the shift of its key rows."""
+Held = NewType("Held", int)
+"""A value as a rank holds it, packed in one int (the per-op cost is a few int operations
+and one dict lookup): its facts id in the low 32 bits, the shift of its key rows above."""
 
-    fid: int
-    shift: int
+_FID = (1 << 32) - 1
+_SHIFT = 32
 
 
-V = Held
+def held(fid: int, shift: int) -> Held:
+    return Held(fid + (shift << _SHIFT))
+
+
+def fid_of(x: Held) -> int:
+    return x & _FID
+
+
+def shift_of(x: Held) -> int:
+    return x >> _SHIFT
 
 
 class _Why:
@@ -112,7 +121,7 @@ class _View:
 
     def facts_at(self, key: Key) -> Facts | None:
         x = self.domain.values[key[0]].get(key[1]) if self.domain.values else None
-        return None if x is None else self.domain.facts[x.fid]
+        return None if x is None else self.domain.facts[x & _FID]
 
     def canonical(self, key: Key) -> Value | Opaque | None:
         if key == self.key:
@@ -152,7 +161,7 @@ class Situations:
         self.canon = Canon()
         self.facts: list[Facts] = []
         self._fids: dict[Facts, int] = {}
-        self.memo: dict[tuple[object, ...], tuple[int, int]] | None = {} if memo else None
+        self.memo: dict[tuple[object, ...], int] | None = {} if memo else None
         self.values: list[dict[int, Held]] = []      # the evaluation's, set by attach
         self.view = _View(self)
         self.why = _Why(self.view)
@@ -160,7 +169,6 @@ class Situations:
         self.rounding = ErrorBounds(self.view, input_bound, problem.d_head, self.why)
         self._rowful: list[bool] = []
         self.misses = 0
-        self.lookups = 0
 
     def attach(self, evaluation: Evaluation[Held]) -> None:
         self.values = evaluation.values
@@ -184,40 +192,83 @@ class Situations:
 
     def actual(self, x: Held) -> Value | Opaque:
         """A held value in the frame of its rank (what the judge reads)."""
-        f = self.facts[x.fid]
+        f = self.facts[x & _FID]
         if f.gone is not None:
             return self.canonical_of(f)
-        return self.canon.value_at(f.cid, x.shift)
+        return self.canon.value_at(f.cid, x >> _SHIFT)
 
     # --- one situation -------------------------------------------------------------------
-    def _situation(self, rank: int, op: Op, args: tuple[Held, ...],
-                   sym: Callable[[list[Value | Opaque]], Value | Opaque],
-                   iv: Callable[[list[Interval]], Interval],
-                   err: Callable[[list[Err | None]], Err | None]) -> Held:
+    def _one(self, rank: int, op: Op, x: Held, method: str, *extra: object) -> Held:
+        """The situation of a one-operand op: the op and the operand's facts (its shift
+        is the frame)."""
+        fid = x & _FID
+        key = (id(op), fid)
+        hit = self.memo.get(key) if self.memo is not None else None
+        base = (x >> _SHIFT) if self._rowful[fid] else 0
+        if hit is None:
+            hit = self._miss(key, rank, op, (x,), base, method, extra)
+        return Held(hit + (base << _SHIFT))
+
+    def _two(self, rank: int, op: Op, a: Held, b: Held, method: str, *extra: object) -> Held:
+        """The situation of a two-operand op: the op, the operands' facts and their
+        relative shift (the frame is the smaller shift of the operands with key rows)."""
+        fa, fb = a & _FID, b & _FID
         rowful = self._rowful
-        base = min((a.shift for a in args if rowful[a.fid]), default=0)
-        key = (id(op), *((a.fid, a.shift - base if rowful[a.fid] else 0) for a in args))
-        self.lookups += 1
+        if rowful[fa]:
+            sa = a >> _SHIFT
+            if rowful[fb]:
+                sb = b >> _SHIFT
+                base = sa if sa < sb else sb
+                key: tuple[int, ...] = (id(op), fa, sa - base, fb, sb - base)
+            else:
+                base, key = sa, (id(op), fa, 0, fb, 0)
+        elif rowful[fb]:
+            base, key = b >> _SHIFT, (id(op), fa, 0, fb, 0)
+        else:
+            base, key = 0, (id(op), fa, 0, fb, 0)
         hit = self.memo.get(key) if self.memo is not None else None
         if hit is None:
-            self.misses += 1
-            hit = self._compute(rank, op, args, base, sym, iv, err)
-            if self.memo is not None and not self.algebra.private:
-                self.memo[key] = hit
-        fid, rel = hit
-        return Held(fid, rel + base) if base or rel else Held(fid, 0)
+            hit = self._miss(key, rank, op, (a, b), base, method, extra)
+        return Held(hit + (base << _SHIFT))
+
+    def _miss(self, key: tuple[object, ...], rank: int, op: Op, args: tuple[Held, ...],
+              base: int, method: str, extra: tuple[object, ...]) -> int:
+        """A situation met for the first time: the three rule sets, on the operands in the
+        situation's frame; the result relative to it, memoised unless rank-private."""
+        self.misses += 1
+        sym = getattr(self.algebra, method)
+        ivs = getattr(self.ranges, method)
+        errs = getattr(self.rounding, method)
+        hit = self._compute(
+            rank, op, args, base,
+            lambda v: sym(rank, op, *extra, *v),
+            lambda v: ivs(rank, op, *extra, *v),
+            lambda v: errs(rank, op, *extra, *v))
+        if self.memo is not None and not self.algebra.private:
+            self.memo[key] = hit
+        return hit
 
     def _compute(self, rank: int, op: Op, args: tuple[Held, ...], base: int,
                  sym: Callable[[list[Value | Opaque]], Value | Opaque],
                  iv: Callable[[list[Interval]], Interval],
-                 err: Callable[[list[Err | None]], Err | None]) -> tuple[int, int]:
-        facts = [self.facts[a.fid] for a in args]
+                 err: Callable[[list[Err | None]], Err | None]) -> int:
+        """The facts of the result, interned: (facts id + its shift relative to base)."""
+        facts = [self.facts[a & _FID] for a in args]
         self.algebra.private = False
         gone = next((f.gone for f in facts if f.gone is not None), None)
-        operands: list[Value | Opaque] = [self.canon.value_at(f.cid, a.shift - base) for f, a in
-                    zip(facts, args, strict=True) if f.gone is None]
+        operands: list[Value | Opaque] = [
+            self.canon.value_at(f.cid, (a >> _SHIFT) - base)
+            for f, a in zip(facts, args, strict=True) if f.gone is None]
         out = sym(operands) if gone is None else Opaque(gone.reason, gone.rank, gone.op,
                                                        gone.lost, gone.undefined)
+        fid, shift = self._settle(rank, op, out, lambda: iv([f.interval for f in facts]),
+                                  lambda: err([f.err for f in facts]))
+        return fid + (shift << _SHIFT)
+
+    def _settle(self, rank: int, op: Op, out: Value | Opaque, iv: Callable[[], Interval],
+                err: Callable[[], Err | None]) -> tuple[int, int]:
+        """A result's facts: its canonical form, then its interval (which reads the form),
+        then its rounding error (which reads both)."""
         view = self.view
         view.key = (rank, op.out if op.out is not None else -1)
         if isinstance(out, Opaque):
@@ -226,84 +277,7 @@ class Situations:
             view.cid, shift = self.canon.intern(out)
             view.value = self.canon.values[view.cid]
         view.result_interval = UNBOUNDED
-        interval = iv([f.interval for f in facts])
-        view.result_interval = interval
-        self.why.result = None
-        error = err([f.err for f in facts])
-        why = self.why.result
-        view.key, view.value = (-1, -1), None
-        gone_r = None if not isinstance(out, Opaque) else \
-            Gone(out.reason, out.rank, out.op, out.lost, out.undefined)
-        fid = self._fid(Facts(view.cid, interval, error, why, gone_r))
-        return fid, shift
-
-    def _do(self, rank: int, op: Op, args: tuple[Held, ...], method: str,
-            *extra: Any) -> Held:
-        """The situation of one OpSemantics method, the same method of all three rule
-        sets (the symbolic algebra, intervals, rounding errors)."""
-        return self._situation(
-            rank, op, args,
-            lambda v: getattr(self.algebra, method)(rank, op, *extra, *v),
-            lambda v: getattr(self.ranges, method)(rank, op, *extra, *v),
-            lambda v: getattr(self.rounding, method)(rank, op, *extra, *v))
-
-    # --- OpSemantics -----------------------------------------------------------------------
-    def const(self, rank: int, op: Op, value: float) -> Held:
-        return self._situation(
-            rank, op, (), lambda _: self._value(self.algebra.const(rank, op, value)),
-            lambda _: self.ranges.const(rank, op, value),
-            lambda _: self.rounding.const(rank, op, value))
-
-    @staticmethod
-    def _value(x: object) -> Value | Opaque:
-        assert isinstance(x, (Value, Opaque))
-        return x
-
-    def cycle(self, rank: int, op: Op) -> Held:
-        out = self.algebra.cycle(rank, op)
-        assert isinstance(out, Opaque)
-        return Held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
-                                    f"{op.kind.value} {out.reason}",
-                                    Gone(out.reason, rank, op, False, None))), 0)
-
-    def recv(self, rank: int, op: Op, sent: Held | Lost) -> Held:
-        if isinstance(sent, Lost):
-            out = self.algebra.recv(rank, op, sent)
-            assert isinstance(out, Opaque)
-            return Held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
-                                        f"{op.kind.value} of a value without a bound",
-                                        Gone(out.reason, rank, op, True, None))), 0)
-        f = self.facts[sent.fid]
-        if f.gone is not None or (self.canon.values[f.cid].layout.shape == op.shape and
-                                  (f.err is None or f.err.dtype is op.dtype)):
-            return sent   # the same value, in the same dtype: the same facts
-        return self._do(rank, op, (sent,), "recv")
-
-    def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
-        if reload is None:   # the harness's buffer: its group and rows are this rank's
-            out = self.algebra.load(rank, op, None)
-            return self._placed(rank, op, out, self.ranges.load(rank, op, None),
-                                lambda: self.rounding.load(rank, op, None))
-        if len(reload.stores) != 1 or reload.uncovered:
-            out = self.algebra.load(rank, op, Reload((), True))
-            return self._placed(rank, op, out, UNBOUNDED, lambda: None)
-        store, stored = reload.stores[0]
-        return self._situation(
-            rank, op, (stored,),
-            lambda v: self.algebra.load(rank, op, Reload(((store, v[0]),), False)),
-            lambda v: self.ranges.load(rank, op, Reload(((store, v[0]),), False)),
-            lambda v: self.rounding.load(rank, op, Reload(((store, v[0]),), False)))
-
-    def _placed(self, rank: int, op: Op, out: Value | Opaque, interval: Interval,
-                err: Callable[[], Err | None]) -> Held:
-        """A rank-private result (a harness load): interned without the memo."""
-        view = self.view
-        view.key = (rank, op.out if op.out is not None else -1)
-        if isinstance(out, Opaque):
-            view.value, view.cid, shift = out, OPAQUE_CID, 0
-        else:
-            view.cid, shift = self.canon.intern(out)
-            view.value = self.canon.values[view.cid]
+        interval = iv()
         view.result_interval = interval
         self.why.result = None
         error = err()
@@ -311,34 +285,98 @@ class Situations:
         view.key, view.value = (-1, -1), None
         gone = None if not isinstance(out, Opaque) else \
             Gone(out.reason, out.rank, out.op, out.lost, out.undefined)
-        return Held(self._fid(Facts(view.cid, interval, error, why, gone)), shift)
+        return self._fid(Facts(view.cid, interval, error, why, gone)), shift
+
+    # --- OpSemantics -----------------------------------------------------------------------
+    def const(self, rank: int, op: Op, value: float) -> Held:
+        key = (id(op), "const", value)
+        hit = self.memo.get(key) if self.memo is not None else None
+        if hit is None:
+            out = self.algebra.const(rank, op, value)
+            assert isinstance(out, (Value, Opaque))
+            fid, shift = self._settle(rank, op, out, lambda: self.ranges.const(rank, op, value),
+                                      lambda: self.rounding.const(rank, op, value))
+            hit = fid + (shift << _SHIFT)
+            if self.memo is not None:
+                self.memo[key] = hit
+        return Held(hit)
+
+    def cycle(self, rank: int, op: Op) -> Held:
+        out = self.algebra.cycle(rank, op)
+        assert isinstance(out, Opaque)
+        return held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
+                                    f"{op.kind.value} {out.reason}",
+                                    Gone(out.reason, rank, op, False, None))), 0)
+
+    def recv(self, rank: int, op: Op, sent: Held | Lost) -> Held:
+        if isinstance(sent, Lost):
+            out = self.algebra.recv(rank, op, sent)
+            assert isinstance(out, Opaque)
+            return held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
+                                        f"{op.kind.value} of a value without a bound",
+                                        Gone(out.reason, rank, op, True, None))), 0)
+        f = self.facts[sent & _FID]
+        if f.gone is not None or (self.canon.values[f.cid].layout.shape == op.shape and
+                                  (f.err is None or f.err.dtype is op.dtype)):
+            return sent   # the same value, in the same dtype: the same facts
+        return self._one(rank, op, sent, "recv")
+
+    def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
+        if reload is None:   # the harness's buffer: its group and rows are this rank's
+            out = self.algebra.load(rank, op, None)
+            fid, shift = self._settle(rank, op, out, lambda: self.ranges.load(rank, op, None),
+                                      lambda: self.rounding.load(rank, op, None))
+            return held(fid, shift)
+        if len(reload.stores) != 1 or reload.uncovered:
+            out = self.algebra.load(rank, op, Reload((), True))
+            fid, shift = self._settle(rank, op, out, lambda: UNBOUNDED, lambda: None)
+            return held(fid, shift)
+        store, stored = reload.stores[0]
+        fid = stored & _FID
+        key = (id(op), fid)
+        hit = self.memo.get(key) if self.memo is not None else None
+        base = (stored >> _SHIFT) if self._rowful[fid] else 0
+        if hit is None:
+            self.misses += 1
+            hit = self._compute(
+                rank, op, (stored,), base,
+                lambda v: self.algebra.load(rank, op, Reload(((store, v[0]),), False)),
+                lambda v: self.ranges.load(rank, op, Reload(((store, v[0]),), False)),
+                lambda v: self.rounding.load(rank, op, Reload(((store, v[0]),), False)))
+            if self.memo is not None and not self.algebra.private:
+                self.memo[key] = hit
+        return Held(hit + (base << _SHIFT))
 
     def full(self, rank: int, op: Op) -> Held:
-        return self._do(rank, op, (), "full")
+        key = (id(op),)
+        hit = self.memo.get(key) if self.memo is not None else None
+        if hit is None:
+            hit = self._miss(key, rank, op, (), 0, "full", ())
+        return Held(hit)
 
     def cast(self, rank: int, op: Op, x: Held) -> Held:
-        return self._do(rank, op, (x,), "cast")
+        return self._one(rank, op, x, "cast")
 
     def reshape(self, rank: int, op: Op, x: Held) -> Held:
-        return self._do(rank, op, (x,), "reshape")
+        return self._one(rank, op, x, "reshape")
 
     def trans(self, rank: int, op: Op, x: Held) -> Held:
-        return self._do(rank, op, (x,), "trans")
+        return self._one(rank, op, x, "trans")
 
     def unary(self, rank: int, op: Op, fn: Unary, x: Held) -> Held:
-        return self._do(rank, op, (x,), "unary", fn)
+        return self._one(rank, op, x, "unary", fn)
 
     def binary(self, rank: int, op: Op, fn: Binary, a: Held, b: Held) -> Held:
-        return self._do(rank, op, (a, b), "binary", fn)
+        return self._two(rank, op, a, b, "binary", fn)
 
     def reduce(self, rank: int, op: Op, fn: Reduction, x: Held) -> Held:
-        return self._do(rank, op, (x,), "reduce", fn)
+        return self._one(rank, op, x, "reduce", fn)
 
     def softmax(self, rank: int, op: Op, x: Held) -> Held:
-        return self._do(rank, op, (x,), "softmax")
+        return self._one(rank, op, x, "softmax")
 
     def dot(self, rank: int, op: Op, a: Held, b: Held) -> Held:
-        return self._do(rank, op, (a, b), "dot")
+        return self._two(rank, op, a, b, "dot")
 
 
 class Forms:
@@ -354,7 +392,7 @@ class Forms:
 
     def _facts(self, key: Key) -> Facts | None:
         x = self.evaluation.get(key)
-        return None if x is None else self.domain.facts[x.fid]
+        return None if x is None else self.domain.facts[x & _FID]
 
     def get(self, key: Key) -> Value | Opaque | None:
         x = self.evaluation.get(key)
