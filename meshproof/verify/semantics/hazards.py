@@ -61,22 +61,32 @@ def _low(iv: Interval) -> float:
 
 
 def suspects(schedule: Schedule, symbolic: Forms) -> list[Suspect]:
-    """The ops that could be undefined or overflow for some input within the bound."""
+    """The ops that could be undefined or overflow for some input within the bound.
+
+    What makes an op suspect is a function of its situation (its result's and operands'
+    facts), so the situations are tried first, one (rank, op) each; only if one is suspect
+    are the ranks walked, for the rank-by-rank list the cause search reads."""
+    if not any(_why(symbolic, r, op) for r, op in symbolic.fresh if op.out is not None):
+        return []
     out: list[Suspect] = []
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
             if op.out is None:
                 continue
-            res = symbolic.canonical((r, op.out))
-            if isinstance(res, Opaque) and res.lost:
-                continue   # it waits on a message that never arrives: it never runs
-            if isinstance(res, Opaque) and res.undefined is not None and res.op is op:
-                out.append(Suspect(r, op, f"it {res.reason}"))
-                continue
-            why = _suspect(symbolic, r, op)
+            why = _why(symbolic, r, op)
             if why:
                 out.append(Suspect(r, op, why))
     return out
+
+
+def _why(symbolic: Forms, r: int, op: Op) -> str:
+    assert op.out is not None
+    res = symbolic.canonical((r, op.out))
+    if isinstance(res, Opaque) and res.lost:
+        return ""   # it waits on a message that never arrives: it never runs
+    if isinstance(res, Opaque) and res.undefined is not None and res.op is op:
+        return f"it {res.reason}"
+    return _suspect(symbolic, r, op)
 
 
 def _arg(ranges: Forms, rank: int, op: Op, i: int) -> Interval | None:

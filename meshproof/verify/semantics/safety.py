@@ -115,29 +115,39 @@ class _Checks:
             self.seen.add(sig)
             self.out.unknown.append(text)
 
-    def check_exp(self, rank: int, op: Op) -> None:
+    def candidate(self, rank: int, op: Op) -> None:
+        """An op not shown safe on this rank: judged with a witness search."""
+        if op.kind in EXPS:
+            self.exp_cands.setdefault(op.source, []).append((rank, op))
+            return
+        vid = _checked_value(op)
+        lo, hi = self.sym.interval((rank, vid))
+        bound = None if math.isinf(lo) or math.isinf(hi) else max(abs(lo), abs(hi))
+        self.narrow_cands.setdefault(op.source, []).append((rank, op, vid, bound))
+
+    def check_exp(self, rank: int, op: Op) -> bool:
+        """Whether the exp's argument is not shown <= 0 (then it is a candidate)."""
         arg = op.args[0]
         assert isinstance(arg, ValueRef)
         res = self.sym.canonical_value(rank, arg.id)
-        self.out.exp_checked += 1
         if isinstance(res, Opaque) and res.lost:
-            return   # it waits on a message that never arrives: it never runs
+            return False   # it waits on a message that never arrives: it never runs
         if isinstance(res, Opaque):
             self._opaque(("exp", str(op.source)), f"{op.source}: the argument of "
                          f"{op.kind.value} is not known exactly ({res.reason})")
-            return
+            return False
         form = R.scale(res.form, LN2) if op.kind is OpKind.EXP2 else res.form
         lin = form.as_lin()
         sizes = {dg.id: dg.size for dg in res.layout.digits}
         if lin is not None and nonpositive(lin, sizes):
-            return
+            return False
         if lin is not None:
             try:
                 if ratio_at_most_one(R.exp(form)):
-                    return
+                    return False
             except (NotModelled, Undefined):
                 pass
-        self.exp_cands.setdefault(op.source, []).append((rank, op))
+        return True
 
     def judge_exps(self) -> None:
         for source, cands in self.exp_cands.items():
@@ -159,26 +169,24 @@ class _Checks:
                 "overflow; subtract the running max, e.g. max(m, m_in), not m + m_in)",
                 top, 0.0))
 
-    def check_narrow(self, rank: int, op: Op) -> None:
-        vid = op.out if op.out is not None else op.args[0].id  # type: ignore[union-attr]
+    def check_narrow(self, rank: int, op: Op) -> bool:
+        """Whether the 16-bit value is not shown within its dtype's range."""
+        vid = _checked_value(op)
         res = self.sym.canonical_value(rank, vid)
-        self.out.narrow_checked += 1
         if isinstance(res, Opaque) and res.lost:
-            return
+            return False
         if isinstance(res, Opaque) and res.undefined is not None:
-            return   # an undefined value: check_outputs judges where it goes
+            return False   # an undefined value: check_outputs judges where it goes
         if isinstance(res, Opaque):
             self._opaque(("narrow", str(op.source)), f"{op.source}: the {op.dtype.value} "
                          f"value of {op.kind.value} is not known exactly, so it cannot be "
                          f"bounded ({res.reason})")
-            return
+            return False
         if res.form.inf:
-            return   # -inf (a running max before the first tile) is exact in every dtype
+            return False   # -inf (a running max before the first tile) is exact in every dtype
         lo, hi = self.sym.interval((rank, vid))
         bound = None if math.isinf(lo) or math.isinf(hi) else max(abs(lo), abs(hi))
-        if bound is not None and bound <= DTYPE_MAX[op.dtype]:
-            return
-        self.narrow_cands.setdefault(op.source, []).append((rank, op, vid, bound))
+        return not (bound is not None and bound <= DTYPE_MAX[op.dtype])
 
     def judge_narrows(self) -> None:
         for source, cands in self.narrow_cands.items():
@@ -223,22 +231,56 @@ class _Checks:
             f"the machine (element {bad.element}){why}", None, None))
 
 
+EXPS = (OpKind.EXP, OpKind.EXP2)
+
+
+def _narrow(op: Op) -> bool:
+    """A 16-bit value the machine holds (loads of inputs are exact as given)."""
+    return op.dtype in (DType.F16, DType.BF16) and op.kind is not OpKind.LOAD and \
+        (op.out is not None or op.kind in (OpKind.SEND, OpKind.STORE))
+
+
 def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
                  symbolic: Forms, input_bound: float,
                  stores: list[tuple[int, Op]] | None = None) -> Safety:
+    """Every exp and 16-bit op of every rank, each judged once per situation: the checks
+    read only the canonical form and the interval of a value, which its facts id names."""
     checks = _Checks(schedule, table, problem, symbolic, input_bound)
+    kinds: dict[int, int] = {}          # id(op) -> 0 not checked, 1 exp, 2 narrow
+    done: dict[tuple[int, int | None], bool] = {}   # (id(op), facts id) -> candidate?
     for r, prog in enumerate(schedule.programs):
         for op in prog.ops:
-            if op.kind in (OpKind.EXP, OpKind.EXP2):
-                checks.check_exp(r, op)
-            elif op.dtype in (DType.F16, DType.BF16) and op.kind is not OpKind.LOAD and \
-                    (op.out is not None or op.kind in (OpKind.SEND, OpKind.STORE)):
-                checks.check_narrow(r, op)
+            kind = kinds.get(id(op))
+            if kind is None:
+                kind = kinds[id(op)] = 1 if op.kind in EXPS else 2 if _narrow(op) else 0
+            if not kind:
+                continue
+            vid = _checked_value(op)
+            key = (id(op), symbolic.fid((r, vid)))
+            if kind == 1:
+                checks.out.exp_checked += 1
+            else:
+                checks.out.narrow_checked += 1
+            hit = done.get(key)
+            if hit is None:
+                hit = done[key] = checks.check_exp(r, op) if kind == 1 else \
+                    checks.check_narrow(r, op)
+            if hit:
+                checks.candidate(r, op)
     checks.judge_exps()
     checks.judge_narrows()
     if stores:
         checks.check_outputs(stores)
     return checks.out
+
+
+def _checked_value(op: Op) -> int:
+    """The value an op's check reads: an exp's argument, else what the op holds."""
+    if op.kind in EXPS or op.out is None:
+        arg = op.args[0]
+        assert isinstance(arg, ValueRef)
+        return arg.id
+    return op.out
 
 
 def _above(limit: float) -> Callable[[np.ndarray], float | None]:

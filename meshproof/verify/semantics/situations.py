@@ -169,6 +169,9 @@ class Situations:
         self.rounding = ErrorBounds(self.view, input_bound, problem.d_head, self.why)
         self._rowful: list[bool] = []
         self.misses = 0
+        # one (rank, op) per situation computed: what holds there holds on every rank
+        # that meets the same situation (the checks of safety.py and hazards.py run here)
+        self.fresh: list[tuple[int, Op]] = []
 
     def attach(self, evaluation: Evaluation[Held]) -> None:
         self.values = evaluation.values
@@ -269,6 +272,7 @@ class Situations:
                 err: Callable[[], Err | None]) -> tuple[int, int]:
         """A result's facts: its canonical form, then its interval (which reads the form),
         then its rounding error (which reads both)."""
+        self.fresh.append((rank, op))
         view = self.view
         view.key = (rank, op.out if op.out is not None else -1)
         if isinstance(out, Opaque):
@@ -304,6 +308,7 @@ class Situations:
     def cycle(self, rank: int, op: Op) -> Held:
         out = self.algebra.cycle(rank, op)
         assert isinstance(out, Opaque)
+        self.fresh.append((rank, op))
         return held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
                                     f"{op.kind.value} {out.reason}",
                                     Gone(out.reason, rank, op, False, None))), 0)
@@ -312,13 +317,12 @@ class Situations:
         if isinstance(sent, Lost):
             out = self.algebra.recv(rank, op, sent)
             assert isinstance(out, Opaque)
+            self.fresh.append((rank, op))
             return held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
                                         f"{op.kind.value} of a value without a bound",
                                         Gone(out.reason, rank, op, True, None))), 0)
-        f = self.facts[sent & _FID]
-        if f.gone is not None or (self.canon.values[f.cid].layout.shape == op.shape and
-                                  (f.err is None or f.err.dtype is op.dtype)):
-            return sent   # the same value, in the same dtype: the same facts
+        if self.facts[sent & _FID].gone is not None:
+            return sent   # opaque where it was sent: the same facts
         return self._one(rank, op, sent, "recv")
 
     def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
@@ -412,6 +416,16 @@ class Forms:
         f = self._facts((rank, vid))
         assert f is not None
         return self.domain.canonical_of(f)
+
+    def fid(self, key: Key) -> int | None:
+        """The id of a value's facts: equal ids, equal facts (None: not computed)."""
+        x = self.evaluation.get(key)
+        return None if x is None else x & _FID
+
+    @property
+    def fresh(self) -> list[tuple[int, Op]]:
+        """One (rank, op) per situation the analysis computed."""
+        return self.domain.fresh
 
     def cid_of(self, key: Key) -> int | None:
         f = self._facts(key)
