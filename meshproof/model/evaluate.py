@@ -288,7 +288,7 @@ class Evaluation(Generic[V]):
         values = self.values
         mine = values[rank]
         recv_source = self.dependencies.recv_source
-        apply = self._apply
+        plans = self._plans
         n = len(ops)
         while pc < n:
             op = ops[pc]
@@ -300,7 +300,8 @@ class Evaluation(Generic[V]):
                 src = recv_source(rank, op)
                 if type(src) is tuple and src[1] not in values[src[0]]:
                     return pc, src[0]   # its message is not sent yet
-            mine[out] = apply(rank, op)
+            plan = plans.get(id(op))
+            mine[out] = plan(rank) if plan is not None else self._apply(rank, op)
             pc += 1
         return pc, -1
 

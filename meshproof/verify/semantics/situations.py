@@ -148,6 +148,13 @@ class _View:
         return self.domain.dependencies.recv_source(rank, op)
 
 
+class _Forgetful(dict[tuple[object, ...], int]):
+    """The memo switched off (the unmemoised evaluation the tests compare with)."""
+
+    def __setitem__(self, key: tuple[object, ...], value: int) -> None:
+        pass
+
+
 class Situations:
     """The fused, memoised domain: symbolic forms, intervals and rounding errors."""
 
@@ -161,7 +168,7 @@ class Situations:
         self.canon = Canon()
         self.facts: list[Facts] = []
         self._fids: dict[Facts, int] = {}
-        self.memo: dict[tuple[object, ...], int] | None = {} if memo else None
+        self.memo: dict[tuple[object, ...], int] = {} if memo else _Forgetful()
         self.values: list[dict[int, Held]] = []      # the evaluation's, set by attach
         self.view = _View(self)
         self.why = _Why(self.view)
@@ -206,15 +213,30 @@ class Situations:
         is the frame)."""
         fid = x & _FID
         key = (id(op), fid)
-        hit = self.memo.get(key) if self.memo is not None else None
+        hit = self.memo.get(key)
         base = (x >> _SHIFT) if self._rowful[fid] else 0
         if hit is None:
             hit = self._miss(key, rank, op, (x,), base, method, extra)
         return Held(hit + (base << _SHIFT))
 
-    def _two(self, rank: int, op: Op, a: Held, b: Held, method: str, *extra: object) -> Held:
+    def unary(self, rank: int, op: Op, fn: Unary | Reduction, x: Held) -> Held:
+        """_one for the most frequent ops, without the extra call (reduce is this too:
+        the type of `fn` tells the rules apart)."""
+        fid = x & _FID
+        key = (id(op), fid)
+        hit = self.memo.get(key)
+        base = (x >> _SHIFT) if self._rowful[fid] else 0
+        if hit is None:
+            method = "unary" if type(fn) is Unary else "reduce"
+            hit = self._miss(key, rank, op, (x,), base, method, (fn,))
+        return Held(hit + (base << _SHIFT))
+
+    reduce = unary
+
+    def binary(self, rank: int, op: Op, fn: Binary | None, a: Held, b: Held) -> Held:
         """The situation of a two-operand op: the op, the operands' facts and their
-        relative shift (the frame is the smaller shift of the operands with key rows)."""
+        relative shift (the frame is the smaller shift of the operands with key rows).
+        `fn` None: a dot."""
         fa, fb = a & _FID, b & _FID
         rowful = self._rowful
         if rowful[fa]:
@@ -229,10 +251,14 @@ class Situations:
             base, key = b >> _SHIFT, (id(op), fa, 0, fb, 0)
         else:
             base, key = 0, (id(op), fa, 0, fb, 0)
-        hit = self.memo.get(key) if self.memo is not None else None
+        hit = self.memo.get(key)
         if hit is None:
-            hit = self._miss(key, rank, op, (a, b), base, method, extra)
+            hit = self._miss(key, rank, op, (a, b), base, "binary" if fn else "dot",
+                             (fn,) if fn else ())
         return Held(hit + (base << _SHIFT))
+
+    def dot(self, rank: int, op: Op, a: Held, b: Held) -> Held:
+        return self.binary(rank, op, None, a, b)
 
     def _miss(self, key: tuple[object, ...], rank: int, op: Op, args: tuple[Held, ...],
               base: int, method: str, extra: tuple[object, ...]) -> int:
@@ -247,7 +273,7 @@ class Situations:
             lambda v: sym(rank, op, *extra, *v),
             lambda v: ivs(rank, op, *extra, *v),
             lambda v: errs(rank, op, *extra, *v))
-        if self.memo is not None and not self.algebra.private:
+        if not self.algebra.private:
             self.memo[key] = hit
         return hit
 
@@ -294,15 +320,14 @@ class Situations:
     # --- OpSemantics -----------------------------------------------------------------------
     def const(self, rank: int, op: Op, value: float) -> Held:
         key = (id(op), "const", value)
-        hit = self.memo.get(key) if self.memo is not None else None
+        hit = self.memo.get(key)
         if hit is None:
             out = self.algebra.const(rank, op, value)
             assert isinstance(out, (Value, Opaque))
             fid, shift = self._settle(rank, op, out, lambda: self.ranges.const(rank, op, value),
                                       lambda: self.rounding.const(rank, op, value))
             hit = fid + (shift << _SHIFT)
-            if self.memo is not None:
-                self.memo[key] = hit
+            self.memo[key] = hit
         return Held(hit)
 
     def cycle(self, rank: int, op: Op) -> Held:
@@ -321,8 +346,12 @@ class Situations:
             return held(self._fid(Facts(OPAQUE_CID, UNBOUNDED, None, f"{op.source}: "
                                         f"{op.kind.value} of a value without a bound",
                                         Gone(out.reason, rank, op, True, None))), 0)
-        if self.facts[sent & _FID].gone is not None:
-            return sent   # opaque where it was sent: the same facts
+        f = self.facts[sent & _FID]
+        if f.gone is not None or (f.err is not None and f.err.dtype is op.dtype and
+                                  self.canon.values[f.cid].layout.shape == op.shape):
+            # the same value in the same dtype: the same facts (and the same checks: the
+            # op that computed it has this dtype, the dtype of its rounding error)
+            return sent
         return self._one(rank, op, sent, "recv")
 
     def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
@@ -338,7 +367,7 @@ class Situations:
         store, stored = reload.stores[0]
         fid = stored & _FID
         key = (id(op), fid)
-        hit = self.memo.get(key) if self.memo is not None else None
+        hit = self.memo.get(key)
         base = (stored >> _SHIFT) if self._rowful[fid] else 0
         if hit is None:
             self.misses += 1
@@ -347,13 +376,13 @@ class Situations:
                 lambda v: self.algebra.load(rank, op, Reload(((store, v[0]),), False)),
                 lambda v: self.ranges.load(rank, op, Reload(((store, v[0]),), False)),
                 lambda v: self.rounding.load(rank, op, Reload(((store, v[0]),), False)))
-            if self.memo is not None and not self.algebra.private:
+            if not self.algebra.private:
                 self.memo[key] = hit
         return Held(hit + (base << _SHIFT))
 
     def full(self, rank: int, op: Op) -> Held:
         key = (id(op),)
-        hit = self.memo.get(key) if self.memo is not None else None
+        hit = self.memo.get(key)
         if hit is None:
             hit = self._miss(key, rank, op, (), 0, "full", ())
         return Held(hit)
@@ -367,20 +396,9 @@ class Situations:
     def trans(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, "trans")
 
-    def unary(self, rank: int, op: Op, fn: Unary, x: Held) -> Held:
-        return self._one(rank, op, x, "unary", fn)
-
-    def binary(self, rank: int, op: Op, fn: Binary, a: Held, b: Held) -> Held:
-        return self._two(rank, op, a, b, "binary", fn)
-
-    def reduce(self, rank: int, op: Op, fn: Reduction, x: Held) -> Held:
-        return self._one(rank, op, x, "reduce", fn)
-
     def softmax(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, "softmax")
 
-    def dot(self, rank: int, op: Op, a: Held, b: Held) -> Held:
-        return self._two(rank, op, a, b, "dot")
 
 
 class Forms:

@@ -88,8 +88,11 @@ def seeded_families(problem: Problem) -> list[Family]:
            for seed in SEEDS]
     n = max((problem.kv_rows(g.index) for g in problem.groups), default=0)
     s = problem.S_kv_per_rank
-    blocks = [(0, max(1, s // 4)), (0, s), (max(0, n - s), n), (s * (n // s // 2),
-                                                                 s * (n // s // 2) + s)]
+    # a quarter of the first shard each (the tiles a rank merges in its own loop), the
+    # first, last and middle shards
+    quarter = max(1, s // 4)
+    blocks = [(j * quarter, (j + 1) * quarter) for j in range(4)] + \
+        [(0, s), (max(0, n - s), n), (s * (n // s // 2), s * (n // s // 2) + s)]
     for lo, hi in dict.fromkeys(b for b in blocks if b[1] > b[0] and b[1] <= n):
         base = make_inputs(problem, 0)
         k = {g: x.copy() for g, x in base.k.items()}
