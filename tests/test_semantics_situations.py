@@ -1,0 +1,151 @@
+"""The situation memo is exact: the memoised analysis equals the unmemoised one.
+
+Translation validation of situations.py: for every built-in kernel, every kernel of the
+semantic test zoo and random merge trees, the analysis with the memo (each situation
+computed once, shared by every rank that meets it) and without it (every op of every rank
+computed afresh) must give the same value -- form, layout, interval, rounding error and the
+reason for a missing one -- for every value of every rank, and the same verdict for every
+stored output. A rule that read something a situation does not key on (a rank, a query
+base, whether an operand was received) would show here as a difference.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from semantic_helpers import KERNELS, TREES
+
+from meshproof.model.channels import derive_channels
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.problem import ProblemUnavailable, attention_problem
+from meshproof.model.schedule import Schedule
+from meshproof.model.trace import trace
+from meshproof.verify.semantics.analysis import Analysis, analyse
+from meshproof.verify.semantics.budget import unbounded
+from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.symbolic import Opaque
+
+ZOO = ("semantic_cases.py", "merge_forms.py", "hazard_cases.py", "review_semantics.py",
+       "review2_semantics.py", "review3_semantics.py", "review_merge.py")
+BUILTINS = ("mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv")
+
+
+def _zoo() -> list[str]:
+    """Every kernel of the zoo modules: public functions taking `tl` by keyword."""
+    out = []
+    for name in ZOO:
+        path = KERNELS / name
+        module = _load(path)
+        for attr, fn in sorted(vars(module).items()):
+            if attr.startswith("_") or not callable(fn) or not inspect.isfunction(fn):
+                continue
+            params = inspect.signature(fn).parameters
+            if "tl" in params and params["tl"].kind is inspect.Parameter.KEYWORD_ONLY:
+                out.append(f"{path}::{attr}")
+    return out
+
+
+def _load(path: Path) -> object:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"_zoo_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _schedule(kernel: str, **opts: object) -> Schedule:
+    ref = resolve_kernel(kernel)
+    args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
+    return trace(ref, build_launch(ref, LaunchOptions(args=args, **opts)))  # type: ignore[arg-type]
+
+
+def _analyses(schedule: Schedule) -> tuple[Analysis, Analysis] | None:
+    spec = schedule.launch
+    try:
+        problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    except ProblemUnavailable:   # no attention problem: nothing for the memo to get wrong
+        return None
+    table = derive_channels(schedule)
+    return (analyse(schedule, table, problem, unbounded(), memo=True),
+            analyse(schedule, table, problem, unbounded(), memo=False))
+
+
+def _text(v: Value | Opaque | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, Opaque):
+        # the rank is any rank where the op met the situation (the first, with the memo)
+        return f"opaque: {v.reason} at {v.op.source}"
+    sizes = ";".join(",".join(str(d.size) for d in axis) for axis in v.layout.axes)
+    return f"{sizes}|{v.layout.shape}|{v.form.key}"
+
+
+def assert_memo_exact(schedule: Schedule) -> None:
+    pair = _analyses(schedule)
+    if pair is None:
+        return
+    memo, plain = pair
+    for r, values in enumerate(plain.forms.evaluation.values):
+        for vid in values:
+            key = (r, vid)
+            got = memo.forms.get(key)
+            assert _text(got) == _text(plain.forms.get(key)), key
+            if isinstance(got, Opaque):
+                assert any(op is got.op for op in schedule.programs[got.rank].ops), key
+            assert memo.forms.interval(key) == plain.forms.interval(key), key
+            assert memo.forms.err(key) == plain.forms.err(key), key
+            assert memo.forms.why(key) == plain.forms.why(key), key
+    assert [(o.rank, o.store.index, o.verdict) for o in memo.outputs] == \
+        [(o.rank, o.store.index, o.verdict) for o in plain.outputs]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_memo_equals_the_unmemoised_analysis_on_every_builtin(name: str) -> None:
+    assert_memo_exact(_schedule(name))
+
+
+@pytest.mark.parametrize("kernel", _zoo(), ids=lambda k: k.rsplit("/", 1)[-1])
+def test_the_memo_equals_the_unmemoised_analysis_on_the_zoo(kernel: str) -> None:
+    try:
+        schedule = _schedule(kernel)
+    except Exception as exc:   # kernels that need arguments or refuse a default launch
+        pytest.skip(f"no default launch: {exc}")
+    assert_memo_exact(schedule)
+
+
+def test_the_memo_shares_situations_across_ranks() -> None:
+    """The correct idiom: a 2x4 mesh meets far fewer situations than it has values."""
+    pair = _analyses(_schedule("mesh_mlo_2d"))
+    assert pair is not None
+    memo, plain = pair
+    assert memo.forms.domain.misses * 2 < plain.forms.domain.misses
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([2, 3, 4]), st.data())
+def test_the_memo_equals_the_unmemoised_analysis_on_random_merge_trees(
+        tiles: int, data: st.DataObject) -> None:
+    leaves = [f"t{i}" for i in data.draw(st.permutations(list(range(tiles))))]
+    if data.draw(st.booleans()):
+        leaves.insert(data.draw(st.integers(0, len(leaves))), "e")
+
+    def tree(xs: list[str]) -> str:
+        if len(xs) == 1:
+            return xs[0]
+        k = data.draw(st.integers(1, len(xs) - 1))
+        return f"({tree(xs[:k])} {tree(xs[k:])})"
+
+    plan = tree(leaves)
+    reprs = data.draw(st.text(alphabet="mlpsr", min_size=1, max_size=3))
+    mutation = data.draw(st.sampled_from(["", "drop_rescale", "twice", "swap", "exp2"]))
+    args: dict[str, object] = {"plan": plan, "tiles": tiles, "reprs": reprs,
+                               "S_kv_per_rank": 12}
+    if mutation:
+        args.update(mutation=mutation, at=0)
+    assert_memo_exact(_schedule(TREES, pes=4, args=args))
