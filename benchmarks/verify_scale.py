@@ -123,7 +123,7 @@ def measure_row(kind: str, a: int, b: int, semantic: bool = True) -> dict[str, A
     from meshproof.verify.deadlock import progress_at_depth
     from meshproof.verify.properties import CheckContext, VerifyConfig
     from meshproof.verify.registry import CHECKS
-    from meshproof.verify.semantics import shared_semantics
+    from meshproof.verify.shared_analysis import shared_semantics
     from meshproof.verify.z3util import Budget
 
     kernel, launch = _launch(kind, a, b)

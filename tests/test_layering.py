@@ -66,3 +66,49 @@ def test_the_model_layer_finds_built_ins_through_the_kernels_resolver() -> None:
     assert resolve_builtin("mesh_mlo_1d") == resolve_kernel("mesh_mlo_1d")
     assert resolve_builtin("tests/kernels/probes.py::x") is None
 
+
+
+SEMANTICS = PACKAGE / "verify" / "semantics"
+
+
+def _semantic_imports() -> dict[str, set[str]]:
+    """semantics/ module -> the semantics/ modules it imports (at any depth of the file)."""
+    prefix = "meshproof.verify.semantics."
+    out: dict[str, set[str]] = {}
+    for path in sorted(SEMANTICS.glob("*.py")):
+        names = {n[len(prefix):].split(".")[0] for n in _imports(path) if n.startswith(prefix)}
+        out[path.stem] = names - {path.stem}
+    return out
+
+
+def test_the_semantic_engine_imports_nothing_of_verify_outside_it() -> None:
+    """verify/semantics/ is the engine the properties read; it never reads them (the
+    shared analysis lives in verify/shared_analysis.py)."""
+    bad = [f"{path.name} imports {name}" for path in sorted(SEMANTICS.glob("*.py"))
+           for name in _imports(path)
+           if name.startswith("meshproof.verify") and
+           not name.startswith("meshproof.verify.semantics")]
+    assert bad == []
+
+
+def test_the_semantic_engine_has_no_import_cycle() -> None:
+    """Each module of verify/semantics/ imports only modules before it in some order (the
+    reading order of its __init__)."""
+    graph = {m: deps for m, deps in _semantic_imports().items() if m != "__init__"}
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        if state.get(m) == 2:
+            return
+        assert state.get(m) != 1, " -> ".join((*path, m))
+        state[m] = 1
+        for dep in sorted(graph.get(m, ())):
+            if dep != "__init__":
+                visit(dep, (*path, m))
+        state[m] = 2
+        order.append(m)
+
+    for m in sorted(graph):
+        visit(m, ())
+    assert len(order) == len(graph)

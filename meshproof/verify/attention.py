@@ -21,9 +21,10 @@ from meshproof.verify.result import (
     Status,
 )
 from meshproof.verify.result import Witness as WitnessFacts
-from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
+from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.witness import Witness, find_witness
+from meshproof.verify.shared_analysis import shared_semantics
 
 NAME = Property.ATTENTION_EQUIVALENCE
 CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"

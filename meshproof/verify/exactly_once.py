@@ -29,11 +29,11 @@ from meshproof.verify.result import (
     Status,
 )
 from meshproof.verify.result import Witness as WitnessFacts
-from meshproof.verify.semantics import shared_semantics
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
+from meshproof.verify.shared_analysis import shared_semantics
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"

@@ -24,11 +24,12 @@ from meshproof.verify.result import (
     Status,
 )
 from meshproof.verify.result import Hazard as HazardFacts
-from meshproof.verify.semantics import SemanticAnalysis, shared_semantics
+from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.situations import Forms, Held, Situations
 from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.shared_analysis import shared_semantics
 
 NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"

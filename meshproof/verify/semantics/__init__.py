@@ -4,23 +4,31 @@ The public face of the three semantic properties (attention_equivalence, exactly
 numeric_safety): `semantic_analysis` evaluates the schedule once into exact forms and the
 properties read it. Nothing here runs kernel code: the schedule IR is the input.
 
-Reading order (each module imports only those before it):
+Reading order (each module imports only those before it; tests/test_layering.py checks
+that there is no cycle and that nothing here imports the rest of verify/):
 
 - index.py     digits, affine index forms, mixed-radix layouts
+- reasons.py   why a form is outside the algebra (NotModelled, Undefined)
 - atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
 - poly.py      exponential polynomials, row sums over key rows, logarithms
-- rational.py  the normal form: rational functions, exp, log, max (reasons.py: why not)
+- rational.py  the normal form: rational functions, exp, log, max
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
 - order.py     max-domination: exp arguments <= 0, lower bounds
 - bounds.py    magnitude bounds under |inputs| <= B
 - layouts.py   values: a layout and a form
 - events.py    departures, recorded where a kernel stops being an online softmax
+- budget.py    the analysis's time and memory budget
 - symbolic.py  the symbolic domain of model/evaluate.py
+- readers.py   what the interval and rounding rules read (protocols)
+- ranges.py    the interval domain; rounding.py: the rounding-error domain
+- canon.py     canonical values (digits renamed, key rows shifted), hash-consed
+- situations.py  the situation memo: forms, intervals and rounding errors once per
+               situation, shared by every rank that meets it
 - judge.py     the identity with attention, and why not; counts.py: key-row counts
-- numeric.py, witness.py   the numeric domain and witnesses in 40-digit arithmetic
-- safety.py, rounding.py   numeric_safety's checks and rounding bound
-- analysis.py  the analysis the properties share
+- numeric.py, cone.py, witness.py   numeric domains and witnesses in 40-digit arithmetic
+- hazards.py, safety.py   numeric_safety's checks
+- analysis.py  the analysis the properties share (verify/shared_analysis.py caches it)
 """
 
 from __future__ import annotations
@@ -35,7 +43,6 @@ from meshproof.model.problem import (
     attention_problem,
 )
 from meshproof.model.schedule import Schedule
-from meshproof.verify.properties import CheckContext
 from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
 from meshproof.verify.semantics.budget import Budget, OutOfBudget
 
@@ -56,12 +63,6 @@ class SemanticAnalysis:
         return f"{what}: {self.unavailable}"
 
 
-def shared_semantics(ctx: CheckContext) -> SemanticAnalysis:
-    """The analysis the three semantic properties share (ctx.shared caches it)."""
-    return semantic_analysis(ctx.schedule, ctx.channels, Budget.start(ctx.config.timeout_s),
-                             ctx.config.input_bound)
-
-
 def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | None = None,
                       input_bound: float = DEFAULT_INPUT_BOUND) -> SemanticAnalysis:
     spec = schedule.launch
@@ -80,4 +81,4 @@ def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | 
 
 
 __all__ = ["DEFAULT_INPUT_BOUND", "Analysis", "OutputResult", "SemanticAnalysis",
-           "semantic_analysis", "shared_semantics"]
+           "semantic_analysis"]
