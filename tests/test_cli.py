@@ -30,7 +30,9 @@ def test_a_broken_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
                                               run_cli: RunCli) -> None:
     # It used to vanish from --help: a ModuleNotFoundError was swallowed.
     monkeypatch.setitem(cli.COMMANDS, "broken", ("meshproof.cli.no_such_module", "broken_cmd"))
-    for args in (["broken"], ["--help"]):
+    monkeypatch.setitem(cli.SHORT_HELP, "broken", "A command whose module is missing.")
+    assert "  broken " in run_cli(["--help"]).out   # listed without importing it
+    for args in (["broken"], ["broken", "--help"]):
         res = run_cli(args)
         assert res.code == ExitCode.INTERNAL and res.out == ""
         assert res.err == ("meshproof: internal error (please report): ModuleNotFoundError: "
@@ -39,6 +41,24 @@ def test_a_broken_command_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("MESHPROOF_DEBUG", "1")
     with pytest.raises(ModuleNotFoundError, match="no_such_module"):
         run_cli(["broken"])
+
+
+def test_the_listed_help_is_each_commands_own() -> None:
+    """`--help` lists SHORT_HELP (no imports); it must say what each command's docstring
+    says, shortened the way click shortens it."""
+    limit = 78 - 6 - max(len(name) for name in cli.COMMANDS)   # click: an 80-column width
+    assert set(cli.SHORT_HELP) == set(cli.COMMANDS)
+    for name in cli.COMMANDS:
+        assert cli.SHORT_HELP[name] == cli.cli.commands[name].get_short_help_str(limit), name
+
+
+def test_help_imports_no_command_module() -> None:
+    code = ("import sys; from meshproof.cli import main; main(['--help']); "
+            "print(sorted(m for m in sys.modules if m.startswith('meshproof.cli.') and "
+            "m.endswith('_cmd') or m.split('.')[0] in ('matplotlib', 'z3')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:

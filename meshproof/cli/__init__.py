@@ -1,8 +1,8 @@
 """The command line. Only this package prints or exits; commands return exit codes
 (`meshproof.exitcodes.ExitCode`).
 
-Each command lives in its own module, imported when the command runs (or when `--help`
-lists them all), so `meshproof verify` does not pay for the report stack's imports. A
+Each command lives in its own module, imported when the command runs (`--help` lists them
+from SHORT_HELP), so `meshproof verify` does not pay for the report stack's imports. A
 module that fails to import fails loudly; it never vanishes from `--help`.
 """
 
@@ -42,6 +42,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "placements": ("meshproof.cli.placements_cmd", "placements_cmd"),
     "gate": ("meshproof.cli.gate_cmd", "gate_cmd"),
     "report": ("meshproof.cli.report_cmd", "report_cmd"),
+}
+# each command's one-line help as `meshproof --help` lists it: written here so that the
+# list costs no imports (the report command alone would import matplotlib);
+# tests/test_cli.py checks each against the command's own docstring
+SHORT_HELP: dict[str, str] = {
+    "gate": "Prove every case of FILE (default proofs.toml) and check...",
+    "list": "List built-in kernels, wirings and panels.",
+    "placements": "Verify KERNEL, every property, at every cube_start where...",
+    "report": "Verify and simulate every built-in kernel and panel; write...",
+    "simulate": "Run KERNEL in the numpy reference simulator; exit 1 when...",
+    "trace": "Trace KERNEL symbolically and print each rank's schedule.",
+    "verify": "Prove direction legality, launch confinement, channel...",
 }
 
 
@@ -87,6 +99,12 @@ class _Commands(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _LazyCommands()
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from SHORT_HELP: `--help` imports no command module."""
+        rows = [(name, SHORT_HELP[name]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
