@@ -13,14 +13,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import mpmath
 import numpy as np
 
 from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, Unary
 from meshproof.model.schedule import Const, Op, OpKind, ValueRef
-from meshproof.verify.semantics.numeric import MPMATH, Num, Numeric
+from meshproof.verify.semantics.numeric import Num, Numeric, mpmath_backend
 
 Mask = np.ndarray[Any, Any]
+
+
+def _mp() -> Any:  # mpmath ships no types
+    """mpmath, imported when 40-digit arithmetic is first needed."""
+    import mpmath
+
+    return mpmath
 
 
 class ConeTooLarge(Exception):
@@ -144,7 +150,7 @@ class Masked(Numeric):
         try:
             out[where] = f(*(v[where] for v in views))
         except (ZeroDivisionError, ValueError):
-            out[where] = mpmath.mpf("nan")
+            out[where] = _mp().mpf("nan")
         return self._out(op, out, *args)
 
     def unary(self, rank: int, op: Op, fn: Unary, x: Num | None) -> Num | None:
@@ -173,7 +179,7 @@ class Masked(Numeric):
             (mask if not op.keepdims else np.squeeze(mask, axis=op.axis)).reshape(out.shape)
         for idx in zip(*np.nonzero(need), strict=True):
             row = list(data[idx])
-            out[idx] = max(row) if fn is Reduction.MAX else mpmath.fsum(row)
+            out[idx] = max(row) if fn is Reduction.MAX else _mp().fsum(row)
         if op.keepdims:
             out = np.expand_dims(out, op.axis)
         return self._out(op, out, x)
@@ -190,8 +196,8 @@ class Masked(Numeric):
         for idx in zip(*np.nonzero(need), strict=True):
             row = list(data[idx])
             top = max(row)
-            e = [mpmath.exp(v - top) for v in row]
-            total = mpmath.fsum(e)
+            e = [_mp().exp(v - top) for v in row]
+            total = _mp().fsum(e)
             out[idx] = np.array([v / total for v in e], dtype=object)
         return self._out(op, np.moveaxis(out, -1, op.axis), x)
 
@@ -207,7 +213,7 @@ class Masked(Numeric):
         need = np.ones(op.shape, dtype=bool) if mask is None else mask
         for idx in zip(*np.nonzero(need), strict=True):
             *bi, i, j = idx
-            out[idx] = mpmath.fdot(list(xb[(*bi, i)]), list(yb[(*bi, slice(None), j)]))
+            out[idx] = _mp().fdot(list(xb[(*bi, i)]), list(yb[(*bi, slice(None), j)]))
         return self._out(op, out, a, b)
 
 
@@ -218,8 +224,8 @@ def high_precision(ev: Evaluation[Num | None], rank: int, vid: int, element: int
     domain = ev.domain
     assert isinstance(domain, Numeric)
     masks = element_cone(ev, rank, vid, element, budget)
-    with mpmath.workdps(40):
-        mp = Numeric(domain.problem, domain.inputs, MPMATH)
+    with _mp().workdps(40):
+        mp = Numeric(domain.problem, domain.inputs, mpmath_backend())
         cone: Evaluation[Num | None] = Evaluation(ev.schedule, ev.table, Masked(mp, masks))
         val = cone.value(rank, vid)
     if val is None:

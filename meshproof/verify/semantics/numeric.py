@@ -8,12 +8,12 @@ that never arrives is None.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import mpmath
 import numpy as np
 
 from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
@@ -44,7 +44,10 @@ class Backend:
     dtype: Any
 
     def const(self, x: float) -> Any:
-        return mpmath.mpf(x) if self.dtype is object else x
+        if self.dtype is object:
+            import mpmath
+            return mpmath.mpf(x)
+        return x
 
 
 def _vec(f: Callable[[Any], Any]) -> Callable[[Array], Array]:
@@ -54,10 +57,19 @@ def _vec(f: Callable[[Any], Any]) -> Callable[[Array], Array]:
 
 FLOAT64 = Backend("float64", np.exp, np.exp2, np.log, np.log2, np.log1p,
                   lambda a: np.asarray(a, dtype=np.float64), np.float64)
-MPMATH = Backend(f"{MP_DIGITS}-digit", _vec(mpmath.exp), _vec(lambda x: mpmath.power(2, x)),
-                 _vec(mpmath.log), _vec(lambda x: mpmath.log(x, 2)), _vec(mpmath.log1p),
-                 lambda a: np.vectorize(mpmath.mpf, otypes=[object])(np.asarray(a, np.float64)),
-                 object)
+
+
+@functools.cache
+def mpmath_backend() -> Backend:
+    """40-digit arithmetic (mpmath, imported only when a witness is checked: it costs a
+    `verify` process a twentieth of its start-up)."""
+    import mpmath
+
+    return Backend(f"{MP_DIGITS}-digit", _vec(mpmath.exp), _vec(lambda x: mpmath.power(2, x)),
+                   _vec(mpmath.log), _vec(lambda x: mpmath.log(x, 2)), _vec(mpmath.log1p),
+                   lambda a: np.vectorize(mpmath.mpf, otypes=[object])(
+                       np.asarray(a, np.float64)),
+                   object)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-import mpmath
 import numpy as np
 
 from meshproof.model.channels import ChannelTable
@@ -24,12 +24,12 @@ from meshproof.verify.semantics.cone import ConeTooLarge, high_precision
 from meshproof.verify.semantics.numeric import (
     FLOAT64,
     MP_DIGITS,
-    MPMATH,
     Array,
     Backend,
     Inputs,
     Num,
     Numeric,
+    mpmath_backend,
 )
 
 WITNESS_RTOL = 1e-6
@@ -38,6 +38,13 @@ CONE_BUDGET = 3_000_000     # scalar operations of one element's cone in 40-digi
 
 __all__ = ["MP_DIGITS", "SEEDS", "WITNESS_RTOL", "Family", "Inputs", "Witness", "equal_scores",
            "find_witness", "make_inputs", "numeric_evaluation", "reference", "seeded_families"]
+
+
+def _mp() -> Any:  # mpmath ships no types
+    """mpmath, imported when 40-digit arithmetic is first needed."""
+    import mpmath
+
+    return mpmath
 
 
 def make_inputs(problem: Problem, seed: int) -> Inputs:
@@ -207,14 +214,14 @@ def reference_element(problem: Problem, inputs: Inputs, group: int,
     t, h, e = element
     g = h // problem.gqa
     n = problem.kv_rows(group)
-    q = [mpmath.mpf(float(x)) for x in inputs.q[group][t, h]]
-    c = mpmath.mpf(problem.scale)
-    s = [c * mpmath.fdot(q, [mpmath.mpf(float(x)) for x in inputs.k[group][j, g]])
+    q = [_mp().mpf(float(x)) for x in inputs.q[group][t, h]]
+    c = _mp().mpf(problem.scale)
+    s = [c * _mp().fdot(q, [_mp().mpf(float(x)) for x in inputs.k[group][j, g]])
          for j in range(n)]
     top = max(s)
-    w = [mpmath.exp(x - top) for x in s]
-    v = [mpmath.mpf(float(inputs.v[group][j, g, e])) for j in range(n)]
-    return float(mpmath.fdot(w, v) / mpmath.fsum(w))
+    w = [_mp().exp(x - top) for x in s]
+    v = [_mp().mpf(float(inputs.v[group][j, g, e])) for j in range(n)]
+    return float(_mp().fdot(w, v) / _mp().fsum(w))
 
 
 def _confirm(problem: Problem, ev: Evaluation[Num | None], cand: _Candidate,
@@ -223,7 +230,7 @@ def _confirm(problem: Problem, ev: Evaluation[Num | None], cand: _Candidate,
     a witness when the difference is still far above the evaluation's rounding."""
     arg = cand.store.args[0]
     assert isinstance(arg, ValueRef)
-    with mpmath.workdps(MP_DIGITS):
+    with _mp().workdps(MP_DIGITS):
         try:
             got = high_precision(ev, cand.rank, arg.id, cand.flat, CONE_BUDGET)
         except ConeTooLarge:
@@ -235,8 +242,8 @@ def _confirm(problem: Problem, ev: Evaluation[Num | None], cand: _Candidate,
     rel = math.inf if not math.isfinite(got) else abs(got - want) / cand.scale
     if rel <= WITNESS_RTOL:
         return None
-    return Witness(family.text, family.seed, MPMATH.name, rel, cand.rank, cand.store,
-                   cand.element, got, want)
+    return Witness(family.text, family.seed, mpmath_backend().name, rel, cand.rank,
+                   cand.store, cand.element, got, want)
 
 
 def find_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
