@@ -36,6 +36,7 @@ from meshproof.sim.harness import (
     batch_inputs,
     group_layout,
     kv_names,
+    launch_problem,
     rank_memory,
 )
 from meshproof.sim.inputs import InputKind
@@ -107,12 +108,13 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
                            "--softmax-scale or --inputs normal")
     tol, dtypes = tolerance_for(schedule)
     groups = find_groups(schedule, table)
+    problem = launch_problem(schedule)
     available = memory_limit if memory_limit is not None else available_bytes()
     plans = []
     generated = frozenset(kv_names(schedule.launch.sharded))
     for cls in group_classes(schedule, table, groups):
         rep = groups[cls.representative]
-        layout = group_layout(schedule, rep, shape)
+        layout = group_layout(schedule, rep, shape, problem)
         plan = plan_group(schedule, table, rep, generated, shape.h_kv * shape.d_head)
         one = estimate_batch(plan, layout, 1)
         per_group = one.outputs + one.intermediates + layout.q_bytes

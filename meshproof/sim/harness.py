@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshproof.errors import HarnessError
-from meshproof.model.problem import holds_shard, reference_scale
+from meshproof.model.problem import (
+    Problem,
+    ProblemUnavailable,
+    attention_problem,
+    reference_scale,
+)
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
 from meshproof.sim.inputs import GroupInput, InputKind, KVSource, group_input
@@ -123,26 +128,39 @@ class GroupLayout:
         return 2 * 2 * self.kv_rows * self.shape.h_kv * self.shape.d_head
 
 
-def group_layout(schedule: Schedule, group: Group, shape: AttentionShape) -> GroupLayout:
-    sharded = set(schedule.launch.sharded)
-    loads: list[set[str]] = []
-    stores: list[bool] = []
-    for r in group.ranks:
-        ops = schedule.programs[r].ops
-        loads.append({op.ptr for op in ops if op.kind is OpKind.LOAD and op.ptr})
-        stores.append(any(op.kind is OpKind.STORE and op.ptr in schedule.launch.outputs
-                          for op in ops))
-    shard_ranks = [r for r in group.ranks
-                   if holds_shard(schedule.programs[r], sharded, schedule.launch.outputs)]
-    q_ranks = [r for r, ld in zip(group.ranks, loads, strict=True) if Q_PTR in ld]
+def launch_problem(schedule: Schedule) -> Problem | None:
+    """The launch's attention problem as the verifier derives it; None when no K and V
+    buffers are named (then the load that needs one says what to pass)."""
+    spec = schedule.launch
+    try:
+        return attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    except ProblemUnavailable:
+        return None
+
+
+def group_layout(schedule: Schedule, group: Group, shape: AttentionShape,
+                 problem: Problem | None = None) -> GroupLayout:
+    """Each rank's KV shard and Q block, as the verifier's attention problem assigns them
+    (model/problem.py: one derivation, so the simulator checks the ranks the verifier
+    judges, spec/semantics.md §1)."""
+    if problem is None:
+        problem = launch_problem(schedule)
     roles = []
-    for r, st in zip(group.ranks, stores, strict=True):
-        shard = shard_ranks.index(r) if r in shard_ranks else None
-        q_block = q_ranks.index(r) if shape.harness is Harness.PREFILL and r in q_ranks else None
-        # checked as the verifier judges (spec/semantics.md §1): a rank that stores an
-        # output, and with prefill a rank holding query rows (only it computes them)
-        roles.append(RankRole(r, shard, q_block, st or q_block is not None))
-    return GroupLayout(tuple(roles), max(1, len(shard_ranks)), max(1, len(q_ranks)), shape)
+    n_shards = n_q = 0
+    for r in group.ranks:
+        kv = None if problem is None else problem.kv_base(r)
+        qb = None if problem is None else problem.q_base(r)
+        shard = None if kv is None else kv // shape.S_kv_per_rank
+        q_block = None if qb is None or shape.harness is not Harness.PREFILL else \
+            qb // shape.S_q
+        stores = any(op.kind is OpKind.STORE and op.ptr in schedule.launch.outputs
+                     for op in schedule.programs[r].ops)
+        # checked as the verifier judges: a rank that stores an output, and with prefill
+        # a rank holding query rows (only it computes them)
+        roles.append(RankRole(r, shard, q_block, stores or q_block is not None))
+        n_shards += shard is not None
+        n_q += q_block is not None
+    return GroupLayout(tuple(roles), max(1, n_shards), max(1, n_q), shape)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
+from meshproof.model.inputs import normal_block
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule, ValueRef
 from meshproof.verify.semantics.cone import ConeTooLarge, high_precision
@@ -48,17 +49,18 @@ def _mp() -> Any:  # mpmath ships no types
 
 
 def make_inputs(problem: Problem, seed: int) -> Inputs:
-    """N(0,1) inputs rounded to f16 (so the simulator can be fed the same numbers)."""
+    """N(0,1) inputs rounded to f16: exactly what `meshproof simulate --seed` feeds (the one
+    seeded generator, model/inputs.py), so a witness found on them reproduces there."""
     q, k, v = {}, {}, {}
+    d = problem.d_head
     for g in problem.groups:
-        rng = np.random.default_rng([seed, g.index, 7])
-        rows_q, rows_kv = problem.q_rows(g.index), problem.kv_rows(g.index)
-        q[g.index] = rng.standard_normal((rows_q, problem.h_q, problem.d_head)).astype(
-            np.float16).astype(np.float64)
-        k[g.index] = rng.standard_normal((max(rows_kv, 1), problem.h_kv, problem.d_head)
-                                         ).astype(np.float16).astype(np.float64)
-        v[g.index] = rng.standard_normal((max(rows_kv, 1), problem.h_kv, problem.d_head)
-                                         ).astype(np.float16).astype(np.float64)
+        rows_q, rows_kv = problem.q_rows(g.index), max(problem.kv_rows(g.index), 1)
+        q[g.index] = normal_block(seed, g.index, "q", 0, rows_q, problem.h_q, d
+                                  ).astype(np.float64)
+        k[g.index] = normal_block(seed, g.index, "k", 0, rows_kv, problem.h_kv, d
+                                  ).astype(np.float64)
+        v[g.index] = normal_block(seed, g.index, "v", 0, rows_kv, problem.h_kv, d
+                                  ).astype(np.float64)
     return Inputs(q, k, v)
 
 
@@ -91,8 +93,8 @@ def seeded_families(problem: Problem) -> list[Family]:
     """Seeded N(0,1) inputs, then the same with one block of key rows dominating (its K
     scaled by 4): a merge that is wrong only when a given side holds the max (exp2 for
     exp on the side that rarely wins) shows there."""
-    out = [Family(f"seeded N(0,1) inputs (seed {seed}", make_inputs(problem, seed), seed)
-           for seed in SEEDS]
+    out = [Family(f"seeded N(0,1) inputs (seed {seed}: `meshproof simulate --seed {seed}` "
+                  "feeds them", make_inputs(problem, seed), seed) for seed in SEEDS]
     n = max((problem.kv_rows(g.index) for g in problem.groups), default=0)
     s = problem.S_kv_per_rank
     # a quarter of the first shard each (the tiles a rank merges in its own loop), the

@@ -1,0 +1,69 @@
+"""Witness inputs are the simulator's: one seeded generator (model/inputs.py).
+
+A witness printed by `meshproof verify` on "seeded N(0,1) inputs (seed s" must be the
+input `meshproof simulate --seed s` feeds, row for row, in every group, so the user can
+run the failing case in the simulator and see the same numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from meshproof.model.channels import derive_channels
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.problem import attention_problem
+from meshproof.model.schedule import GroupMode
+from meshproof.model.trace import trace
+from meshproof.sim.groups import find_groups
+from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
+from meshproof.sim.inputs import InputKind
+from meshproof.verify.semantics.witness import make_inputs as witness_inputs
+from meshproof.verify.semantics.witness import seeded_families
+
+
+@pytest.mark.parametrize(("name", "opts"), [("mesh_mlo_2d", {}),
+                                            ("ring_mlo", {}),
+                                            ("mesh_mlo_1d", {"groups": GroupMode.CUBE})])
+@pytest.mark.parametrize("seed", [0, 2])
+def test_a_seeded_witness_input_is_what_simulate_seed_feeds(name: str, opts: dict[str, object],
+                                                              seed: int) -> None:
+    ref = resolve_kernel(name)
+    launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
+    schedule = trace(ref, launch)
+    spec = schedule.launch
+    problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    verifier = witness_inputs(problem, seed)
+    groups = find_groups(schedule, derive_channels(schedule))
+    shape = AttentionShape.from_schedule(schedule)
+    for group in groups:
+        layout = group_layout(schedule, group, shape)
+        sim = make_inputs(layout, (group.index,), InputKind.NORMAL, seed)
+        assert np.array_equal(verifier.q[group.index], sim.q[0].astype(np.float64))
+        assert np.array_equal(verifier.k[group.index], sim.k[0].astype(np.float64))
+        assert np.array_equal(verifier.v[group.index], sim.v[0].astype(np.float64))
+
+
+def test_the_seeded_families_say_how_to_reproduce_them() -> None:
+    ref = resolve_kernel("mesh_mlo_2d")
+    schedule = trace(ref, build_launch(ref, LaunchOptions()))
+    spec = schedule.launch
+    problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    texts = [f.text for f in seeded_families(problem) if f.seed is not None]
+    assert "seeded N(0,1) inputs (seed 1: `meshproof simulate --seed 1` feeds them" in texts
+
+
+def test_the_simulator_checks_the_ranks_the_verifier_judges() -> None:
+    """One attention problem: the simulator's shard and Q block of each rank are the
+    verifier's (model/problem.py), for decode and prefill."""
+    for name in ("mesh_mlo_2d", "ring_mlo"):
+        ref = resolve_kernel(name)
+        schedule = trace(ref, build_launch(ref, LaunchOptions()))
+        spec = schedule.launch
+        problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+        shape = AttentionShape.from_schedule(schedule)
+        for group in find_groups(schedule, derive_channels(schedule)):
+            for role in group_layout(schedule, group, shape).roles:
+                kv = problem.kv_base(role.rank)
+                assert role.shard == (None if kv is None else kv // problem.S_kv_per_rank)
