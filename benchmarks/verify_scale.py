@@ -35,9 +35,9 @@ from typing import Any
 MESHES_2D = ((2, 4), (4, 4), (4, 8), (8, 8), (12, 12), (16, 16), (24, 24), (32, 32),
              (48, 48), (64, 64))
 RANKS_1D = (8, 16, 32, 64, 512, 1024)
-PROCESS_MESHES = ((16, 16), (32, 32), (64, 64))
-# rows measured without the semantic analysis: main's analysis keeps ~2 KB per op (a 32x32
-# mesh peaks at 2 GiB), so these would need 9-40 GiB and 6-25 minutes each on this machine
+PROCESS_MESHES = ((8, 8), (16, 16), (32, 32), (64, 64))
+PROCESS_LINES = (1024,)
+# rows measured without the semantic analysis (none since the situation memo, issue 18)
 NO_SEMANTICS: set[str] = set()
 BASELINE_MESHES = ((4, 4), (8, 8))
 BASELINE_TIMEOUT_S = 300.0
@@ -47,8 +47,10 @@ DEPTH = 3
 MESHPROOF = str(Path(sys.executable).with_name("meshproof"))
 # bytecode caching on, as for an installed package (see benchmarks/cli_start.py)
 PROCESS_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-# issue 14's targets (seconds, MiB) for whole `meshproof verify` processes
-TARGETS = {(32, 32): (30.0, None), (64, 64): (120.0, 4096.0)}
+# issue 18's targets (seconds, MiB) for whole `meshproof verify` processes, all seven
+# properties: (rows, cols) of the 2D mesh, (n, 1) of the 1D line
+TARGETS = {(8, 8): (1.2, None), (16, 16): (5.0, None), (32, 32): (30.0, None),
+           (64, 64): (120.0, 4096.0), (1024, 1): (150.0, None)}
 # measured on this machine before issue 14 (main at b11bc5f, wall clock), for comparison
 BEFORE_16X16_PROCESS_S = 20.3
 BEFORE = {
@@ -198,12 +200,18 @@ _WRAP = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).
          "file=sys.stderr); sys.exit(code)")
 
 
-def process_row(rows: int, cols: int, semantic: bool = True) -> dict[str, Any]:
-    """A whole `meshproof verify` of the 2D kernel at rows x cols: wall clock and peak RSS
-    (the largest of that process and its trace child: a wrapper that has no other child
-    reports it). `semantic=False` skips the three semantic properties."""
-    cmd = [MESHPROOF, "verify", "mesh_mlo_2d", "--system", f"1x{rows}x{cols}", "--mesh",
-           f"{rows}x{cols}", "--wiring", "cube_mesh", "--queue-depth", str(DEPTH)]
+def process_row(rows: int, cols: int, semantic: bool = True, line: bool = False
+                ) -> dict[str, Any]:
+    """A whole `meshproof verify` of the 2D kernel at rows x cols (`line`: of the 1D kernel
+    on `rows` PEs of one cube): wall clock and peak RSS (the largest of that process and its
+    trace child: a wrapper that has no other child reports it). `semantic=False` skips the
+    three semantic properties."""
+    if line:
+        cmd = [MESHPROOF, "verify", "mesh_mlo_1d", "--system", "1x1x1", "--pes", str(rows),
+               "--wiring", "pe_line", "--queue-depth", str(DEPTH)]
+    else:
+        cmd = [MESHPROOF, "verify", "mesh_mlo_2d", "--system", f"1x{rows}x{cols}", "--mesh",
+               f"{rows}x{cols}", "--wiring", "cube_mesh", "--queue-depth", str(DEPTH)]
     if not semantic:
         cmd += ["--skip", ",".join(SEMANTIC_PROPS)]
     start = time.perf_counter()
@@ -214,11 +222,59 @@ def process_row(rows: int, cols: int, semantic: bool = True) -> dict[str, Any]:
                    if line.startswith("peak_rss_kb ")), 0)
     statuses = [line.split()[:2] for line in done.stdout.splitlines()
                 if line.split()[:1] and line.split()[0] in PROPS]
-    return {"case": f"process 2d {rows}x{cols}" + ("" if semantic else " nosem"),
-            "ranks": rows * cols,
+    case = f"process 1d {rows}" if line else f"process 2d {rows}x{cols}"
+    return {"case": case + ("" if semantic else " nosem"), "ranks": rows * cols,
+            "mesh": [rows, cols],
             "command": " ".join(["meshproof", *cmd[1:]]), "exit_code": done.returncode,
             "seconds": round(seconds, 2), "peak_rss_mb": round(rss_kb / 1024, 1),
             "statuses": {name: status for name, status in statuses}}
+
+
+LSE_RANKS = (8, 16, 64)
+LSE_GOAL_S, LSE_GOAL_MB = 2.0, 50.0     # issue 17: the 64-rank ring
+_LSE_ROW = """
+import json, resource, sys, time
+sys.path.insert(0, "tests")
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.topology import System
+from meshproof.model.trace import trace
+from meshproof.verify.api import VerifyConfig, verify
+n = int(sys.argv[1])
+ref = resolve_kernel("tests/kernels/merge_forms.py::lse_textbook")
+opts = LaunchOptions(system=System(1, 1, 1, n), wiring="pe_line", pes=n)
+schedule = trace(ref, build_launch(ref, opts))
+start = time.perf_counter()
+verdict = verify(schedule, VerifyConfig(only=frozenset()))
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"ranks": n, "seconds": round(seconds, 3), "peak_rss_mb": round(peak, 1),
+                  "statuses": {p.name.value: p.status.value for p in verdict.properties}}))
+"""
+
+
+def lse_rows() -> list[dict[str, Any]]:
+    """The textbook log-sum-exp merge on a line of 8, 16 and 64 ranks (the kernel that
+    blew up to 24 GB at 8 ranks before issue 17): verify seconds (all seven properties,
+    tracing excluded) and peak RSS, whose growth from 8 to 64 ranks is the goal."""
+    print("\nlog-sum-exp merge (tests/kernels/merge_forms.py::lse_textbook) on a line")
+    out = []
+    for n in LSE_RANKS:
+        done = subprocess.run([sys.executable, "-c", _LSE_ROW, str(n)], capture_output=True,
+                              text=True, env=PROCESS_ENV, check=False,
+                              cwd=Path(__file__).resolve().parent.parent)
+        if done.returncode != 0:
+            raise SystemExit(f"lse row {n} failed: {done.stderr.strip()}")
+        row = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        out.append(row)
+        growth = row["peak_rss_mb"] - out[0]["peak_rss_mb"]
+        ok = row["seconds"] <= LSE_GOAL_S and growth <= LSE_GOAL_MB
+        semantic = {row["statuses"][p] for p in SEMANTIC_PROPS}
+        print(f"  {n:>3} ranks: {row['seconds']:.2f} s, peak {row['peak_rss_mb']:.0f} MiB "
+              f"(+{growth:.0f} from 8 ranks), semantic properties {sorted(semantic)} "
+              f"(goal <= {LSE_GOAL_S:g} s, <= +{LSE_GOAL_MB:g} MB: "
+              f"{'met' if ok else 'MISSED'})", flush=True)
+    return out
 
 
 def _baseline(rows: int, cols: int) -> dict[str, Any]:
@@ -287,8 +343,7 @@ def _print(row: dict[str, Any]) -> None:
 def _targets(rows: list[dict[str, Any]], processes: list[dict[str, Any]]) -> None:
     print("\ntargets (whole `meshproof verify` processes, wall clock on this machine):")
     for proc in processes:
-        r = proc["ranks"]
-        mesh = next(m for m in PROCESS_MESHES if m[0] * m[1] == r)
+        mesh = (int(proc["mesh"][0]), int(proc["mesh"][1]))
         seconds_goal, rss_goal = TARGETS.get(mesh, (None, None))
         rss = proc["peak_rss_mb"]
         verdict = []
@@ -306,7 +361,7 @@ def _targets(rows: list[dict[str, Any]], processes: list[dict[str, Any]]) -> Non
             verdict.append(f"before: {BEFORE_16X16_PROCESS_S} s -> "
                            f"{BEFORE_16X16_PROCESS_S / proc['seconds']:.1f}x faster "
                            f"(goal >= 2x)")
-        print(f"  {mesh[0]}x{mesh[1]}: {proc['seconds']:.1f} s, {rss:.0f} MiB, exit "
+        print(f"  {proc['case'][len('process '):]}: {proc['seconds']:.1f} s, {rss:.0f} MiB, exit "
               f"{proc['exit_code']} (0: all checked properties proved); " + "; ".join(verdict))
 
 
@@ -342,6 +397,7 @@ def main() -> int:
         _print(row)
     processes: list[dict[str, Any]] = []
     baselines: list[dict[str, Any]] = []
+    lse: list[dict[str, Any]] = []
     for spec in (args.processes or "").split(",") if args.rows else ():
         if spec.strip():
             _, r, c, semantic = _parse(f"2d:{spec.strip()}")
@@ -352,7 +408,10 @@ def main() -> int:
             if not args.quick or mesh[0] * mesh[1] <= 64:
                 processes.append(process_row(*mesh, semantic=f"2d:{mesh[0]}x{mesh[1]}"
                                              not in NO_SEMANTICS))
+        for n in PROCESS_LINES if not args.quick else ():
+            processes.append(process_row(n, 1, line=True))
         _targets(rows, processes)
+        lse = lse_rows()
         print("\nbaseline: Z3 stuck-state search (Z3 finds the answer itself) vs the checked "
               "order certificate")
         for r, c in BASELINE_MESHES:
@@ -372,6 +431,7 @@ def main() -> int:
     if args.json is not None:
         payload = {"schema": "meshproof/verify-scale-v2", "rows": rows, "processes": processes,
                    "baselines": baselines, "queue_depth": DEPTH, "before": BEFORE,
+                   "lse_ring": lse if not args.rows else [],
                    "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
         fd, tmp = tempfile.mkstemp(dir=args.json.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
