@@ -244,11 +244,13 @@ n = int(sys.argv[1])
 ref = resolve_kernel("tests/kernels/merge_forms.py::lse_textbook")
 opts = LaunchOptions(system=System(1, 1, 1, n), wiring="pe_line", pes=n)
 schedule = trace(ref, build_launch(ref, opts))
+traced = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
 verdict = verify(schedule, VerifyConfig(only=frozenset()))
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"ranks": n, "seconds": round(seconds, 3), "peak_rss_mb": round(peak, 1),
+                  "traced_rss_mb": round(traced, 1),
                   "statuses": {p.name.value: p.status.value for p in verdict.properties}}))
 """
 
@@ -271,7 +273,8 @@ def lse_rows() -> list[dict[str, Any]]:
         ok = row["seconds"] <= LSE_GOAL_S and growth <= LSE_GOAL_MB
         semantic = {row["statuses"][p] for p in SEMANTIC_PROPS}
         print(f"  {n:>3} ranks: {row['seconds']:.2f} s, peak {row['peak_rss_mb']:.0f} MiB "
-              f"(+{growth:.0f} from 8 ranks), semantic properties {sorted(semantic)} "
+              f"(+{growth:.0f} from 8 ranks; {row['traced_rss_mb']:.0f} MiB once traced), "
+              f"semantic properties {sorted(semantic)} "
               f"(goal <= {LSE_GOAL_S:g} s, <= +{LSE_GOAL_MB:g} MB: "
               f"{'met' if ok else 'MISSED'})", flush=True)
     return out

@@ -276,10 +276,14 @@ class Symbolic:
         return self._run(rank, op, lambda: self._binary(rank, fn, a, b, op))
 
     def _binary(self, rank: int, fn: Binary, a: Value, b: Value, op: Op | None) -> Value:
-        # operands line up by axis position, never by digit ids they happen to share
-        b = separate(a.layout, b, self.src, always=True)
-        layout, sa, sb = broadcast(a.layout, b.layout, self.src)
-        fa, fb = a.form.subst(sa), b.form.subst(sb)
+        # operands line up by axis position, never by digit ids they happen to share; equal
+        # layouts (canonical operands of one shape: the common case) already line up
+        if a.layout == b.layout:
+            layout, fa, fb = a.layout, a.form, b.form
+        else:
+            b = separate(a.layout, b, self.src, always=True)
+            layout, sa, sb = broadcast(a.layout, b.layout, self.src)
+            fa, fb = a.form.subst(sa), b.form.subst(sb)
         if fn is Binary.MAXIMUM:
             d = self.problem.d_head
             guarded = _guard(fa, fb, d) or _guard(fb, fa, d)
