@@ -91,7 +91,8 @@ VALIDATION_CASES: tuple[ReportCase, ...] = (
           "forwards the merged running state: shards merged twice", EOM, AE,
           numerics_bad=True),
     _case("mesh_mlo_1d_normalised_merge", "mesh_mlo_1d_normalised_merge",
-          "merges softmax-normalised o, then divides by l again: wrong numbers", AE,
+          "merges softmax-normalised o, then divides by l again: each shard's rows weigh "
+          "1/l_i (Q = 0 shows it)", EOM, AE,
           numerics_bad=True),
     _case("mesh_kv_skip_last", "mesh_kv_skip_last",
           "prefill that stops one step early: the farthest slice is never merged", EOM, AE,
