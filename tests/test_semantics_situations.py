@@ -23,7 +23,7 @@ from meshproof.model.channels import derive_channels
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.problem import ProblemUnavailable, attention_problem
-from meshproof.model.schedule import Schedule
+from meshproof.model.schedule import GroupMode, Schedule
 from meshproof.model.trace import trace
 from meshproof.verify.semantics.analysis import Analysis, analyse
 from meshproof.verify.semantics.budget import unbounded
@@ -125,6 +125,38 @@ def test_the_memo_shares_situations_across_ranks() -> None:
     assert pair is not None
     memo, plain = pair
     assert memo.forms.domain.misses * 2 < plain.forms.domain.misses
+
+
+@pytest.mark.parametrize("name", ["mesh_kv", "mesh_mlo_1d"])
+def test_the_memo_equals_the_unmemoised_analysis_across_groups(name: str) -> None:
+    """Three cubes, each its own attention problem (and, for the prefill, its own query
+    rows): the frames translate groups and query rows as well as key rows."""
+    assert_memo_exact(_schedule(name, cubes=3, groups=GroupMode.CUBE))
+
+
+def test_groups_and_query_blocks_share_situations() -> None:
+    """The correct idiom of a panel: 64 independent cubes meet no more situations than 2
+    (each group's values are another group's translated), so the cost does not grow with
+    the number of groups."""
+    counts = []
+    for cubes in (2, 4):
+        pair = _analyses(_schedule("mesh_kv", cubes=cubes, groups=GroupMode.CUBE))
+        assert pair is not None
+        counts.append(pair[0].forms.domain.misses)
+    assert counts[0] == counts[1]
+
+
+def test_a_partial_of_another_group_still_differs_under_translation() -> None:
+    """The realistic mistake the translation must not hide: ranks of one group merging
+    another group's partial (groups by PE on a kernel that merges along the line) stay
+    "another attention problem", memoised or not."""
+    schedule = _schedule(str(KERNELS / "review2_semantics.py") + "::tiled_ok",
+                         groups=GroupMode.PE)
+    assert_memo_exact(schedule)
+    pair = _analyses(schedule)
+    assert pair is not None
+    assert any("another attention problem" in r.text
+               for o in pair[0].outputs for r in o.verdict.reasons)
 
 
 @settings(max_examples=15, deadline=None)

@@ -27,6 +27,27 @@ ONE = Fraction(1)
 
 A = TypeVar("A", bound="Atom")
 
+# A *frame* translates the three absolute coordinates an SPMD rank's values differ by: key
+# rows, query rows and the attention problem (group). It is one int, key rows + query
+# rows·FRAME + groups·FRAME², so frames compose by integer addition (the memo's hot path
+# adds them) and each part is read back as a balanced residue; every part stays far below
+# FRAME/2 (rows of a million-key context, thousands of groups).
+FRAME = 1 << 40
+_HALF = FRAME >> 1
+
+
+def frame(rows: int, qrows: int = 0, groups: int = 0) -> int:
+    """The frame that moves key rows by `rows`, query rows by `qrows`, groups by `groups`."""
+    return rows + qrows * FRAME + groups * FRAME * FRAME
+
+
+def frame_parts(delta: int) -> tuple[int, int, int]:
+    """(key rows, query rows, groups) of a frame."""
+    rows = ((delta + _HALF) % FRAME) - _HALF
+    rest = (delta - rows) // FRAME
+    qrows = ((rest + _HALF) % FRAME) - _HALF
+    return rows, qrows, (rest - qrows) // FRAME
+
 
 def fkey(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
@@ -88,7 +109,8 @@ class Atom:
         raise NotImplementedError
 
     def shift(self, delta: int) -> Atom:
-        """The atom with every absolute key row moved by `delta` (bound rows stay)."""
+        """The atom moved by the frame `delta`: its absolute key rows, query rows and
+        groups (bound rows stay)."""
         return self if not delta else self._shift(delta)
 
     def _shift(self, delta: int) -> Atom:
@@ -96,6 +118,14 @@ class Atom:
 
     def rows(self) -> Iterable[int]:
         """The absolute key rows the atom names (lowest row of each coordinate)."""
+        return ()
+
+    def qrows(self) -> Iterable[int]:
+        """The absolute query rows it names (lowest row of each coordinate)."""
+        return ()
+
+    def groups(self) -> Iterable[int]:
+        """The attention problems (groups) it names."""
         return ()
 
 
@@ -135,14 +165,23 @@ class Input(Atom):
         return self.coords[0]
 
     def _shift(self, delta: int) -> Input:
-        if not self.is_kv or BOUND in self.coords[0].digits:
-            return self   # a bound row is relative to the sum it is bound by
+        dk, dq, dg = frame_parts(delta)
         c0, c1, c2 = self.coords
-        return Input.make(self.tensor, self.group, (c0.shift(delta), c1, c2))
+        # a bound row is relative to the sum it is bound by
+        move = (dk if BOUND not in c0.digits else 0) if self.is_kv else dq
+        if not move and not dg:
+            return self
+        return Input.make(self.tensor, self.group + dg, (c0.shift(move), c1, c2))
 
     def rows(self) -> Iterable[int]:
         return (self.coords[0].const,) if self.is_kv and BOUND not in self.coords[0].digits \
             else ()
+
+    def qrows(self) -> Iterable[int]:
+        return () if self.is_kv else (self.coords[0].const,)
+
+    def groups(self) -> Iterable[int]:
+        return (self.group,)
 
 
 class Score(Atom):
@@ -188,12 +227,22 @@ class Score(Atom):
         return self.fbase == Aff(0) and self.flen == d_head
 
     def _shift(self, delta: int) -> Score:
+        dk, dq, dg = frame_parts(delta)
         if BOUND in self.j.digits:
-            return self   # a bound row is relative to the sum it is bound by
-        return self.with_row(self.j.shift(delta))
+            dk = 0   # a bound row is relative to the sum it is bound by
+        if not dk and not dq and not dg:
+            return self
+        return Score.make(self.group + dg, self.t.shift(dq), self.h, self.j.shift(dk), self.g,
+                          self.fbase, self.flen)
 
     def rows(self) -> Iterable[int]:
         return () if BOUND in self.j.digits else (self.j.const,)
+
+    def qrows(self) -> Iterable[int]:
+        return (self.t.const,)
+
+    def groups(self) -> Iterable[int]:
+        return (self.group,)
 
 
 class Scrambled(Atom):
@@ -423,7 +472,8 @@ class Elem:
         return hash(self.key)
 
     def shift(self, delta: int) -> Elem:
-        return Elem(self.body.shift(delta), self.rows.shift(delta) if self.rows else None)
+        rows = self.rows.shift(frame_parts(delta)[0]) if self.rows else None
+        return Elem(self.body.shift(delta), rows)
 
 
 class Max(Atom):
@@ -456,6 +506,16 @@ class Max(Atom):
                 yield e.rows.parts[0][0]
             for a, _ in e.body.coeffs:
                 yield from a.rows()
+
+    def qrows(self) -> Iterable[int]:
+        for e in self.elems:
+            for a, _ in e.body.coeffs:
+                yield from a.qrows()
+
+    def groups(self) -> Iterable[int]:
+        for e in self.elems:
+            for a, _ in e.body.coeffs:
+                yield from a.groups()
 
 
 def row_of(atom: Atom) -> Aff | None:

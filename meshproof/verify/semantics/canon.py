@@ -1,17 +1,19 @@
 """Canonical values: one stored value per structure, found by its full key.
 
 SPMD ranks compute the same values again and again, in different frames: the digits of a
-layout have other ids on every rank, and a shard's partial holds other key rows. A value
-in its canonical frame has its layout's digits renamed by position (the k-th digit is
-`CANON + k`) and its key rows translated so that its own smallest key row is 0; it is
-stored once (hash-consing on the full key string, never on a hash alone) and every rank
-holds it as a pair (canonical id, row shift). Query rows and everything else stay as
-they are: only the translation of key rows and the renaming of digits commute with every
-rule of the algebra (spec/semantics.md §9).
+layout have other ids on every rank, a shard's partial holds other key rows, a prefill
+rank other query rows, a cube of a panel another attention problem (group). A value in its
+canonical frame has its layout's digits renamed by position (the k-th digit is
+`CANON + k`) and its key rows, query rows and groups translated so that its own smallest
+of each is 0; it is stored once (hash-consing on the full key string, never on a hash
+alone) and every rank holds it as a pair (canonical id, frame). Everything else stays as
+it is: renaming digits and translating each of the three commute with every rule of the
+algebra, which compares rows and groups only with each other (spec/semantics.md §9).
 """
 
 from __future__ import annotations
 
+from meshproof.verify.semantics.atoms import frame
 from meshproof.verify.semantics.index import Aff, Digit, Layout, Subst
 from meshproof.verify.semantics.layouts import Value
 
@@ -19,9 +21,13 @@ CANON = 1 << 40          # canonical digit ids: CANON + position in the layout
 CACHE = 1 << 16          # actual-frame values kept (cid, shift) -> Value
 
 
-def _rows(value: Value) -> int | None:
-    lows = [r for a in value.form.atoms() for r in a.rows()]
-    return min(lows) if lows else None
+def frame_of(value: Value) -> int:
+    """The frame of a value: its own smallest key row, query row and group."""
+    atoms = tuple(value.form.atoms())
+    rows = [r for a in atoms for r in a.rows()]
+    qrows = [r for a in atoms for r in a.qrows()]
+    groups = [g for a in atoms for g in a.groups()]
+    return frame(min(rows, default=0), min(qrows, default=0), min(groups, default=0))
 
 
 def canonical(value: Value) -> tuple[Value, int]:
@@ -40,8 +46,7 @@ def canonical(value: Value) -> tuple[Value, int]:
         axes.append(tuple(new))
     form = value.form.subst(subst) if subst else value.form
     layout = Layout(tuple(axes), value.layout.shape)
-    low = _rows(Value(layout, form))
-    shift = low or 0
+    shift = frame_of(Value(layout, form))
     if shift:
         form = form.shift(-shift)
     return Value(layout, form), shift

@@ -26,7 +26,16 @@ import zlib
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import ONE, ZERO, Atom, Lin, _set, fkey, merge_spans
+from meshproof.verify.semantics.atoms import (
+    ONE,
+    ZERO,
+    Atom,
+    Lin,
+    _set,
+    fkey,
+    frame_parts,
+    merge_spans,
+)
 from meshproof.verify.semantics.index import BOUND, Subst
 
 NO_UNIT = Lin(ZERO)
@@ -233,10 +242,23 @@ class RowSum(Atom):
         return RowSum.make(self.body.subst(s), self.lo, self.hi)
 
     def _shift(self, delta: int) -> RowSum:
-        return RowSum.make(self.body.shift(delta), self.lo + delta, self.hi + delta)
+        dk = frame_parts(delta)[0]
+        return RowSum.make(self.body.shift(delta), self.lo + dk, self.hi + dk)
 
     def rows(self) -> Iterable[int]:
         return (self.lo,)
+
+    def _body_atoms(self) -> Iterator[Atom]:
+        yield from (a for a, _ in self.body.unit.coeffs)
+        yield from (a for a, _ in self.body.vars)
+
+    def qrows(self) -> Iterable[int]:
+        for a in self._body_atoms():
+            yield from a.qrows()
+
+    def groups(self) -> Iterable[int]:
+        for a in self._body_atoms():
+            yield from a.groups()
 
     def at(self, lo: int, hi: int) -> RowSum:
         return RowSum.make(self.body, lo, hi)
@@ -274,6 +296,14 @@ class Log(Atom):
     def rows(self) -> Iterable[int]:
         for a in self.arg.atoms():
             yield from a.rows()
+
+    def qrows(self) -> Iterable[int]:
+        for a in self.arg.atoms():
+            yield from a.qrows()
+
+    def groups(self) -> Iterable[int]:
+        for a in self.arg.atoms():
+            yield from a.groups()
 
 
 # --- arithmetic ------------------------------------------------------------------------

@@ -190,8 +190,9 @@ class Situations:
             fid = self._fids[facts] = len(self.facts)
             self.facts.append(facts)
             cid = facts.cid
+            # a value with no atom has no frame: its shift is 0 wherever it is held
             self._rowful.append(cid != OPAQUE_CID and any(
-                True for a in self.canon.values[cid].form.atoms() for _ in a.rows()))
+                True for _ in self.canon.values[cid].form.atoms()))
         return fid
 
     def canonical_of(self, f: Facts) -> Value | Opaque:
