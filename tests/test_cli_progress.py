@@ -7,8 +7,13 @@ import time
 
 from rich.console import Console
 
-from meshproof.cli.progress import NumericBar, working
+from meshproof.cli.progress import NumericBar, VerifyBar, working
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.trace import trace
 from meshproof.sim.config import NumericProgress
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.properties import Property, VerifyProgress
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:
@@ -53,4 +58,39 @@ def test_the_spinner_appears_only_after_its_delay() -> None:
     console, out = _console(False)
     with working(True, "verifying k", console=console, delay_s=0.0):
         time.sleep(0.05)
+    assert out.getvalue() == ""
+
+
+def test_verify_reports_each_property_in_order_and_the_analysis_ops() -> None:
+    ref = resolve_kernel("mesh_mlo_1d")
+    schedule = trace(ref, build_launch(ref, LaunchOptions(pes=4)))
+    seen: list[VerifyProgress] = []
+    verify(schedule, VerifyConfig(progress=seen.append))
+    starts = [p for p in seen if p.ops_total == 0]
+    assert {p.prop for p in starts} == set(Property)
+    assert [p.index for p in starts] == list(range(len(Property)))
+    assert all(p.count == len(Property) for p in seen)
+    ops = [p for p in seen if p.ops_total]
+    assert ops and ops[-1].ops_done == ops[-1].ops_total == sum(
+        len(prog.ops) for prog in schedule.programs)
+    assert [p.ops_done for p in ops] == sorted(p.ops_done for p in ops)
+    # the progress sink is not part of what is verified
+    assert VerifyConfig(progress=seen.append) == VerifyConfig()
+
+
+def test_the_verify_bar_names_the_property_and_counts_ops_on_a_terminal() -> None:
+    console, out = _console(True)
+    with VerifyBar(True, "verifying k", console=console, delay_s=0.0) as bar:
+        time.sleep(0.2)
+        assert bar.progress is not None
+        bar(VerifyProgress(Property.EXACTLY_ONCE_MERGE, 4, 7, 500, 2000))
+        bar.progress.refresh()
+        task = bar.progress.tasks[0]
+        assert task.total == 2000 and task.completed == 500
+        assert "verifying k: exactly_once_merge (5/7)" in out.getvalue()
+    assert bar.progress is None
+    console, out = _console(False)
+    with VerifyBar(True, "verifying k", console=console, delay_s=0.0) as bar:
+        time.sleep(0.05)
+        bar(VerifyProgress(Property.EXACTLY_ONCE_MERGE, 4, 7, 500, 2000))
     assert out.getvalue() == ""

@@ -8,7 +8,10 @@ written) the bar is erased, so the command's own output follows as usual.
 - `NumericBar`: `meshproof simulate` — K/V bytes (counted as f16) done of all, groups
   done, rate and time left, fed by `SimConfig.progress`; several launches at once run one
   after another and fill one bar.
-- `working`: an elapsed-time display for work that reports no progress (`verify`).
+- `VerifyBar`: `meshproof verify` — the property being checked (k of n) and, while the
+  semantic analysis runs, its ops done of all, rate and time left, fed by
+  `VerifyConfig.progress`; before the first property (tracing) a spinner and the time.
+- `working`: an elapsed-time display for work that reports no progress.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from meshproof.sim.config import NumericProgress
+from meshproof.verify.properties import VerifyProgress
 
 if TYPE_CHECKING:  # rich's progress module is imported when a bar is first shown
     from rich.console import Console
@@ -103,6 +107,86 @@ class NumericBar:
 
     def _finished(self, p: NumericProgress) -> bool:
         return self._run == self.runs - 1 and p.groups_done == p.groups_total
+
+
+class VerifyBar:
+    """The progress sink of a verify run (pass it as `VerifyConfig.progress`); a context
+    manager that shows the bar from `delay_s` on (a timer: tracing and Z3 report nothing
+    while they run) and removes it at the end."""
+
+    def __init__(self, enabled: bool, label: str, *, console: Console | None = None,
+                 delay_s: float = DELAY_S) -> None:
+        self.console = _console(console)
+        self.enabled = enabled and self.console.is_terminal
+        self.label = label
+        self.delay_s = delay_s
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._done = False
+        self._last: VerifyProgress | None = None
+
+    def __enter__(self) -> VerifyBar:
+        if self.enabled:
+            self._timer = threading.Timer(self.delay_s, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._done = True
+            if self.progress is not None:
+                self.progress.stop()
+                self.progress = None
+
+    def _show(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        with self._lock:
+            if self._done or self.progress is not None:
+                return
+            self.progress = Progress(
+                SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                MofNCompleteColumn(), TextColumn("ops"), TimeElapsedColumn(),
+                TimeRemainingColumn(), console=self.console, transient=True)
+            self.task = self.progress.add_task(self._describe(), total=None)
+            self._update()
+            self.progress.start()
+
+    def _describe(self) -> str:
+        p = self._last
+        if p is None:
+            return f"{self.label}: tracing"
+        return f"{self.label}: {p.prop.value} ({p.index + 1}/{p.count})"
+
+    def _update(self) -> None:
+        if self.progress is None or self.task is None:
+            return
+        p = self._last
+        known = p is not None and p.ops_total > 0
+        self.progress.update(self.task, description=self._describe(),
+                             total=p.ops_total if known and p else None,
+                             completed=p.ops_done if known and p else 0)
+
+    def __call__(self, p: VerifyProgress) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self._last = p
+            self._update()
 
 
 @contextmanager

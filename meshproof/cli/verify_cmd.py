@@ -20,7 +20,7 @@ from meshproof.cli.options import (
     trace_limit_options,
     trace_limits,
 )
-from meshproof.cli.progress import working
+from meshproof.cli.progress import VerifyBar, working
 from meshproof.errors import OptionError
 from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.serialize import dumps
@@ -144,11 +144,12 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
                 input_bound=input_bound), as_json, not no_timings, console())
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
-    config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
-                          keep_smt2=smt2_path is not None, only=only_props, skip=skip_props,
-                          input_bound=input_bound)
-    # an elapsed-time spinner on a terminal once the run passes 2 s (never under --json)
-    with working(not as_json, f"verifying {launch.spec.kernel}"):
+    # a progress bar on a terminal once the run passes 2 s (never under --json): the
+    # property being checked and the semantic analysis's ops
+    with VerifyBar(not as_json, f"verifying {launch.spec.kernel}") as bar:
+        config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
+                              keep_smt2=smt2_path is not None, only=only_props,
+                              skip=skip_props, input_bound=input_bound, progress=bar)
         outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule

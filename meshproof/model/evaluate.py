@@ -31,6 +31,7 @@ from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
 
 V = TypeVar("V")
 Key = tuple[int, int]   # (rank index, value id)
+OpsProgress = Callable[[int, int], None]   # (ops run, ops in all)
 
 
 class Unary(Enum):
@@ -253,13 +254,17 @@ class Evaluation(Generic[V]):
                     stack.append((dep, False))
         return self.values[rank][vid]
 
-    def run(self) -> None:
+    def run(self, progress: OpsProgress | None = None) -> None:
         """Every value: program order with unbounded queues, then the rest on demand.
 
         A rank runs until a recv whose message is not sent yet; it waits on the sender's
         rank and runs again when that rank has moved (a worklist, not rounds over every
-        rank: a mesh's fan-in would otherwise cost ranks x rounds)."""
+        rank: a mesh's fan-in would otherwise cost ranks x rounds). `progress` is told
+        (ops run, ops in all) about every 1/200th of the schedule."""
         programs = self.schedule.programs
+        total = sum(len(p.ops) for p in programs) if progress is not None else 0
+        step = max(1, total // 200)
+        done = told = 0
         pcs = [0] * len(programs)
         waiting: dict[int, list[int]] = {}
         ready = deque(range(len(programs)))
@@ -270,6 +275,11 @@ class Evaluation(Generic[V]):
             ops = programs[r].ops
             pc, blocker = self._advance(r, ops, pcs[r])
             moved = pc != pcs[r]
+            if progress is not None:
+                done += pc - pcs[r]
+                if done - told >= step:
+                    told = done
+                    progress(done, total)
             pcs[r] = pc
             if blocker >= 0:
                 waiting.setdefault(blocker, []).append(r)
@@ -282,6 +292,8 @@ class Evaluation(Generic[V]):
             for op in prog.ops[pcs[r]:]:
                 if op.out is not None:
                     self.value(r, op.out)
+        if progress is not None:
+            progress(total, total)
 
     def _advance(self, rank: int, ops: tuple[Op, ...], pc: int) -> tuple[int, int]:
         """Run one rank from pc: the new pc and the rank it waits on (-1: none)."""

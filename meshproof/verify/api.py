@@ -34,7 +34,9 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
     try:
         # deadlock_freedom last: on large launches Z3 checks its certificate on the second
         # core meanwhile (verify/certificate_job.py); results are listed in verdict order
-        for prop in sorted(selected, key=lambda p: p is Property.DEADLOCK_FREEDOM):
+        ordered = sorted(selected, key=lambda p: p is Property.DEADLOCK_FREEDOM)
+        for index, prop in enumerate(ordered):
+            ctx.start(prop, index, len(ordered))
             check = CHECKS.get(prop)
             if check is None:
                 raise InternalError(f"no check is registered for {prop.value}; add one to "

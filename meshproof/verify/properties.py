@@ -57,6 +57,21 @@ def parse_properties(items: Iterable[str]) -> frozenset[Property]:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifyProgress:
+    """Where a verify call is: the property being checked (`index` of `count`, from 0)
+    and, while the semantic analysis runs, the ops it has evaluated of all."""
+
+    prop: Property
+    index: int
+    count: int
+    ops_done: int = 0
+    ops_total: int = 0
+
+
+ProgressSink = Callable[[VerifyProgress], None]
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyConfig:
     """How `verify` runs: queue depth, solver budgets, which properties."""
 
@@ -68,6 +83,8 @@ class VerifyConfig:
     input_bound: float = DEFAULT_INPUT_BOUND   # numeric_safety's assumption: |every input| <= this
     only: frozenset[Property] = frozenset()   # empty: every property
     skip: frozenset[Property] = frozenset()
+    # told where the call is (the CLI's progress bar); never part of what is verified
+    progress: ProgressSink | None = field(default=None, compare=False, repr=False)
 
     def selected(self) -> tuple[Property, ...]:
         """The properties this call checks, in verdict order."""
@@ -96,11 +113,29 @@ class CheckContext:
         depth = self.config.queue_depth
         return self.schedule.launch.queue_depth if depth is None else depth
 
+    def report(self, ops_done: int = 0, ops_total: int = 0) -> None:
+        """Tell the config's progress sink how far the current property is."""
+        sink, at = self.config.progress, self.memo.get(_AT)
+        if sink is not None and isinstance(at, VerifyProgress):
+            sink(VerifyProgress(at.prop, at.index, at.count, ops_done, ops_total))
+
+    def start(self, prop: Property, index: int, count: int) -> None:
+        """A property's check begins."""
+        self.memo[_AT] = at = VerifyProgress(prop, index, count)
+        if self.config.progress is not None:
+            self.config.progress(at)
+
     def shared(self, analysis: Callable[[CheckContext], T]) -> T:
         """`analysis(self)`, computed once per verify call whoever asks first."""
         if analysis not in self.memo:
             self.memo[analysis] = analysis(self)
         return cast(T, self.memo[analysis])
 
+
+def _at(ctx: CheckContext) -> object:   # the memo key of the property being checked
+    return None
+
+
+_AT: Callable[[CheckContext], object] = _at
 
 Check = Callable[[CheckContext], "PropertyResult"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
+from meshproof.model.evaluate import OpsProgress
 from meshproof.model.problem import (
     DEFAULT_INPUT_BOUND,
     Problem,
@@ -64,7 +65,8 @@ class SemanticAnalysis:
 
 
 def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | None = None,
-                      input_bound: float = DEFAULT_INPUT_BOUND) -> SemanticAnalysis:
+                      input_bound: float = DEFAULT_INPUT_BOUND,
+                      progress: OpsProgress | None = None) -> SemanticAnalysis:
     spec = schedule.launch
     try:
         problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
@@ -72,7 +74,7 @@ def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | 
         return SemanticAnalysis(None, None, str(exc))
     try:
         return SemanticAnalysis(problem, analyse(schedule, table, problem, budget,
-                                                          input_bound=input_bound))
+                                                 input_bound=input_bound, progress=progress))
     except OutOfBudget as exc:
         return SemanticAnalysis(problem, None, str(exc), stopped=True)
     except MemoryError:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Dependencies, Evaluation
+from meshproof.model.evaluate import Dependencies, Evaluation, OpsProgress
 from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
@@ -217,12 +217,13 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
 
 def analyse(schedule: Schedule, table: ChannelTable, problem: Problem,
             budget: Budget | None = None, memo: bool = True,
-            input_bound: float = DEFAULT_INPUT_BOUND) -> Analysis:
+            input_bound: float = DEFAULT_INPUT_BOUND,
+            progress: OpsProgress | None = None) -> Analysis:
     deps = Dependencies(schedule, table)
     situations = Situations(schedule, problem, input_bound, budget, memo, deps)
     ev: Evaluation[Held] = Evaluation(schedule, table, situations, deps)
     situations.attach(ev)
-    ev.run()
+    ev.run(progress)
     forms = Forms(ev, situations)
     domain = situations.algebra
     outputs: list[OutputResult] = []
