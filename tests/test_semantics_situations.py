@@ -23,7 +23,7 @@ from meshproof.model.channels import derive_channels
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.problem import ProblemUnavailable, attention_problem
-from meshproof.model.schedule import GroupMode, Schedule
+from meshproof.model.schedule import GroupMode, OpKind, Schedule
 from meshproof.model.trace import trace
 from meshproof.verify.semantics.analysis import Analysis, analyse
 from meshproof.verify.semantics.budget import unbounded
@@ -144,6 +144,19 @@ def test_groups_and_query_blocks_share_situations() -> None:
         assert pair is not None
         counts.append(pair[0].forms.domain.misses)
     assert counts[0] == counts[1]
+
+
+def test_a_query_against_key_tiles_is_one_situation_whatever_their_rows() -> None:
+    """Q (query rows, no key rows) dotted with each rank's K tile (other key rows): the key
+    rows of the tile are the only frame part the query lacks, so every rank meets the same
+    situation -- a frame that kept the query's meaningless key-row part would split it by
+    absolute rows (one situation per rank)."""
+    pair = _analyses(_schedule("mesh_mlo_1d"))
+    assert pair is not None
+    dots = {(r, op.source.line) for r, op in pair[0].forms.domain.fresh
+            if op.kind is OpKind.DOT}
+    lines = {line for _, line in dots}
+    assert len(dots) == len(lines)
 
 
 def test_a_partial_of_another_group_still_differs_under_translation() -> None:

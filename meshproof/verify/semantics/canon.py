@@ -21,13 +21,26 @@ CANON = 1 << 40          # canonical digit ids: CANON + position in the layout
 CACHE = 1 << 16          # actual-frame values kept (cid, shift) -> Value
 
 
-def frame_of(value: Value) -> int:
-    """The frame of a value: its own smallest key row, query row and group."""
+ROWS, QROWS, GROUPS = 1, 2, 4     # the parts of a frame a value has (frame_mask)
+
+
+def _marks(value: Value) -> tuple[list[int], list[int], list[int]]:
     atoms = tuple(value.form.atoms())
-    rows = [r for a in atoms for r in a.rows()]
-    qrows = [r for a in atoms for r in a.qrows()]
-    groups = [g for a in atoms for g in a.groups()]
+    return ([r for a in atoms for r in a.rows()], [r for a in atoms for r in a.qrows()],
+            [g for a in atoms for g in a.groups()])
+
+
+def frame_of(value: Value) -> int:
+    """The frame of a value: its own smallest key row, query row and group (0 for a part
+    it does not have: translating that part changes nothing)."""
+    rows, qrows, groups = _marks(value)
     return frame(min(rows, default=0), min(qrows, default=0), min(groups, default=0))
+
+
+def frame_mask(value: Value) -> int:
+    """Which parts of a frame move the value (ROWS | QROWS | GROUPS)."""
+    rows, qrows, groups = _marks(value)
+    return (ROWS if rows else 0) | (QROWS if qrows else 0) | (GROUPS if groups else 0)
 
 
 def canonical(value: Value) -> tuple[Value, int]:

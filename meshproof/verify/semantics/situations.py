@@ -33,8 +33,9 @@ from meshproof.model.evaluate import (
 )
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule
+from meshproof.verify.semantics.atoms import frame, frame_parts
 from meshproof.verify.semantics.budget import Budget
-from meshproof.verify.semantics.canon import Canon
+from meshproof.verify.semantics.canon import GROUPS, QROWS, ROWS, Canon, frame_mask
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.ranges import UNBOUNDED, Interval, Ranges
 from meshproof.verify.semantics.reasons import UndefinedKind
@@ -84,6 +85,24 @@ def fid_of(x: Held) -> int:
 
 def shift_of(x: Held) -> int:
     return x >> _SHIFT
+
+
+def _joint(sa: int, ha: int, sb: int, hb: int) -> tuple[int, int, int]:
+    """The situation frame of two operands moved by different parts (a query against a
+    key tile): per part, the smaller frame of the operands it moves; each operand's
+    frame relative to it, with the parts that do not move it zeroed (they carry no
+    information, and keying on them would split one situation by absolute rows)."""
+    pa, pb = frame_parts(sa), frame_parts(sb)
+    base: list[int] = []
+    rel_a: list[int] = []
+    rel_b: list[int] = []
+    for bit, x, y in zip((ROWS, QROWS, GROUPS), pa, pb, strict=True):
+        in_a, in_b = bool(ha & bit), bool(hb & bit)
+        b0 = (x if x < y else y) if in_a and in_b else x if in_a else y if in_b else 0
+        base.append(b0)
+        rel_a.append(x - b0 if in_a else 0)
+        rel_b.append(y - b0 if in_b else 0)
+    return frame(*base), frame(*rel_a), frame(*rel_b)
 
 
 class _Why:
@@ -174,7 +193,7 @@ class Situations:
         self.why = _Why(self.view)
         self.ranges = Ranges(self.view, input_bound, problem.d_head)
         self.rounding = ErrorBounds(self.view, input_bound, problem.d_head, self.why)
-        self._rowful: list[bool] = []
+        self._has: list[int] = []     # per facts id: the parts of a frame that move it
         self.misses = 0
         # one (rank, op) per situation computed: what holds there holds on every rank
         # that meets the same situation (the checks of safety.py and hazards.py run here)
@@ -190,9 +209,8 @@ class Situations:
             fid = self._fids[facts] = len(self.facts)
             self.facts.append(facts)
             cid = facts.cid
-            # a value with no atom has no frame: its shift is 0 wherever it is held
-            self._rowful.append(cid != OPAQUE_CID and any(
-                True for _ in self.canon.values[cid].form.atoms()))
+            self._has.append(frame_mask(self.canon.values[cid]) if cid != OPAQUE_CID
+                             else 0)
         return fid
 
     def canonical_of(self, f: Facts) -> Value | Opaque:
@@ -215,7 +233,7 @@ class Situations:
         fid = x & _FID
         key = (id(op), fid)
         hit = self.memo.get(key)
-        base = (x >> _SHIFT) if self._rowful[fid] else 0
+        base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
             hit = self._miss(key, rank, op, (x,), base, method, extra)
         return Held(hit + (base << _SHIFT))
@@ -226,7 +244,7 @@ class Situations:
         fid = x & _FID
         key = (id(op), fid)
         hit = self.memo.get(key)
-        base = (x >> _SHIFT) if self._rowful[fid] else 0
+        base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
             method = "unary" if type(fn) is Unary else "reduce"
             hit = self._miss(key, rank, op, (x,), base, method, (fn,))
@@ -236,22 +254,27 @@ class Situations:
 
     def binary(self, rank: int, op: Op, fn: Binary | None, a: Held, b: Held) -> Held:
         """The situation of a two-operand op: the op, the operands' facts and their
-        relative shift (the frame is the smaller shift of the operands with key rows).
-        `fn` None: a dot."""
+        frames relative to the situation's (the smaller of the two, part by part, over
+        the parts that move each). `fn` None: a dot."""
         fa, fb = a & _FID, b & _FID
-        rowful = self._rowful
-        if rowful[fa]:
-            sa = a >> _SHIFT
-            if rowful[fb]:
-                sb = b >> _SHIFT
+        has = self._has
+        ha, hb = has[fa], has[fb]
+        if ha == hb:
+            # the common case: both moved by the same parts (or neither), so the smaller
+            # frame is the situation's (translation-equivariant: both move alike)
+            if ha:
+                sa, sb = a >> _SHIFT, b >> _SHIFT
                 base = sa if sa < sb else sb
                 key: tuple[int, ...] = (id(op), fa, sa - base, fb, sb - base)
             else:
-                base, key = sa, (id(op), fa, 0, fb, 0)
-        elif rowful[fb]:
+                base, key = 0, (id(op), fa, 0, fb, 0)
+        elif not hb:
+            base, key = a >> _SHIFT, (id(op), fa, 0, fb, 0)
+        elif not ha:
             base, key = b >> _SHIFT, (id(op), fa, 0, fb, 0)
         else:
-            base, key = 0, (id(op), fa, 0, fb, 0)
+            base, ra, rb = _joint(a >> _SHIFT, ha, b >> _SHIFT, hb)
+            key = (id(op), fa, ra, fb, rb)
         hit = self.memo.get(key)
         if hit is None:
             hit = self._miss(key, rank, op, (a, b), base, "binary" if fn else "dot",
@@ -369,7 +392,7 @@ class Situations:
         fid = stored & _FID
         key = (id(op), fid)
         hit = self.memo.get(key)
-        base = (stored >> _SHIFT) if self._rowful[fid] else 0
+        base = (stored >> _SHIFT) if self._has[fid] else 0
         if hit is None:
             self.misses += 1
             hit = self._compute(
