@@ -155,6 +155,28 @@ def _stream_axes(ops: tuple[Op, ...], generated: frozenset[str],
     return axes
 
 
+def _flat_dot(mode: str, x: F32, piece: F32, target: F32, lo: int, hi: int) -> bool:
+    """The streamed dot of a piece with no leading axes of its own as one 2-D BLAS call,
+    the dense operand's leading axes folded into its rows (a decode step's query heads):
+    numpy's stacked matmul of the same shapes is 2x slower for one query row and 12x for
+    eight (GQA heads sharing a KV head). False: not such a piece (the caller's stacked
+    path runs). The sum over d or over key rows is still one float32 dot per element."""
+    if mode not in ("b_free", "b_sum") or math.prod(piece.shape[:-2]) != 1:
+        return False
+    p2 = piece.reshape(piece.shape[-2:])
+    if mode == "b_free":          # x (..., n, d) . piece (d, r) -> target[..., lo:hi]
+        dest = target[..., lo:hi]
+        if dest.shape != (*x.shape[:-1], piece.shape[-1]):
+            return False
+        dest[...] = (p2.T @ x.reshape(-1, x.shape[-1]).T).T.reshape(dest.shape)
+        return True
+    xs = x[..., lo:hi]            # b_sum: (..., n, r) . piece (r, d), accumulated
+    if target.shape != (*xs.shape[:-1], piece.shape[-1]):
+        return False
+    target += (xs.reshape(-1, xs.shape[-1]) @ p2).reshape(target.shape)
+    return True
+
+
 def _dot_mode(a: F32 | Streamed, b: F32 | Streamed) -> str | None:
     """How a dot streams: which operand, and whether its streamed axis is free or
     contracted (None: it does not; both operands are made whole)."""
@@ -417,6 +439,8 @@ class GroupEvaluator:
             x, target = dense[k], out[k]
             x_t = x.swapaxes(-1, -2)
             for lo, hi, piece in streamed.parts(k):
+                if _flat_dot(mode, x, piece, target, lo, hi):
+                    continue
                 if mode == "b_free":
                     # (piece^T x^T)^T: BLAS reads the piece in its stored (rows, d)
                     # layout, twice as fast here as x @ piece for several query rows
