@@ -4,8 +4,9 @@ outputs finally hold."""
 from __future__ import annotations
 
 import pytest
-from semantic_helpers import CASES, KERNELS, TREES, run, text_of
+from semantic_helpers import AE, CASES, EMPTY_FIRST, EO, KERNELS, TREES, LineKernels, run, text_of
 
+from meshproof.model.schedule import GroupMode
 from meshproof.verify.result import PropertyResult, Status
 
 NAME = "exactly_once_merge"
@@ -16,6 +17,11 @@ def prop(kernel: str, **opts: object) -> PropertyResult:
 
 
 _text = text_of
+
+# kernels of a line of PEs, verified for the three semantic properties only
+NORM = LineKernels("normalisation_cases.py")
+ONLINE = LineKernels("online_softmax_variants.py")
+ROUND = LineKernels("rounding_cases.py", pes=2, input_bound=16.0)
 
 
 @pytest.mark.parametrize("name", ["mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv"])
@@ -136,3 +142,28 @@ def test_wrong_counts_without_a_witness_are_unknown_not_violated() -> None:
     all scores are equal: no equal-scores input shows a wrong count."""
     p = prop(f"{FORMS}::sglang_base2_into_natural")
     assert p.status is Status.UNKNOWN, text_of(p)
+
+
+# --- denominators, empty slices, biases and groups on a line of PEs --------------------
+
+
+@pytest.mark.parametrize("name", ["unnormalised", "sum_of_normalised"])
+def test_exactly_once_needs_a_denominator_to_count(name: str) -> None:
+    assert NORM.prop(name, EO).status is not Status.PROVED
+
+
+def test_a_guarded_kernel_with_an_empty_slice_is_not_violated() -> None:
+    assert NORM.prop("guarded", EO, empty_shards=EMPTY_FIRST).status is not Status.VIOLATED
+
+
+@pytest.mark.parametrize("name", ["shift_1e3", "shift_neg_1e3"])
+def test_a_constant_bias_on_every_score_keeps_exactly_once(name: str) -> None:
+    assert ONLINE.sim(name).ok
+    assert ONLINE.prop(name, AE).status is Status.PROVED
+    assert ONLINE.prop(name, EO).status is Status.PROVED
+
+
+def test_another_users_v_is_not_counted_once() -> None:
+    v = ROUND.verify("peer_v", groups=GroupMode.PE)
+    assert v.property(AE).status is Status.VIOLATED
+    assert v.property(EO).status is Status.VIOLATED, v.property(EO).message

@@ -30,8 +30,8 @@ from meshproof.verify.semantics.budget import unbounded
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.symbolic import Opaque
 
-ZOO = ("semantic_cases.py", "merge_forms.py", "hazard_cases.py", "review_semantics.py",
-       "review2_semantics.py", "review3_semantics.py", "review_merge.py")
+ZOO = ("semantic_cases.py", "merge_forms.py", "hazard_cases.py", "normalisation_cases.py",
+       "online_softmax_variants.py", "rounding_cases.py", "pair_merges.py")
 BUILTINS = ("mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv")
 
 
@@ -163,7 +163,7 @@ def test_a_partial_of_another_group_still_differs_under_translation() -> None:
     """The realistic mistake the translation must not hide: ranks of one group merging
     another group's partial (groups by PE on a kernel that merges along the line) stay
     "another attention problem", memoised or not."""
-    schedule = _schedule(str(KERNELS / "review2_semantics.py") + "::tiled_ok",
+    schedule = _schedule(str(KERNELS / "online_softmax_variants.py") + "::tiled_ok",
                          groups=GroupMode.PE)
     assert_memo_exact(schedule)
     pair = _analyses(schedule)

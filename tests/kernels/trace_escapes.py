@@ -1,6 +1,6 @@
 """Kernels whose trace could silently differ from what the machine runs (tests/
 test_tracer.py). Each is a one-rank or line decode kernel with the signature of
-tests/kernels/review_semantics.py; the attention body is correct, so a kernel that traces
+tests/kernels/normalisation_cases.py; the attention body is correct, so a kernel that traces
 "as if" the trouble were not there comes out proved.
 """
 

@@ -1,4 +1,4 @@
-"""Review probes for exactly_once_merge: two PEs swap their (m, ℓ, o) once and merge.
+"""Merges of a pair for exactly_once_merge: two PEs swap their (m, ℓ, o) once and merge.
 
 `good` is the correct merge. Every other kernel is numerically wrong in a way that keeps
 each naive count at 1 (a partial spilled and reloaded, negated, zeroed, scaled by a factor
@@ -54,7 +54,7 @@ def spill_reload(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, tmp_ptr: Any, *
     o_new = o * a + o_in * b
     tl.store(tmp_ptr, o_new)
     spilled = tl.load(tmp_ptr, shape=o_new.shape, dtype="f32")
-    _store(o_ptr, o_new + spilled, ell * a + ell_in * b, tl)  # REVIEW-SPILL-STORE
+    _store(o_ptr, o_new + spilled, ell * a + ell_in * b, tl)  # SPILL-TWICE-STORE
 
 
 def spill_reload_once(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, tmp_ptr: Any, *,

@@ -1,9 +1,11 @@
-"""Second adversarial review of the semantic properties (issue 9): multi-tile online
-softmax, merges that mix peers, split features, offsets, stores before and after the
-merge, GQA head handling, scales at the tolerance, 16-bit state, and groups/outputs.
+"""Variants of the online softmax, correct and mistaken: multi-tile running state,
+merges that mix peers, reference points other than the max, split features, offsets,
+stores before and after the merge, elementwise ops on the scores, scales at the
+tolerance, 16-bit state, GQA head handling, constants added and removed, scratch outputs
+and a two-rank prefill.
 
 Every kernel runs on a line of PEs (`pe_line`) with the signature of
-tests/kernels/review_semantics.py (S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks).
+tests/kernels/normalisation_cases.py (S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks).
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
-"""Adversarial review of the semantic properties (issue 9): kernels that are not attention
-(or count a key row twice, or can overflow) but might be accepted, and correct kernels
-that might be refused. Every kernel runs on a line of PEs (`pe_line`) with the shared
-signature of tests/kernels/semantic_cases.py.
+"""How the merged state is normalised and stored: one partial per rank, all-reduced over a
+line, then divided by ℓ and stored. The cases: reference points above the max
+("headroom"), ε-guards of ℓ, ℓ and o damped or cast to f16, guards against empty slices,
+a denominator missing or counted per partial, and the store's layout (rows and heads
+swapped, an offset per rank, a fix-up store, one rank storing). Some are not attention (or
+count a key row twice, or can overflow) but might be accepted, some correct but might be
+refused. Every kernel runs on a line of PEs (`pe_line`) with the shared signature of
+tests/kernels/semantic_cases.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Third adversarial review of the semantic properties (issue 9): the rounding bound
-(casts to bf16 of inputs, divisions by constants, exp2), groups, outputs.
+"""Kernels for numeric_safety's rounding bound: inputs cast to bf16, divisions by
+constants, exp2, scores kept in f16, reference points far above the max, outputs through
+f32 subnormals, tiles with 16-bit state; and a few of groups and outputs (another user's
+Q or V, a rank that reads no KV, a late store over half the output).
 
-Every kernel runs on a line of PEs (`pe_line`) with the signature of
-tests/kernels/review2_semantics.py (S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks).
+Every kernel runs on a line of PEs (`pe_line`, two by default) with the signature of
+tests/kernels/online_softmax_variants.py (S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks).
 """
 
 from __future__ import annotations
