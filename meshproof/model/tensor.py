@@ -210,10 +210,16 @@ class TensorHandle:
     def __ge__(self, other: object) -> TensorHandle:
         return self._tracer.compare("ge", ">=", self, other)
 
+    # == and != with what is neither a tensor nor a number (None, a string) fall back to
+    # identity, as for any Python object: a handle is never equal to those
     def __eq__(self, other: object) -> TensorHandle:  # type: ignore[override]
+        if not isinstance(other, (TensorHandle, int, float, np.floating, np.integer)):
+            return NotImplemented
         return self._tracer.compare("eq", "==", self, other)
 
     def __ne__(self, other: object) -> TensorHandle:  # type: ignore[override]
+        if not isinstance(other, (TensorHandle, int, float, np.floating, np.integer)):
+            return NotImplemented
         return self._tracer.compare("ne", "!=", self, other)
 
     def __hash__(self) -> int:
