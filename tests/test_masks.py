@@ -8,11 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import RunCli, assert_bad_input, kernel_spec, trace_kernel
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshproof.errors import ConfigError, LaunchError
 from meshproof.gate.matrix import parse_case
 from meshproof.model.masks import Layout, Mask, MaskKind, block_positions
 from meshproof.model.problem import attention_problem
+from meshproof.sim.api import simulate
 from meshproof.sim.reference import dense_reference, masked_reference
 
 
@@ -69,6 +72,9 @@ def test_the_problem_gives_each_group_its_positions_and_allowed_keys() -> None:
     assert allowed is not None and allowed.shape == (64, 64)
     assert (allowed.sum(axis=1) == queries + 1).all()    # causal: positions 0..q
     assert attention_problem(trace_kernel("mesh_kv")).allowed(0) is None
+    q1, k1 = problem.rank_positions(1)                    # rank 1: chunks 1 and 14 of 4
+    assert q1 is not None and k1 is not None
+    assert q1.tolist() == k1.tolist() == [4, 5, 6, 7, 56, 57, 58, 59]
 
 
 def test_the_masked_reference_is_softmax_over_the_allowed_keys() -> None:
@@ -108,3 +114,52 @@ def test_the_gate_takes_a_mask_key() -> None:
     with pytest.raises(ConfigError, match="case #1 \\(c\\): --mask 'wnd' is not a mask"):
         parse_case({"name": "c", "kernel": "mesh_kv", "expect": "proved", "mask": "wnd"},
                    Path("."), "case #1")
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["causal", "window", "padding"]), size=st.integers(-3, 12),
+       zigzag=st.booleans(), blocks=st.integers(1, 4), half=st.integers(1, 3),
+       seed=st.integers(0, 2 ** 16))
+def test_the_masked_reference_over_random_masks_and_layouts(kind: str, size: int,
+                                                            zigzag: bool, blocks: int,
+                                                            half: int, seed: int) -> None:
+    """Dense masked attention at the layout's positions equals, row by row, the softmax
+    over the keys the predicate allows, by brute force over positions."""
+    if kind != "causal":
+        size = max(1, size)
+    text = kind if kind == "causal" and size == 0 else f"{kind}:{size}"
+    mask = Mask.parse(text + ("@zigzag" if zigzag else ""))
+    rows = 2 * half
+    pos = np.concatenate([block_positions(mask.layout, b, blocks, rows)
+                          for b in range(blocks)])
+    assert sorted(pos.tolist()) == list(range(blocks * rows))
+    allowed = mask.allowed(pos, pos)
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((blocks * rows, 1, 3)) for _ in range(3))
+    got = masked_reference(q, k, v, 0.7, allowed)
+    for r, p in enumerate(pos.tolist()):
+        keys = [j for j, kp in enumerate(pos.tolist())
+                if (kp <= p + mask.param if kind == "causal" else
+                    p - mask.param < kp <= p if kind == "window" else kp < mask.param)]
+        if not keys:
+            assert (got[r] == 0).all()
+            continue
+        want = dense_reference(q[r:r + 1], k[keys], v[keys], 0.7)
+        assert np.allclose(got[r], want[0], rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=6, deadline=None)
+@given(pad=st.integers(1, 16), window=st.integers(1, 16))
+def test_the_simulator_evaluates_where_comparisons_and_positions(pad: int, window: int) -> None:
+    """A kernel masking with tl.where on tl.arange positions is in tolerance against the
+    masked reference its launch declares, and out of it against another."""
+    padded = trace_kernel(kernel_spec("masked.py::decode_padding"), pes=1,
+                          args=(("pad", pad),), mask=f"padding:{pad}")
+    assert simulate(padded).ok
+    windowed = trace_kernel(kernel_spec("masked.py::decode_window"), pes=1,
+                            args=(("window", window),), mask=f"window:{window}")
+    assert simulate(windowed).ok
+    if window < 16:
+        wrong = trace_kernel(kernel_spec("masked.py::decode_window"), pes=1,
+                             args=(("window", window),), mask=f"window:{window + 1}")
+        assert not simulate(wrong).ok

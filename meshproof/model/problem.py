@@ -119,6 +119,15 @@ class Problem:
             queries = n_kv * self.S_kv_per_rank - self.S_q + np.arange(self.S_q)
         return queries, keys
 
+    def rank_positions(self, rank: int) -> tuple[Positions | None, Positions | None]:
+        """Sequence positions of one rank's query rows and key slice (None: it holds none),
+        the slices of `positions` the harness gives the rank."""
+        queries, keys = self.positions(self.group_of[rank])
+        qb, kb = self.q_base(rank), self.kv_base(rank)
+        q = None if qb is None else queries[qb:qb + self.S_q]
+        k = None if kb is None else keys[kb:kb + self.S_kv_per_rank]
+        return q, k
+
     def allowed(self, group: int) -> Allowed | None:
         """(query rows, key rows) of the group: which keys each query attends to; None
         without a mask (all of them)."""

@@ -25,20 +25,22 @@ def _attend(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_kv_per_rank: int, 
 
 
 def decode_padding(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
-                   S_kv_per_rank: int = 16, d_head: int = 8, *, tl: Any) -> None:
-    """Decode on one rank; keys at positions PAD and past it are padding."""
-    _attend(q_ptr, k_ptr, v_ptr, o_ptr, S_kv_per_rank, d_head, lambda p: p < PAD, tl)
+                   S_kv_per_rank: int = 16, d_head: int = 8, pad: int = PAD, *,
+                   tl: Any) -> None:
+    """Decode on one rank; keys at positions `pad` and past it are padding."""
+    _attend(q_ptr, k_ptr, v_ptr, o_ptr, S_kv_per_rank, d_head, lambda p: p < pad, tl)
 
 
 decode_padding.meshproof_mask = f"padding:{PAD}"  # type: ignore[attr-defined]
 
 
 def decode_window(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
-                  S_kv_per_rank: int = 16, d_head: int = 8, *, tl: Any) -> None:
-    """Decode on one rank; the query (position S_kv - 1) sees the last WINDOW keys."""
+                  S_kv_per_rank: int = 16, d_head: int = 8, window: int = WINDOW, *,
+                  tl: Any) -> None:
+    """Decode on one rank; the query (position S_kv - 1) sees the last `window` keys."""
     q_pos = S_kv_per_rank - 1
     _attend(q_ptr, k_ptr, v_ptr, o_ptr, S_kv_per_rank, d_head,
-            lambda p: p > q_pos - WINDOW, tl)
+            lambda p: p > q_pos - window, tl)
 
 
 def decode_mask_times_scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
