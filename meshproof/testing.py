@@ -178,7 +178,12 @@ def kernel_ref(func: Callable[..., Any]) -> KernelRef:
     doc = (inspect.getdoc(func) or "").strip().splitlines()
     return KernelRef(f"{site.display_file}::{func.__name__}", func, site,
                      doc[0] if doc else "", str(getattr(func, "meshproof_harness", "decode")),
-                     (), digest)
+                     (), digest, default_mask=_declared_mask(func))
+
+
+def _declared_mask(func: Callable[..., Any]) -> str | None:
+    mask = getattr(func, "meshproof_mask", None)
+    return None if mask is None else str(mask)
 
 
 def _evaluate(case: GateCase, ref: KernelRef | None) -> CaseResult:

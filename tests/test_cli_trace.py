@@ -70,7 +70,8 @@ def check_schedule_json(doc: dict[str, Any]) -> None:
     assert set(doc) == {"schema", "launch", "ranks"}
     assert set(doc["launch"]) == {"kernel", "kernel_file", "wiring", "system", "pes", "cubes",
                                   "cube_start", "args", "queue_depth", "sharded", "harness",
-                                  "groups", "outputs", "softmax_scale", "empty_shards"}
+                                  "groups", "outputs", "softmax_scale", "empty_shards"} | \
+        ({"mask"} if "mask" in doc["launch"] else set())
     eps = [(r["cube"], r["pe"]) for r in doc["ranks"]]
     assert eps == sorted(eps) and len(set(eps)) == len(eps)
     for rank in doc["ranks"]:
@@ -112,6 +113,8 @@ def test_trace_json_golden_of_a_kernbench_kernel(run_cli: Run, golden: Golden) -
        s_q=st.integers(1, 2))
 def test_trace_json_bytes_are_deterministic(run_cli: Run, name: str, n: int, s_q: int) -> None:
     args = ["trace", name, "--arg", f"S_q={s_q}", "--json"]
+    if BUILTIN_KERNELS[name].mask is not None:   # causal: one sequence, zigzag chunks of 2
+        args[2:4] = ["--arg", f"S_q={2 * s_q}", "--arg", f"S_kv_per_rank={2 * s_q}"]
     if BUILTIN_KERNELS[name].mesh is not None:   # a sub-mesh kernel
         args += ["--mesh", f"1x{n}"]
     else:
@@ -169,7 +172,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("data_in_compare", ["trace", f"{BROKEN}::data_compare_kernel"], "compares tensor data (>)"),
     ("data_as_shape", ["trace", f"{BROKEN}::data_shape_kernel"], "uses a tensor's value as an int"),
     ("unsupported_op", ["trace", f"{BROKEN}::unsupported_op_kernel"],
-     "tl.arange is not supported"),
+     "tl.cumsum is not supported"),
     ("tensor_indexing", ["trace", f"{BROKEN}::indexing_kernel"], "indexing or slicing a tensor"),
     ("bad_shape", ["trace", f"{BROKEN}::bad_shape_kernel"], "shape must hold non-negative ints"),
     ("bad_dtype", ["trace", f"{BROKEN}::bad_dtype_kernel"], "unknown dtype 'f64'"),

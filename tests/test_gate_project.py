@@ -23,10 +23,14 @@ DATA = Path(__file__).parent / "data" / "gate"
 
 def test_project_matrix_covers_every_kernel_and_panel() -> None:
     cases = load_matrix(ROOT / "proofs.toml").cases
-    assert {c.kernel for c in cases} >= set(BUILTIN_KERNELS)
+    # masked kernels (issue 20) are not gated yet: their semantic properties are unknown
+    # until masks are modelled (spec/semantics.md §8), and a gate case expects proved or
+    # violated; tests/test_kernels_causal.py checks them instead
+    gated = {name for name, info in BUILTIN_KERNELS.items() if info.mask is None}
+    assert {c.kernel for c in cases} >= gated
     assert {c.panel for c in cases if c.panel} == set(PANEL_NAMES)
     for name, info in BUILTIN_KERNELS.items():
-        if info.known_bad:  # a known-bad kernel must be caught somewhere in the matrix
+        if info.known_bad and name in gated:  # a known-bad kernel must be caught somewhere
             assert any(c.kernel == name and c.expectation.names for c in cases), name
 
 

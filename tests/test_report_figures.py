@@ -27,3 +27,14 @@ def test_drawing_leaves_the_matplotlib_backend_alone() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "svg"
+
+
+def test_the_imbalance_figure_draws_each_kernels_busy_time_per_rank(tmp_path: Path) -> None:
+    def timing(busy: list[float]) -> dict[str, object]:
+        return {"latency_s": max(busy), "per_rank": [
+            {"cube": 0, "pe": p, "busy_s": b} for p, b in enumerate(busy)]}
+    runs = [("naive", timing([1e-6 * (i + 1) for i in range(8)])),
+            ("zigzag", timing([4.5e-6] * 8))]
+    first = figures.imbalance_figure(runs, tmp_path / "a.png", "8-PE ring")
+    second = figures.imbalance_figure(runs, tmp_path / "b.png", "8-PE ring")
+    assert first.read_bytes() == second.read_bytes() and first.stat().st_size > 1000

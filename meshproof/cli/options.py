@@ -26,6 +26,7 @@ from meshproof.model.isolation import (
 )
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
+from meshproof.model.masks import Mask
 from meshproof.model.schedule import GroupMode, Harness, Scalar
 from meshproof.model.topology import MAX_PES, Endpoint, parse_mesh, parse_system
 from meshproof.panels import SCALES, get_panel
@@ -114,6 +115,10 @@ def launch_options(func: F) -> F:
         click.option("--softmax-scale", type=float, default=None,
                      help="The reference's softmax scale (default: the kernel's sm_scale, "
                      "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
+        click.option("--mask", default=None, metavar="MASK",
+                     help="The attention mask the launch declares: causal, causal:OFFSET, "
+                     "window:W or padding:LEN, optionally @zigzag (positions), or none; "
+                     "default: the kernel's (built-ins), else none."),
         click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
                      help="A rank whose KV slice is empty (numeric_safety). Repeatable."),
         click.option("--launches", "launches_file", type=click.Path(path_type=Path),
@@ -180,9 +185,13 @@ def _endpoint(text: str) -> Endpoint:
 
 
 def problem_options(groups: str | None, outputs: str | None, softmax_scale: float | None,
-                    empty_shards: tuple[str, ...]) -> dict[str, Any]:
+                    empty_shards: tuple[str, ...], mask: str | None = None) -> dict[str, Any]:
     """The attention-problem flags as LaunchOptions fields (only those given)."""
     out: dict[str, Any] = {}
+    if mask is not None:
+        if mask.strip() != "none":
+            Mask.parse(mask)   # a bad mask is one line before anything runs
+        out["mask"] = mask
     if groups is not None:
         out["groups"] = GroupMode(groups)
     if outputs is not None:
@@ -201,12 +210,13 @@ def resolve_launch(kernel: str | None, panel: str | None, scale: str, system_tex
                    cube_start: int | None, mesh: str | None, arg_items: tuple[str, ...],
                    sharded: str, queue_depth: int | None, groups: str | None = None,
                    outputs: str | None = None, softmax_scale: float | None = None,
-                   empty_shards: tuple[str, ...] = (), harness: str | None = None, *,
+                   empty_shards: tuple[str, ...] = (), harness: str | None = None,
+                   mask: str | None = None, *,
                    resolver: Resolver = resolve_kernel) -> tuple[KernelRef, Launch]:
     """The kernel (found with `resolver`) and the launch the flags describe."""
     ref, opts = resolve_options(kernel, panel, scale, system_text, pes, wiring, cubes,
                                 cube_start, mesh, arg_items, sharded, queue_depth, groups,
-                                outputs, softmax_scale, empty_shards, harness,
+                                outputs, softmax_scale, empty_shards, harness, mask,
                                 resolver=resolver)
     return ref, build_launch(ref, opts)
 
@@ -217,12 +227,12 @@ def resolve_options(kernel: str | None, panel: str | None, scale: str,
                     arg_items: tuple[str, ...], sharded: str, queue_depth: int | None,
                     groups: str | None = None, outputs: str | None = None,
                     softmax_scale: float | None = None, empty_shards: tuple[str, ...] = (),
-                    harness: str | None = None, *, resolver: Resolver = resolve_kernel
-                    ) -> tuple[KernelRef, LaunchOptions]:
+                    harness: str | None = None, mask: str | None = None, *,
+                    resolver: Resolver = resolve_kernel) -> tuple[KernelRef, LaunchOptions]:
     """The kernel (found with `resolver`) and the launch options the flags describe (not
     yet built)."""
     user_args = _unique_args(arg_items)
-    problem = problem_options(groups, outputs, softmax_scale, empty_shards)
+    problem = problem_options(groups, outputs, softmax_scale, empty_shards, mask)
     if harness is not None:
         problem["harness"] = harness
     sharded_names = _sharded(sharded)
@@ -274,7 +284,7 @@ _FLAGS: dict[str, tuple[str, object]] = {
     "sharded": ("--sharded", ",".join(DEFAULT_SHARDED)), "queue_depth": ("--queue-depth", None),
     "groups": ("--groups", None), "outputs": ("--outputs", None),
     "softmax_scale": ("--softmax-scale", None), "empty_shards": ("--empty-shard", ()),
-    "harness": ("--harness", None)}
+    "harness": ("--harness", None), "mask": ("--mask", None)}
 
 
 def resolve_launches(opts: dict[str, Any],

@@ -161,7 +161,8 @@ def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
         verdict = "ok" if num.ok else "OUT OF TOLERANCE"
         click.echo(f"numerics ({num.harness}, {num.inputs} inputs, seed {num.seed}, "
                    f"{num.groups} group(s)): {verdict}")
-        click.echo(f"  reference: dense float64 attention, softmax scale "
+        masked = "" if spec.mask is None else f"masked ({spec.mask.text}) "
+        click.echo(f"  reference: dense {masked}float64 attention, softmax scale "
                    f"{num.softmax_scale:.6g} ({num.scale_source}); change it with "
                    "--softmax-scale X")
         click.echo(f"  rel_err {_fmt(num.rel_err)}  max_abs_err {_fmt(num.max_abs_err)}  "

@@ -20,6 +20,7 @@ from meshproof.errors import ConfigError, MeshproofError
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
+from meshproof.model.masks import Mask
 from meshproof.model.schedule import Scalar
 from meshproof.model.topology import parse_system
 from meshproof.panels import SCALES, get_panel
@@ -30,7 +31,7 @@ DEFAULT_TIMEOUT_S = 60.0
 
 CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
              "cube_start", "mesh", "queue_depth", "args", "sharded", "timeout", "rlimit",
-             "trace_timeout", "simulate", "expect")
+             "trace_timeout", "simulate", "mask", "expect")
 REQUIRED_KEYS = ("name", "expect")
 
 
@@ -61,6 +62,7 @@ class GateCase:
     # wall-clock (and CPU) seconds for importing and tracing the kernel in its child
     # process; None: the gate's --trace-timeout (default 60)
     trace_timeout: float | None = None
+    mask: str | None = None              # --mask (model/masks.py); None: the kernel's own
 
     @property
     def expectation(self) -> Expectation:
@@ -88,7 +90,7 @@ class GateCase:
         out: dict[str, Any] = {"name": self.name, "kernel": self.kernel,
                                "expect": list(self.expectation.names) or EXPECT_PROVED}
         for key in ("panel", "wiring", "system", "pes", "cubes", "cube_start", "mesh",
-                    "queue_depth"):
+                    "queue_depth", "mask"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -199,7 +201,17 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         timeout=check_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
         rlimit=_int(raw, "rlimit", 1, where), simulate=simulate,
         trace_timeout=check_timeout(raw["trace_timeout"], where, "trace_timeout")
-        if "trace_timeout" in raw else None)
+        if "trace_timeout" in raw else None, mask=_mask(raw, where))
+
+
+def _mask(raw: dict[str, Any], where: str) -> str | None:
+    text = _opt(raw, "mask", str, where)
+    if text is not None and text.strip() != "none":
+        try:
+            Mask.parse(text)
+        except MeshproofError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return text  # type: ignore[no-any-return]
 
 
 def is_wiring_file(wiring: str) -> bool:
@@ -332,12 +344,14 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
             cubes=case.cubes if case.cubes is not None else base.cubes,
             cube_start=case.cube_start if case.cube_start is not None else base.cube_start,
             mesh=case.mesh or base.mesh, args=tuple(sorted(merged.items())),
-            sharded=sharded, queue_depth=case.queue_depth, groups=base.groups)
+            sharded=sharded, queue_depth=case.queue_depth, groups=base.groups,
+            mask=case.mask)
     else:
         system = parse_system(case.system or "1x4x4", cube_pes(case.pes))
         opts = LaunchOptions(system=system, pes=case.pes, wiring=wiring,
                              cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
-                             args=case.args, sharded=sharded, queue_depth=case.queue_depth)
+                             args=case.args, sharded=sharded, queue_depth=case.queue_depth,
+                             mask=case.mask)
     return ref, build_launch(ref, opts)
 
 

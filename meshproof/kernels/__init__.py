@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshproof.kernels import mesh_causal as _causal
 from meshproof.kernels import mesh_kv as _kv
 from meshproof.kernels import mesh_mlo as _mlo
 from meshproof.model.loader import KernelRef, builtin_ref, register_builtins, resolve_kernel
@@ -17,6 +18,9 @@ _DECODE_SHAPES: dict[str, Scalar] = {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h
                                      "d_head": 8}
 _PREFILL_SHAPES: dict[str, Scalar] = {"S_q": 4, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1,
                                       "d_head": 8}
+# causal prefill: one sequence, so each rank's query and key rows are the same positions
+_CAUSAL_SHAPES: dict[str, Scalar] = {"S_q": 8, "S_kv_per_rank": 8, "h_q": 1, "h_kv": 1,
+                                     "d_head": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +35,14 @@ class KernelInfo:
     mesh: str | None = None
     cubes: int = 1
     groups: GroupMode = GroupMode.LAUNCH   # the attention problems the kernel computes
+    mask: str | None = None                # the mask its natural launch declares
 
 
 def _info(name: str, func: Callable[..., Any], description: str, **kw: Any) -> KernelInfo:
     harness = kw.get("harness", "decode")
     shapes = _PREFILL_SHAPES if harness == "prefill" else _DECODE_SHAPES
+    if kw.get("mask") is not None:
+        shapes = _CAUSAL_SHAPES
     return KernelInfo(name, func, description, defaults=dict(shapes), **kw)
 
 
@@ -58,6 +65,16 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           "prefill over a cube sub-mesh: KV slices circulate both ways along a snake path "
           "(E along row 0, S, W along row 1, ...)", harness="prefill", wiring="cube_mesh",
           mesh="2x4"),
+    _info("ring_prefill_causal_naive", _causal.ring_prefill_causal_naive,
+          "causal prefill over a closed ring: rank i holds chunk i, KV circulates E; "
+          "diagonal blocks masked with tl.where, blocks after the query skipped (the last "
+          "ranks do most of the work); semantic properties unknown (masks, spec §8)",
+          harness="prefill", wiring="pe_ring", mask="causal"),
+    _info("ring_prefill_causal_zigzag", _causal.ring_prefill_causal_zigzag,
+          "causal prefill over a closed ring, zigzag layout: rank i holds chunks i and "
+          "2n-1-i, so every rank computes about the same blocks; semantic properties "
+          "unknown (masks, spec §8)", harness="prefill", wiring="pe_ring",
+          mask="causal@zigzag"),
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
           "KNOWN BAD: 2D kernel that ignores cube_start (program_id(1) is physical)",
           known_bad=True, wiring="cube_mesh", mesh="2x4"),
@@ -70,6 +87,11 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
     _info("mesh_kv_skip_last", _kv.mesh_kv_skip_last,
           "KNOWN BAD: prefill that stops one step early (a slice is never merged)",
           harness="prefill", known_bad=True),
+    _info("ring_prefill_causal_off_by_one", _causal.ring_prefill_causal_off_by_one,
+          "KNOWN BAD: naive causal ring whose diagonal mask lets each query see the next key "
+          "(key <= query + 1); the simulator catches it out of tolerance, the verifier says "
+          "unknown for now (masks, spec §8)", harness="prefill", wiring="pe_ring",
+          known_bad=True, mask="causal"),
 ]}
 
 
@@ -79,7 +101,7 @@ def resolve_builtin(name: str) -> KernelRef | None:
     if info is None:
         return None
     return builtin_ref(name, info.func, info.description, info.harness, info.defaults,
-                       info.wiring, info.mesh, info.cubes, info.groups)
+                       info.wiring, info.mesh, info.cubes, info.groups, info.mask)
 
 
 # `resolve_kernel` (re-exported here: the resolver of built-in names and kernel files)

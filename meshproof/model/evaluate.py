@@ -58,6 +58,17 @@ class Reduction(Enum):
     SUM = "sum"
 
 
+class Compare(Enum):
+    """A comparison making a mask (1 where it holds, else 0)."""
+
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+
+
 E = TypeVar("E", Unary, Reduction)
 
 
@@ -105,6 +116,13 @@ class OpSemantics(Protocol[V]):
     def softmax(self, rank: int, op: Op, x: V) -> V: ...
 
     def dot(self, rank: int, op: Op, a: V, b: V) -> V: ...
+
+    def arange(self, rank: int, op: Op) -> V:
+        """Positions `op.fill`, `op.fill` + 1, ... (op.shape[0] of them)."""
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: V, b: V) -> V: ...
+
+    def where(self, rank: int, op: Op, cond: V, a: V, b: V) -> V: ...
 
     def cycle(self, rank: int, op: Op) -> V:
         """A value that depends on itself through messages."""
@@ -438,6 +456,17 @@ class Evaluation(Generic[V]):
             case OpKind.DOT:
                 x, y, dot = self._reader(op, 0), self._reader(op, 1), d.dot
                 return lambda rank: dot(rank, op, x(rank), y(rank))
+            case OpKind.ARANGE:
+                arange = d.arange
+                return lambda rank: arange(rank, op)
+            case OpKind.LT | OpKind.LE | OpKind.GT | OpKind.GE | OpKind.EQ | OpKind.NE:
+                x, y, compare, fn = self._reader(op, 0), self._reader(op, 1), d.compare, \
+                    Compare(kind.value)
+                return lambda rank: compare(rank, op, fn, x(rank), y(rank))
+            case OpKind.WHERE:
+                c, x, y, where = self._reader(op, 0), self._reader(op, 1), \
+                    self._reader(op, 2), d.where
+                return lambda rank: where(rank, op, c(rank), x(rank), y(rank))
             case OpKind.STORE | OpKind.SEND:
                 raise AssertionError(f"{kind.value} defines no value")
             case _:
@@ -456,5 +485,5 @@ class _Defining:
         return self._deps.defining(rank)
 
 
-__all__ = ["Binary", "Dependencies", "Evaluation", "Key", "Lost", "OpSemantics", "Reduction",
-           "Reload", "Unary"]
+__all__ = ["Binary", "Compare", "Dependencies", "Evaluation", "Key", "Lost", "OpSemantics",
+           "Reduction", "Reload", "Unary"]

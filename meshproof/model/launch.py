@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.loader import KernelRef
+from meshproof.model.masks import Mask
 from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, LaunchSpec, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, Endpoint, System, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
@@ -41,6 +42,7 @@ class LaunchOptions:
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     softmax_scale: float | None = None     # the reference's scale; also the kernel's sm_scale
     empty_shards: tuple[Endpoint, ...] = ()
+    mask: str | None = None     # --mask (model/masks.py); None: the kernel's own, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +95,17 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         harness=parse_harness(opts.harness or kernel.harness, kernel.name),
         groups=opts.groups if opts.groups is not None else kernel.default_groups,
         outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
-        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes))
+        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes),
+        mask=_mask(opts.mask, kernel.default_mask))
     return Launch(spec, wiring, ordered)
+
+
+def _mask(given: str | None, default: str | None) -> Mask | None:
+    """--mask, else the kernel's declared mask; `none` launches a masked kernel unmasked."""
+    text = given if given is not None else default
+    if text is None or text.strip() == "none":
+        return None
+    return Mask.parse(text)
 
 
 def _outputs(outputs: tuple[str, ...], ptrs: list[str], kernel: str) -> tuple[str, ...]:

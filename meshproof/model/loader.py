@@ -57,6 +57,7 @@ class KernelRef:
     default_mesh: str | None = None
     default_cubes: int = 1
     default_groups: GroupMode = GroupMode.LAUNCH   # which ranks form one attention problem
+    default_mask: str | None = None     # the mask its natural launch declares (--mask)
     # what resolve_kernel was given (a built-in name or path::function), so that a fresh
     # process can find the kernel again (model/isolation.py); "" for a function object
     spec: str = ""
@@ -102,11 +103,11 @@ def register_builtins(resolver: BuiltinResolver) -> None:
 
 def builtin_ref(name: str, func: KernelFn, description: str, harness: str,
                 defaults: dict[str, Scalar], wiring: str, mesh: str | None, cubes: int,
-                groups: GroupMode) -> KernelRef:
+                groups: GroupMode, mask: str | None = None) -> KernelRef:
     """The KernelRef of a built-in kernel, for the resolver that names them."""
     site = site_of(func)
     return KernelRef(name, func, site, description, harness, tuple(sorted(defaults.items())),
-                     _hash_file(site.real_file), wiring, mesh, cubes, groups, name)
+                     _hash_file(site.real_file), wiring, mesh, cubes, groups, mask, name)
 
 
 def resolve_kernel(spec: str) -> KernelRef:
@@ -150,8 +151,10 @@ def resolve_kernel_file(spec: str) -> KernelRef:
                               "no async)")
     harness = str(getattr(func, "meshproof_harness", "decode"))
     doc = (inspect.getdoc(func) or "").strip().splitlines()
+    mask = getattr(func, "meshproof_mask", None)
     return KernelRef(spec, func, site_of(func), doc[0] if doc else "", harness, (),
-                     _hash_file(str(path)), spec=spec)
+                     _hash_file(str(path)), default_mask=None if mask is None else str(mask),
+                     spec=spec)
 
 
 @contextlib.contextmanager

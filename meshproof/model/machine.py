@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op
 
 Array = np.ndarray[Any, Any]
@@ -138,6 +138,17 @@ class Machine:
         with np.errstate(all="ignore"):
             e = np.exp(x - np.max(x, axis=op.axis, keepdims=True))
             return self._done(op, e / np.sum(e, axis=op.axis, keepdims=True))
+
+    # masks: the verifier's witnesses do not model them yet (spec/semantics.md §8), so the
+    # machine replay of a witness has no value for them either
+    def arange(self, rank: int, op: Op) -> V:
+        return None
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: V, b: V) -> V:
+        return None
+
+    def where(self, rank: int, op: Op, cond: V, a: V, b: V) -> V:
+        return None
 
     def dot(self, rank: int, op: Op, a: V, b: V) -> V:
         if a is None or b is None:

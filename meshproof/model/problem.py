@@ -10,7 +10,12 @@ forgets its all-reduce on a wiring that does not join its ranks is wrong, not va
 decode  -- every rank holds the whole Q (S_q rows); shard j holds KV rows
            [j*S_kv_per_rank, (j+1)*S_kv_per_rank) of its group.
 prefill -- Q is split by sequence as well: the b-th Q-holding rank of a group holds rows
-           [b*S_q, (b+1)*S_q); its output rows are the same. No causal mask.
+           [b*S_q, (b+1)*S_q); its output rows are the same.
+
+A launch may declare a mask (model/masks.py): then each row has a sequence position --
+key rows of shard j and (prefill) query rows of block b by the mask's layout, decode query
+rows the last S_q positions of the group's keys -- and the reference attends to the keys
+the predicate allows (`positions`, `allowed`).
 
 Buffers are row-major (rows, heads, d): Q and O have h_q heads, K and V h_kv heads; q head
 h reads kv head h // (h_q / h_kv) (blocked GQA).
@@ -22,6 +27,9 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import numpy as np
+
+from meshproof.model.masks import Allowed, Layout, Mask, Positions, block_positions
 from meshproof.model.schedule import (
     DEFAULT_OUTPUTS,
     GroupMode,
@@ -70,6 +78,7 @@ class Problem:
     v_ptr: str
     outputs: tuple[str, ...]
     empty: frozenset[int] = frozenset()     # rank indices whose KV slice is empty
+    mask: Mask | None = None                # the launch's mask; None: every key allowed
 
     @property
     def gqa(self) -> int:
@@ -94,6 +103,38 @@ class Problem:
     def kv_base(self, rank: int) -> int | None:
         g = self.groups[self.group_of[rank]]
         return g.shards.index(rank) * self.S_kv_per_rank if rank in g.shards else None
+
+    def positions(self, group: int) -> tuple[Positions, Positions]:
+        """Sequence positions of the group's query rows and key rows, in row order."""
+        g = self.groups[group]
+        layout = self.mask.layout if self.mask is not None else Layout.CONTIGUOUS
+        n_kv = max(1, g.n_shards)
+        keys = np.concatenate([block_positions(layout, j, n_kv, self.S_kv_per_rank)
+                               for j in range(n_kv)])
+        if self.harness is Harness.PREFILL:
+            n_q = max(1, len(g.q_blocks))
+            queries = np.concatenate([block_positions(layout, b, n_q, self.S_q)
+                                      for b in range(n_q)])
+        else:   # decode: the queries are the sequence's last S_q positions
+            queries = n_kv * self.S_kv_per_rank - self.S_q + np.arange(self.S_q)
+        return queries, keys
+
+    def rank_positions(self, rank: int) -> tuple[Positions | None, Positions | None]:
+        """Sequence positions of one rank's query rows and key slice (None: it holds none),
+        the slices of `positions` the harness gives the rank."""
+        queries, keys = self.positions(self.group_of[rank])
+        qb, kb = self.q_base(rank), self.kv_base(rank)
+        q = None if qb is None else queries[qb:qb + self.S_q]
+        k = None if kb is None else keys[kb:kb + self.S_kv_per_rank]
+        return q, k
+
+    def allowed(self, group: int) -> Allowed | None:
+        """(query rows, key rows) of the group: which keys each query attends to; None
+        without a mask (all of them)."""
+        if self.mask is None:
+            return None
+        queries, keys = self.positions(group)
+        return self.mask.allowed(queries, keys)
 
     def describe_groups(self) -> str:
         n = len(self.groups)
@@ -186,4 +227,4 @@ def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
     # empty slices (--empty-shard) are numeric_safety's question only: it re-evaluates
     # with `empty` set; every other analysis judges the launch as it is
     return Problem(harness, S_q, S_kv, h_q, h_kv, d_head, scale, source, mode, tuple(groups),
-                   tuple(group_of), k_ptr, v_ptr, outputs)
+                   tuple(group_of), k_ptr, v_ptr, outputs, mask=spec.mask)

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from meshproof.model.masks import Mask
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.wiring import Wiring
 
@@ -66,6 +67,14 @@ class OpKind(Enum):
     NEG = "neg"
     SEND = "send"
     RECV = "recv"
+    ARANGE = "arange"   # positions lo..hi-1 (f32); `fill` holds lo
+    LT = "lt"           # comparisons: a mask of 1.0 (true) and 0.0 (false), f32
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+    WHERE = "where"     # where(cond, a, b): a where cond is nonzero, else b
 
     @property
     def is_comm(self) -> bool:
@@ -77,6 +86,9 @@ ELEMENTWISE_BINARY = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV,
 ELEMENTWISE_UNARY = frozenset({OpKind.EXP, OpKind.EXP2, OpKind.LOG, OpKind.LOG2, OpKind.LOG1P,
                                OpKind.SIGMOID, OpKind.NEG})
 REDUCTIONS = frozenset({OpKind.MAX, OpKind.SUM})
+COMPARISONS = frozenset({OpKind.LT, OpKind.LE, OpKind.GT, OpKind.GE, OpKind.EQ, OpKind.NE})
+# the ops of masks (spec/tl.md §4): the verifier's semantic domains do not model them yet
+MASK_KINDS = frozenset({OpKind.ARANGE, OpKind.WHERE, *COMPARISONS})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -114,7 +126,8 @@ class Op:
     `shape`/`dtype` describe the op's result; for `send` and `store` they describe the
     value sent or stored. `out` is the id of the value the op defines (None for send and
     store). `axis` is the reduction/softmax axis (non-negative); `perm` the axis order of
-    `trans`; `ptr`/`offset` the buffer of `load`/`store` (offset in elements).
+    `trans`; `ptr`/`offset` the buffer of `load`/`store` (offset in elements); `fill` the
+    value of `full` and the first position of `arange`.
     """
 
     index: int
@@ -180,6 +193,7 @@ class LaunchSpec:
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     softmax_scale: float | None = None      # the reference's scale, if given
     empty_shards: tuple[Endpoint, ...] = ()  # ranks whose KV slice is empty (numeric_safety)
+    mask: Mask | None = None                 # the attention mask the launch declares
 
     @property
     def cubes(self) -> range:
@@ -222,6 +236,7 @@ class LaunchSpec:
             "outputs": list(self.outputs),
             "softmax_scale": json_scalar(self.softmax_scale),
             "empty_shards": [[e.cube, e.pe] for e in self.empty_shards],
+            **({"mask": self.mask.text} if self.mask is not None else {}),
         }
 
 

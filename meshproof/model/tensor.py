@@ -181,6 +181,10 @@ class TensorHandle:
         raise self._tracer.data_dependent(what)
 
     def __bool__(self) -> bool:
+        symbol = self._tracer.masks.get(self.id)
+        if symbol is not None:
+            self._data_needed(f"compares tensor data ({symbol}) and uses the mask as a "
+                              "condition (bool(tensor))")
         self._data_needed("uses a tensor's value as a condition (bool(tensor))")
 
     def __index__(self) -> int:
@@ -192,23 +196,31 @@ class TensorHandle:
     def __float__(self) -> float:
         self._data_needed("uses a tensor's value as a float")
 
-    def __lt__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (<)")
+    # Comparisons make masks (spec/tl.md §4): an f32 tensor of 1.0 and 0.0 for tl.where.
+    # Branching on one is still refused (__bool__ above).
+    def __lt__(self, other: object) -> TensorHandle:
+        return self._tracer.compare("lt", "<", self, other)
 
-    def __le__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (<=)")
+    def __le__(self, other: object) -> TensorHandle:
+        return self._tracer.compare("le", "<=", self, other)
 
-    def __gt__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (>)")
+    def __gt__(self, other: object) -> TensorHandle:
+        return self._tracer.compare("gt", ">", self, other)
 
-    def __ge__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (>=)")
+    def __ge__(self, other: object) -> TensorHandle:
+        return self._tracer.compare("ge", ">=", self, other)
 
-    def __eq__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (==)")
+    # == and != with what is neither a tensor nor a number (None, a string) fall back to
+    # identity, as for any Python object: a handle is never equal to those
+    def __eq__(self, other: object) -> TensorHandle:  # type: ignore[override]
+        if not isinstance(other, (TensorHandle, int, float, np.floating, np.integer)):
+            return NotImplemented
+        return self._tracer.compare("eq", "==", self, other)
 
-    def __ne__(self, other: object) -> bool:
-        self._data_needed("compares tensor data (!=)")
+    def __ne__(self, other: object) -> TensorHandle:  # type: ignore[override]
+        if not isinstance(other, (TensorHandle, int, float, np.floating, np.integer)):
+            return NotImplemented
+        return self._tracer.compare("ne", "!=", self, other)
 
     def __hash__(self) -> int:
         return hash((id(self._tracer), self.id))

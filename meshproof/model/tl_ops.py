@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 import numpy as np
 
 from meshproof.errors import TopologyError, UnsupportedOp
-from meshproof.model.schedule import OpKind, ValueRef
+from meshproof.model.schedule import DType, OpKind, ValueRef
 from meshproof.model.tensor import TensorHandle, check_data_free, promote
 from meshproof.model.tl_args import MEMORY_HINTS, tl_op
 from meshproof.model.topology import Direction
@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 _DIRECTIONS = {d.value: d for d in Direction}  # "E" -> Direction.E (parse handles the rest)
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
                  "max", "sum", "exp", "exp2", "log", "log2", "log1p", "sigmoid", "softmax",
-                 "maximum", "minimum", "cast", "zeros", "full", "send", "recv")
+                 "maximum", "minimum", "cast", "zeros", "full", "arange", "where", "send",
+                 "recv")
+# positions are f32 values (spec/tl.md §4): integers are exact in f32 up to this
+ARANGE_LIMIT = 2 ** 24
 
 
 class UnsupportedTlOp(UnsupportedOp, AttributeError):
@@ -196,6 +199,24 @@ class Tl:
             raise self._t.shape_error(f"tl.full value must be a number, got {value!r}")
         return self._t.defined(OpKind.FULL, (), self._t.dims(shape), self._t.dtype(dtype),
                                fill=float(value))
+
+    # --- masks (spec/tl.md §4) ----------------------------------------------------------
+    @tl_op()
+    def arange(self, start: object, end: object) -> TensorHandle:
+        check_data_free(start)
+        check_data_free(end)
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                   for v in (start, end)):
+            raise self._t.shape_error(f"tl.arange({start!r}, {end!r}): start and end are ints")
+        lo, hi = int(start), int(end)  # type: ignore[call-overload]
+        if not 0 <= lo < hi <= ARANGE_LIMIT:
+            raise self._t.shape_error(f"tl.arange({lo}, {hi}) needs 0 <= start < end <= "
+                                      f"{ARANGE_LIMIT} (positions are f32, exact to 2^24)")
+        return self._t.defined(OpKind.ARANGE, (), (hi - lo,), DType.F32, fill=float(lo))
+
+    @tl_op()
+    def where(self, condition: object, x: object, y: object) -> TensorHandle:
+        return self._t.select(condition, x, y)
 
     @tl_op()
     def zeros(self, shape: object, dtype: object = "f32") -> TensorHandle:

@@ -112,6 +112,7 @@ class RankTracer:
         self.table = table if table is not None else OpTable()
         self.ops: list[Op] = []
         self._defining: dict[int, Op] = {}  # value id -> the op that defined it
+        self.masks: dict[int, str] = {}  # value id of a comparison -> its operator ("<")
         self._next_value = 0
         self._data_reads: list[TensorData] = []  # `handle.data` stand-ins not yet checked
         self.refusal: TraceError | None = None  # the first refusal, even if the kernel caught it
@@ -274,27 +275,48 @@ class RankTracer:
             if a.id < len(refs) and b.id < len(refs) and a.dtype == b.dtype and \
                     a.shape == b.shape:
                 return self.defined(kind, (refs[a.id], refs[b.id]), a.shape, _DTYPES[a.dtype])
-        arg_a, shape_a, dt_a = self.operand(a, name)
-        arg_b, shape_b, dt_b = self.operand(b, name)
-        if dt_a is None:
-            if dt_b is None:
-                raise self.shape_error(f"tl.{name} needs at least one tensor operand")
-            dtype = dt_b
-        elif dt_b is None or dt_b is dt_a:
-            dtype = dt_a
-        else:
-            dtype = promote([dt_a, dt_b])
-        if shape_a == shape_b or not shape_b:
-            shape = shape_a
-        elif not shape_a:
-            shape = shape_b
+        args, shape, dtype = self.elementwise(name, (a, b))
+        return self.defined(kind, args, shape, dtype)
+
+    def elementwise(self, name: str, values: tuple[object, ...]
+                    ) -> tuple[tuple[Arg, ...], tuple[int, ...], DType]:
+        """The operands of an elementwise op, their broadcast shape and promoted dtype (the
+        dtypes of the tensor operands only; f32 if there are none)."""
+        operands = [self.operand(v, name) for v in values]
+        dtypes = [dt for _, _, dt in operands if dt is not None]
+        if not dtypes:
+            raise self.shape_error(f"tl.{name} needs at least one tensor operand")
+        dtype = dtypes[0] if all(dt is dtypes[0] for dt in dtypes) else promote(dtypes)
+        shapes = [sh for _, sh, _ in operands]
+        if all(sh == shapes[0] or not sh for sh in shapes):
+            shape = shapes[0]
         else:
             try:
-                shape = tuple(int(d) for d in np.broadcast_shapes(shape_a, shape_b))
+                shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
             except ValueError:
-                raise self.shape_error(f"{name} of shapes {shape_a} and {shape_b} does not "
+                text = " and ".join(str(sh) for sh in shapes)
+                raise self.shape_error(f"{name} of shapes {text} does not "
                                        "broadcast") from None
-        return self.defined(kind, (arg_a, arg_b), shape, dtype)
+        return tuple(arg for arg, _, _ in operands), shape, dtype
+
+    def compare(self, name: str, symbol: str, a: object, b: object) -> TensorHandle:
+        """A comparison: an f32 mask of 1.0 where it holds and 0.0 elsewhere."""
+        args, shape, _ = self.elementwise(name, (a, b))
+        mask = self.defined(_KINDS[name], args, shape, DType.F32)
+        self.masks[mask.id] = symbol
+        return mask
+
+    def select(self, cond: object, a: object, b: object) -> TensorHandle:
+        c = self.tensor(cond, "where")
+        if isinstance(a, TensorHandle) or isinstance(b, TensorHandle):
+            _, _, dtype = self.elementwise("where", tuple(
+                v for v in (a, b) if isinstance(v, TensorHandle)))
+        else:
+            for v in (a, b):
+                self.operand(v, "where")
+            dtype = DType.F32
+        args, shape, _ = self.elementwise("where", (c, a, b))
+        return self.defined(OpKind.WHERE, args, shape, dtype)
 
     def unary(self, name: str, x: object) -> TensorHandle:
         t = self.tensor(x, name)

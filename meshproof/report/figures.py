@@ -267,3 +267,31 @@ def verify_time_figure(series: dict[str, list[tuple[int, float]]],
             ax1.grid(axis="x", visible=False)
             ax1.legend(frameon=False, loc="upper left")
         return _save(fig, path)
+
+
+def imbalance_figure(runs: list[tuple[str, dict[str, Any]]], path: Path,
+                     subtitle: str = "") -> Path:
+    """Per-rank busy time of causal ring prefill kernels side by side (the causal load
+    imbalance: the naive ring's last ranks do most of the work, a balanced layout such as
+    zigzag evens it out), each kernel's latency as a dashed line. `runs`: (label, the
+    `timing` object of its `simulate --json`)."""
+    with _figure(7.5, 4.0) as (fig, ax):
+        n = len(runs)
+        width = 0.8 / max(n, 1)
+        for i, (label, timing) in enumerate(runs):
+            ranks = timing["per_rank"]
+            busy = [float(r["busy_s"]) * 1e6 for r in ranks]
+            colour = style.SERIES_COLOURS[i % len(style.SERIES_COLOURS)]
+            ax.bar([x - 0.4 + width * (i + 0.5) for x in range(len(busy))], busy, width,
+                   label=f"{label} (latency {float(timing['latency_s']) * 1e6:.3g} µs)",
+                   color=colour)
+            ax.axhline(float(timing["latency_s"]) * 1e6, color=colour, linestyle="--",
+                       linewidth=1)
+        names = [f"pe {r['pe']}" for r in runs[0][1]["per_rank"]] if runs else []
+        ax.set_xticks(list(range(len(names))), names)
+        ax.set_ylabel("busy time per rank (µs)")
+        ax.set_title("causal prefill: per-rank busy time" +
+                     (f"\n{subtitle}" if subtitle else ""))
+        ax.grid(axis="x", visible=False)
+        ax.legend(loc="upper left", frameon=False)
+        return _save(fig, path)

@@ -250,7 +250,7 @@ def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,
         inputs = batch_inputs(layout, members, kind, seed)
         max_abs_v = max((gi.v.max_abs() for gi in inputs.groups), default=0.0)
         t1 = time.perf_counter()
-        expected = reference(inputs.groups, layout.shape.scale)
+        expected = reference(inputs.groups, layout.shape.scale, layout.allowed)
         t2 = time.perf_counter()
         memories = [rank_memory(layout, role, inputs, schedule.launch.sharded,
                                 schedule.launch.outputs)

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from meshproof.errors import HarnessError
 from meshproof.model.problem import (
@@ -96,6 +97,9 @@ class GroupLayout:
     n_shards: int
     n_q_blocks: int
     shape: AttentionShape
+    # (q_rows, kv_rows): the keys each query row may see under the launch's mask, from the
+    # positions model/problem.py gives each rank's query and key rows; None: no mask
+    allowed: npt.NDArray[np.bool_] | None = None
 
     @property
     def kv_rows(self) -> int:
@@ -160,7 +164,9 @@ def group_layout(schedule: Schedule, group: Group, shape: AttentionShape,
         roles.append(RankRole(r, shard, q_block, stores or q_block is not None))
         n_shards += shard is not None
         n_q += q_block is not None
-    return GroupLayout(tuple(roles), max(1, n_shards), max(1, n_q), shape)
+    allowed = None if problem is None or not group.ranks else \
+        problem.allowed(problem.group_of[group.ranks[0]])
+    return GroupLayout(tuple(roles), max(1, n_shards), max(1, n_q), shape, allowed)
 
 
 @dataclass(frozen=True, slots=True)

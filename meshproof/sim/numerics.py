@@ -517,6 +517,28 @@ class GroupEvaluator:
         assert op.fill is not None
         return self._computed(op, np.full((self.batch, *op.shape), op.fill, np.float32))
 
+    def _arange(self, i: int, op: Op) -> object:
+        assert op.fill is not None
+        positions = np.arange(op.fill, op.fill + op.shape[0], dtype=np.float32)
+        return np.array(np.broadcast_to(positions, (self.batch, *op.shape)))
+
+    def _compare(self, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
+        nd = len(op.shape)
+        a, b = op.args
+        x, y = self._arg(i, a), self._arg(i, b)
+        x = _expand(x, nd) if isinstance(a, ValueRef) else x
+        y = _expand(y, nd) if isinstance(b, ValueRef) else y
+        mask = np.asarray(ufunc(x, y), dtype=np.float32)
+        return np.array(np.broadcast_to(mask, (self.batch, *op.shape)))
+
+    def _select(self, i: int, op: Op) -> object:
+        nd = len(op.shape)
+        c, x, y = (_expand(self._arg(i, a), nd) if isinstance(a, ValueRef) else
+                   self._arg(i, a) for a in op.args)
+        out = np.where(c != 0, x, y)
+        return self._computed(op, np.array(np.broadcast_to(out, (self.batch, *op.shape)),
+                                           dtype=np.float32))
+
 
 def _call_binary(ev: GroupEvaluator, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
     return ev._binary(i, op, ufunc)
@@ -526,6 +548,16 @@ def _call_unary(ev: GroupEvaluator, i: int, op: Op, ufunc: Callable[..., F32]) -
     return ev._unary(i, op, ufunc)
 
 
+def _call_compare(ev: GroupEvaluator, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
+    return ev._compare(i, op, ufunc)
+
+
+_COMPARE: dict[OpKind, Callable[..., F32]] = {
+    OpKind.LT: np.less, OpKind.LE: np.less_equal, OpKind.GT: np.greater,
+    OpKind.GE: np.greater_equal, OpKind.EQ: np.equal, OpKind.NE: np.not_equal,
+}
+
+
 _HANDLERS: dict[OpKind, Handler] = {
     OpKind.SEND: GroupEvaluator._send, OpKind.RECV: GroupEvaluator._recv,
     OpKind.LOAD: GroupEvaluator._load, OpKind.STORE: GroupEvaluator._store,
@@ -533,6 +565,7 @@ _HANDLERS: dict[OpKind, Handler] = {
     OpKind.RESHAPE: GroupEvaluator._reshape, OpKind.CAST: GroupEvaluator._cast,
     OpKind.FULL: GroupEvaluator._full, OpKind.SOFTMAX: GroupEvaluator._softmax,
     OpKind.MAX: GroupEvaluator._reduce, OpKind.SUM: GroupEvaluator._reduce,
+    OpKind.ARANGE: GroupEvaluator._arange, OpKind.WHERE: GroupEvaluator._select,
 }
 # The ufunc is bound per kind here, once, rather than looked up per op (enum hashing is
 # a Python-level call).
@@ -540,6 +573,8 @@ for _kind, _ufunc in _BINARY.items():
     _HANDLERS[_kind] = functools.partial(_call_binary, ufunc=_ufunc)
 for _kind, _ufunc in _UNARY.items():
     _HANDLERS[_kind] = functools.partial(_call_unary, ufunc=_ufunc)
+for _kind, _ufunc in _COMPARE.items():
+    _HANDLERS[_kind] = functools.partial(_call_compare, ufunc=_ufunc)
 assert set(_HANDLERS) == set(OpKind), "every op kind needs a handler"
 
 

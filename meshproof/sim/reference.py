@@ -43,8 +43,15 @@ REF_BLOCK_ELEMENTS = 1 << 18
 POOL_PATH_NUMBERS = 1 << 24
 
 
-def reference(inputs: Sequence[GroupInput], scale: float) -> F64:
-    """Each group's reference output, stacked: (batch, q_rows, h_q, d)."""
+def reference(inputs: Sequence[GroupInput], scale: float,
+              allowed: npt.NDArray[np.bool_] | None = None) -> F64:
+    """Each group's reference output, stacked: (batch, q_rows, h_q, d). With `allowed`
+    (q_rows, kv_rows), masked attention: the dense float64 softmax over the allowed keys
+    (K and V made whole; a query with no allowed key is 0, as FlashAttention writes)."""
+    if allowed is not None:
+        return np.stack([masked_reference(gi.q, gi.k.block(0, gi.k.rows),
+                                          gi.v.block(0, gi.v.rows), scale, allowed)
+                         for gi in inputs])
     return np.stack([group_reference(gi, scale) for gi in inputs])
 
 
@@ -185,6 +192,26 @@ def _patched_keys(gi: GroupInput, h: int, qh: F64, ksrc: npt.NDArray[np.int64],
         kr, vr = int(ksrc[t]), int(vsrc[t])
         out.append(((kr % rows) + off, int(kr >= rows), (vr % rows) + off, int(vr >= rows),
                     qh @ value[h].astype(np.float64)))
+    return out
+
+
+def masked_reference(q: npt.NDArray[np.floating], k: npt.NDArray[np.floating],
+                     v: npt.NDArray[np.floating], scale: float,
+                     allowed: npt.NDArray[np.bool_]) -> F64:
+    """Dense masked GQA attention in float64: each query row's softmax over the key rows
+    `allowed` (q_rows, kv_rows) lets it see; 0 for a row that sees none."""
+    h_q, h_kv = q.shape[1], k.shape[1]
+    g = h_q // h_kv
+    out = np.zeros(q.shape)
+    seen = allowed.any(axis=1)
+    for hq in range(h_q):
+        kk = k[:, hq // g, :].astype(np.float64)
+        vv = v[:, hq // g, :].astype(np.float64)
+        s = np.where(allowed, scale * (q[:, hq, :].astype(np.float64) @ kk.T), -np.inf)
+        m = np.where(seen, s.max(axis=1), 0.0)
+        p = np.exp(s - m[:, None])
+        ell = np.where(seen, p.sum(axis=1), 1.0)
+        out[:, hq, :] = (p @ vv) / ell[:, None]
     return out
 
 

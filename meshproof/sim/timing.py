@@ -22,6 +22,7 @@ from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.schedule import (
     ELEMENTWISE_BINARY,
     ELEMENTWISE_UNARY,
+    MASK_KINDS,
     REDUCTIONS,
     Op,
     OpKind,
@@ -150,7 +151,7 @@ def op_cost(op: Op, arg_shapes: tuple[tuple[int, ...], ...], hw: HardwareProfile
         passes = SOFTMAX_PASSES if kind is OpKind.SOFTMAX else 1
         return hw.op_overhead_s + passes * n_in / hw.vector_elems_per_s
     if kind in ELEMENTWISE_BINARY or kind in ELEMENTWISE_UNARY or kind in (
-            OpKind.CAST, OpKind.FULL, OpKind.TRANS):
+            OpKind.CAST, OpKind.FULL, OpKind.TRANS) or kind in MASK_KINDS:
         return hw.op_overhead_s + elems / hw.vector_elems_per_s
     return hw.op_overhead_s  # send/recv: the transfer is charged separately
 

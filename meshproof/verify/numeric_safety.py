@@ -13,6 +13,7 @@ import time
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
 from meshproof.model.schedule import Schedule
+from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -49,6 +50,9 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, sem.why_not("no attention problem to bound"))
     a = sem.analysis
+    masked = masked_outputs(schedule, a)
+    if masked is not None:
+        return result(Status.UNKNOWN, masked)
     safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
                           [(o.rank, o.store) for o in a.outputs])
     empty = _empty_partials(schedule, table, sem, input_bound) if a.problem and \

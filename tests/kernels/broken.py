@@ -40,7 +40,7 @@ def data_shape_kernel(x_ptr: Any, *, tl: Any) -> None:
 def unsupported_op_kernel(x_ptr: Any, *, tl: Any) -> None:
     """Calls an op meshproof does not model."""
     x = tl.load(x_ptr, shape=(4,), dtype="f32")
-    idx = tl.arange(0, 4)  # UNSUPPORTED-LINE
+    idx = tl.cumsum(x)  # UNSUPPORTED-LINE
     tl.store(x_ptr, x + idx)
 
 

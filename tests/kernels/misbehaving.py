@@ -32,7 +32,7 @@ def generator(x_ptr: Any, *, tl: Any) -> Iterator[Any]:
 def probes_for_ops(x_ptr: Any, o_ptr: Any, *, tl: Any) -> None:
     """Feature-detects ops the way portable kernels do."""
     x = tl.load(x_ptr, shape=(4,), dtype="f32")
-    if not hasattr(tl, "arange") and getattr(tl, "where", None) is None:
+    if not hasattr(tl, "atomic_add") and getattr(tl, "cumsum", None) is None:
         x = x * 2.0
     tl.store(o_ptr, x)
 

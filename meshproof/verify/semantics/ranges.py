@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from meshproof.model.evaluate import Binary, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
@@ -188,6 +188,17 @@ class Ranges:
 
     def softmax(self, rank: int, op: Op, x: Interval) -> Interval:
         return self._out(rank, op, (0.0, 1.0))
+
+    def arange(self, rank: int, op: Op) -> Interval:
+        lo = op.fill if op.fill is not None else 0.0
+        return lo, lo + op.shape[0] - 1
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: Interval, b: Interval) -> Interval:
+        return 0.0, 1.0
+
+    def where(self, rank: int, op: Op, cond: Interval, a: Interval, b: Interval
+              ) -> Interval:
+        return self._out(rank, op, (min(a[0], b[0]), max(a[1], b[1])))
 
     def dot(self, rank: int, op: Op, a: Interval, b: Interval) -> Interval:
         arg = op.args[0]

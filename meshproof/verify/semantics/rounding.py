@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from meshproof.model.evaluate import Binary, Key, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import Binary, Compare, Key, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
@@ -231,6 +231,18 @@ class ErrorBounds:
 
     def dot(self, rank: int, op: Op, a: Err | None, b: Err | None) -> Err | None:
         return self._compute(rank, op, [a, b])
+
+    # masks have no symbolic form yet (spec/semantics.md §8): _kind_of says why no bound
+    def arange(self, rank: int, op: Op) -> Err | None:
+        return self._compute(rank, op, [])
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: Err | None, b: Err | None
+                ) -> Err | None:
+        return self._compute(rank, op, [a, b])
+
+    def where(self, rank: int, op: Op, cond: Err | None, a: Err | None, b: Err | None
+              ) -> Err | None:
+        return self._compute(rank, op, [cond, a, b])
 
     def _kind_of(self, key: Key, op: Op) -> Kind | None:
         res = self._res(key)

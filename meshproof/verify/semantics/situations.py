@@ -23,6 +23,7 @@ from typing import NewType
 
 from meshproof.model.evaluate import (
     Binary,
+    Compare,
     Dependencies,
     Evaluation,
     Key,
@@ -422,6 +423,32 @@ class Situations:
 
     def softmax(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, "softmax")
+
+    # masks (spec/semantics.md §8): opaque at their line whatever the operands, so one
+    # situation per op and operands' facts, in the frame of no shift
+    def arange(self, rank: int, op: Op) -> Held:
+        key = (id(op),)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self._miss(key, rank, op, (), 0, "arange", ())
+        return Held(hit)
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: Held, b: Held) -> Held:
+        return self._masked(rank, op, (a, b))
+
+    def where(self, rank: int, op: Op, cond: Held, a: Held, b: Held) -> Held:
+        return self._masked(rank, op, (cond, a, b))
+
+    def _masked(self, rank: int, op: Op, args: tuple[Held, ...]) -> Held:
+        key = (id(op), *(x & _FID for x in args))
+        hit = self.memo.get(key)
+        if hit is None:   # opaque at this op's line, even when an operand is opaque already
+            self.misses += 1
+            self.algebra.private = False
+            fid, _ = self._settle(rank, op, self.algebra.masked(rank, op), lambda: UNBOUNDED,
+                                  lambda: None)
+            hit = self.memo[key] = fid
+        return Held(hit)
 
 
 

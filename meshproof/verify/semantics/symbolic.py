@@ -17,7 +17,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Dependencies, Lost, Reduction, Reload, Unary
+from meshproof.model.evaluate import (
+    Binary,
+    Compare,
+    Dependencies,
+    Lost,
+    Reduction,
+    Reload,
+    Unary,
+)
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics import rational as R
@@ -71,6 +79,12 @@ _BINARY: dict[Binary, Callable[[Rat, Rat], Rat]] = {
     Binary.ADD: R.add, Binary.SUB: R.sub, Binary.MUL: R.mul, Binary.DIV: R.div,
     Binary.MAXIMUM: R.maximum, Binary.MINIMUM: lambda a, b: R.maximum(a, b, is_min=True),
 }
+
+
+def mask_reason(op: Op) -> str:
+    """Why a value of a mask op has no form (the reason the semantic verdicts give)."""
+    return (f"masks (tl.{op.kind.value} at {op.source}) are not modelled yet: "
+            "spec/semantics.md §8")
 
 
 def _const(v: float) -> Rat:
@@ -390,6 +404,23 @@ class Symbolic:
             z = self._reduce(e, axis, True, Reduction.SUM)
             return self._binary(rank, Binary.DIV, e, z, op)
         return self._run(rank, op, compute)
+
+    # masks are not in the algebra yet (spec/semantics.md §8): every value that depends on
+    # a position, a comparison or a tl.where is opaque at that op's line, so the semantic
+    # properties are unknown for it, never proved nor violated
+    def arange(self, rank: int, op: Op) -> Result:
+        return self.masked(rank, op)
+
+    def compare(self, rank: int, op: Op, fn: Compare, a: Result, b: Result) -> Result:
+        return self.masked(rank, op)
+
+    def where(self, rank: int, op: Op, cond: Result, a: Result, b: Result) -> Result:
+        return self.masked(rank, op)
+
+    def masked(self, rank: int, op: Op) -> Result:
+        def refuse() -> Result:
+            raise NotModelled(mask_reason(op))
+        return self._run(rank, op, refuse)
 
     def dot(self, rank: int, op: Op, a: Result, b: Result) -> Result:
         if isinstance(a, Opaque):

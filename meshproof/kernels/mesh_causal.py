@@ -1,0 +1,144 @@
+"""Causal ring prefill: Q and KV split by sequence over a closed ring, KV circulating E.
+
+Each rank holds query chunks and key chunks of the sequence (positions in chunks of C
+rows). A (query chunk a, key chunk c) pair is decided on the host from the chunk indices,
+which depend only on program ids: c < a is fully allowed (no mask), c == a is the diagonal
+block (masked with `tl.where` on positions: key position <= query position), c > a is
+fully masked and skipped. Every rank's first block holds its own diagonal, so every query
+row has an allowed key before any block can mask a whole row, and the online-softmax
+merges that follow never meet exp(-inf - (-inf)).
+
+- `ring_prefill_causal_naive`: rank i holds chunk i (C = S_q = S_kv_per_rank). Rank i
+  computes i + 1 blocks: the last ranks do almost all the work (the causal imbalance).
+- `ring_prefill_causal_zigzag`: rank i holds chunks i and 2n-1-i (C = S_q / 2), the
+  zigzag layout of ring-flash-attention (`--mask causal@zigzag`): every rank computes
+  about the same number of blocks.
+- `ring_prefill_causal_off_by_one`: KNOWN BAD, the naive ring whose diagonal mask lets
+  each query see the key one position ahead (key <= query + 1).
+
+The positions are plain traced tensors (`tl.arange(0, C) + chunk * C`, spec/tl.md §4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from meshproof.kernels.attention_parts import (
+    Triplet,
+    gqa_group,
+    load_kv,
+    load_q,
+    softmax_scale,
+    store_output,
+)
+
+Chunk = tuple[int, Any, Any]          # (chunk index, K^T, V)
+
+
+def _masked_scores(scores: Any, q_chunk: int, k_chunk: int, rows: int, group: int,
+                   h_kv: int, lead: int, tl: Any) -> Any:
+    """The diagonal block's scores with the keys after each query set to -inf. `lead`:
+    how far past the query's own position a key is allowed (0 for a causal mask)."""
+    q_pos = tl.reshape(tl.arange(0, rows) + q_chunk * rows, (rows, 1, 1))
+    k_pos = tl.arange(0, rows) + k_chunk * rows
+    allowed = k_pos <= q_pos + lead if lead else k_pos <= q_pos
+    s4 = tl.reshape(scores, (h_kv, rows, group, rows))
+    s4 = tl.where(allowed, s4, float("-inf"))
+    return tl.reshape(s4, (h_kv, rows * group, rows))
+
+
+def _block(q: Any, q_chunk: int, kv: Chunk, state: Triplet | None, scale: float,
+           shape: tuple[int, int, int], lead: int, tl: Any) -> Triplet | None:
+    """Fold the (query chunk, key chunk) block into the running (m, l, o); None while no
+    block has been folded. A key chunk after the query chunk is skipped."""
+    k_chunk, k_t, v = kv
+    rows, group, h_kv = shape
+    if k_chunk > q_chunk:
+        return state
+    scores = tl.dot(q, k_t, out_dtype="f32") * scale
+    if k_chunk == q_chunk:
+        scores = _masked_scores(scores, q_chunk, k_chunk, rows, group, h_kv, lead, tl)
+    if state is None:
+        m = tl.max(scores, axis=-1)
+        p = tl.exp(scores - m)
+        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+    m, ell, o = state
+    m_new = tl.maximum(m, tl.max(scores, axis=-1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(scores - m_new)
+    return (m_new, ell * alpha + tl.sum(p, axis=-1),
+            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
+
+
+def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
+          h_q: int, h_kv: int, d_head: int, n_ranks: int, sm_scale: float | None,
+          zigzag: bool, lead: int, tl: Any) -> None:
+    if S_q != S_kv_per_rank:
+        raise ValueError(f"causal ring prefill needs S_q == S_kv_per_rank (one sequence), "
+                         f"got {S_q} and {S_kv_per_rank}")
+    rank = tl.program_id(axis=0)
+    if not 0 <= rank < n_ranks:
+        return
+    parts = 2 if zigzag else 1
+    if S_q % parts:
+        raise ValueError(f"the zigzag layout splits S_q={S_q} in two chunks: use an even S_q")
+    rows = S_q // parts
+    group = gqa_group(h_q, h_kv)
+    scale = softmax_scale(d_head, sm_scale)
+
+    def chunks_of(r: int) -> list[int]:
+        return [r, 2 * n_ranks - 1 - r] if zigzag else [r]
+
+    mine = chunks_of(rank)
+    queries = [load_q(q_ptr + j * rows * h_q * d_head, rows, h_q, h_kv, d_head, tl)
+               for j in range(parts)]
+    held: list[Chunk] = []
+    for j, c in enumerate(mine):
+        k_t, v = load_kv(k_ptr + j * rows * h_kv * d_head, v_ptr + j * rows * h_kv * d_head,
+                         rows, h_kv, d_head, tl)
+        held.append((c, k_t, v))
+    shape = (rows, group, h_kv)
+    states: list[Triplet | None] = [None] * parts
+    for step in range(n_ranks):
+        if step:
+            for _, k_t, v in held:
+                tl.send(dir="E", src=k_t)
+                tl.send(dir="E", src=v)
+            source = (rank - step) % n_ranks
+            held = [(c, tl.recv(dir="W", shape=k_t.shape, dtype="f16"),
+                     tl.recv(dir="W", shape=v.shape, dtype="f16"))
+                    for c, (_, k_t, v) in zip(chunks_of(source), held, strict=True)]
+        for j, a in enumerate(mine):
+            for kv in held:
+                states[j] = _block(queries[j], a, kv, states[j], scale, shape, lead, tl)
+    for j, state in enumerate(states):
+        assert state is not None   # the diagonal block is always folded
+        _m, ell, o = state
+        store_output(o_ptr + j * rows * h_q * d_head, o, ell, rows, h_q, h_kv, d_head, tl)
+
+
+def ring_prefill_causal_naive(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                              S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
+                              n_ranks: int, sm_scale: float | None = None, *,
+                              tl: Any) -> None:
+    """Causal prefill over a ring: rank i holds chunk i; KV circulates E, n-1 steps."""
+    _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
+          sm_scale, False, 0, tl)
+
+
+def ring_prefill_causal_zigzag(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                               S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
+                               n_ranks: int, sm_scale: float | None = None, *,
+                               tl: Any) -> None:
+    """Causal prefill over a ring, zigzag layout: rank i holds chunks i and 2n-1-i."""
+    _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
+          sm_scale, True, 0, tl)
+
+
+def ring_prefill_causal_off_by_one(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                                   S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
+                                   n_ranks: int, sm_scale: float | None = None, *,
+                                   tl: Any) -> None:
+    """KNOWN BAD: the naive causal ring whose diagonal mask is off by one (key <= q + 1)."""
+    _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
+          sm_scale, False, 1, tl)  # BUG: off by one at the diagonal
