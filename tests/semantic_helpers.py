@@ -20,8 +20,10 @@ SEED = ROOT.parent / "shared" / "seeds" / "attention_mesh_mlo.py"
 def run(kernel: str, **opts: object) -> Verdict:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
+    numeric = {k: opts.pop(k) for k in ("input_bound", "score_bound", "tolerance") if k in opts}
     launch = build_launch(ref, LaunchOptions(args=args, **opts))  # type: ignore[arg-type]
-    return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth))
+    return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth,
+                                                   **numeric))  # type: ignore[arg-type]
 
 
 def text_of(p: PropertyResult) -> str:

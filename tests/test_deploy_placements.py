@@ -166,8 +166,10 @@ def test_placements_json_has_exactly_the_issue_keys() -> None:
     assert set(doc) == {"schema", "placements", "placement_independent"} and \
         doc["schema"] == "meshproof/placements-v1"
     assert doc["placement_independent"]["cube_start"] == 0
+    # numeric_safety's bound here, 1.6e-2·max|V|, is above the simulator's 1e-2: unknown,
+    # reported once, and the placements are legal all the same
     assert [p["status"] for p in doc["placement_independent"]["properties"]] == \
-        ["proved"] * 3
+        ["proved", "proved", "unknown"]
     for p in doc["placements"]:
         assert set(p) == {"cube_start", "cubes", "ok", "violated", "message"}
         assert p["cubes"] == list(range(p["cube_start"], p["cube_start"] + 8))

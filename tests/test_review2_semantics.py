@@ -34,9 +34,10 @@ def _schedule(name: str, **opts: object) -> Schedule:
     return trace_kernel(kernel_spec(f"review2_semantics.py::{name}"), **{**LINE, **opts})
 
 
-def _verify(name: str, **opts: object) -> Verdict:
+def _verify(name: str, tolerance: float | None = None, **opts: object) -> Verdict:
     s = _schedule(name, **opts)
-    return verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC))
+    return verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
+                                  tolerance=tolerance))
 
 
 def _prop(name: str, prop: str, **opts: object) -> PropertyResult:
@@ -157,7 +158,9 @@ def test_o_in_f16_over_many_keys_is_violated() -> None:
     ("split_d", {"args": (("h_q", 1),)}),   # the scores as two dots over halves of d_head
 ])
 def test_correct_idioms_are_proved(name: str, opts: Opts) -> None:
-    v = _verify(name, **opts)
+    # numeric_safety at a stated tolerance: these idioms' rounding bounds (1.4e-2..3.9e-2
+    # ·max|V| at |inputs| <= 16) are above the simulator's 1e-2
+    v = _verify(name, 0.1, **opts)
     for prop in (AE, EO, NS):
         assert v.property(prop).status is Status.PROVED, (prop, v.property(prop).message)
     assert _sim(name, **opts).ok

@@ -36,13 +36,15 @@ def _schedule(name: str, **opts: object) -> Schedule:
     return trace_kernel(kernel_spec(f"{file}::{name}"), **{**LINE, **opts})
 
 
-def _verify(name: str, **opts: object) -> Verdict:
+def _verify(name: str, tolerance: float | None = None, **opts: object) -> Verdict:
     s = _schedule(name, **opts)
-    return verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC))
+    return verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
+                                  tolerance=tolerance))
 
 
-def _prop(name: str, prop: str, **opts: object) -> PropertyResult:
-    return _verify(name, **opts).property(prop)
+def _prop(name: str, prop: str, tolerance: float | None = None,
+          **opts: object) -> PropertyResult:
+    return _verify(name, tolerance, **opts).property(prop)
 
 
 def _sim(name: str, **opts: object) -> SimNumeric:
@@ -166,14 +168,22 @@ def test_a_recv_of_another_shape_is_not_a_crash() -> None:
 # --- correct idioms refused, vacuous bounds ----------------------------------------------
 
 
+# these idioms' rounding bounds are 1.4e-2..1.5e-2·max|V| at |inputs| <= 16, above the
+# simulator's 1e-2: their safety (no hazard) is what is pinned, at a stated tolerance
+IDIOM_TOLERANCE = 2e-2
+
+
 def test_a_reference_point_above_the_max_is_proved_safe() -> None:
-    assert _prop("headroom_plain", NS).status is Status.PROVED
+    assert _prop("headroom_plain", NS, IDIOM_TOLERANCE).status is Status.PROVED
+    plain = _prop("headroom_plain", NS)   # at the default tolerance: above it, unknown
+    assert plain.status is Status.UNKNOWN and "exceeds the tolerance 1e-2" in plain.message
 
 
 def test_the_lse_merge_has_a_finite_rounding_bound() -> None:
     p = _prop("lse_merge", NS)
-    assert isinstance(p, NumericResult) and p.status is Status.PROVED
-    assert p.error_bound is not None and p.error_bound < 1.0
+    assert isinstance(p, NumericResult) and p.status is not Status.VIOLATED
+    assert p.error_bound is not None and p.error_bound < 1.0   # 1.5e-1: stated, not proved
+    assert _prop("lse_merge", NS, 0.2).status is Status.PROVED
 
 
 # --- what works (regression guards) ------------------------------------------------------
@@ -185,7 +195,7 @@ def test_the_lse_merge_has_a_finite_rounding_bound() -> None:
     ("root_only", (AE, EO, NS)),           # only rank 0 stores
 ])
 def test_correct_idioms_are_proved(name: str, props: tuple[str, ...]) -> None:
-    v = _verify(name)
+    v = _verify(name, IDIOM_TOLERANCE)
     for prop in props:
         assert v.property(prop).status is Status.PROVED, (prop, v.property(prop).message)
 
