@@ -4,7 +4,7 @@
 
     def test_my_allreduce_is_proved():
         assert_verified("kernels/attn.py::my_allreduce", wiring="pe_line", pes=8,
-                        args={"S_q": 1, "d_head": 64})
+                        args={"S_q": 1, "d_head": 64}, score_bound=30)
 
     def test_recv_first_variant_deadlocks():
         assert_violates(my_recv_first, "deadlock_freedom", pes=8)
@@ -14,7 +14,10 @@ directory), or the kernel function itself. The launch keywords mean what the CLI
 flags mean (`--wiring`, `--system`, ...); the case keys of a proof matrix are the same.
 A failing assertion's message is the counterexample, one `file:line: rank (cube C, pe P):
 error: ...` line per finding, so pytest shows where the kernel is wrong. The verdict is
-judged by the gate's judge (`meshproof.gate.judge`).
+judged by the gate's judge (`meshproof.gate.judge`). numeric_safety is proved only when
+its rounding bound is within the tolerance (default the simulator's; `tolerance=`) under
+the stated assumption (`input_bound=`, `score_bound=`), else unknown, which fails
+assert_verified.
 """
 
 from __future__ import annotations
@@ -27,16 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from meshproof.errors import KernelLoadError, LaunchError
-from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus, Judgement, judge
-from meshproof.gate.matrix import (
-    DEFAULT_TIMEOUT_S,
-    GateCase,
+from meshproof.gate.case_values import (
     check_args,
+    check_positive,
     check_sharded,
     check_timeout,
-    is_wiring_file,
-    resolve_case,
 )
+from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus, Judgement, judge
+from meshproof.gate.matrix import DEFAULT_TIMEOUT_S, GateCase, is_wiring_file, resolve_case
 from meshproof.gate.outcome import CaseOutcome, NumericOutcome, PropertyOutcome
 from meshproof.gate.runner import CaseResult, evaluate
 from meshproof.model.loader import KernelRef, site_of
@@ -57,15 +58,20 @@ def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = Non
                     args: Mapping[str, Scalar] | None = None,
                     sharded: tuple[str, ...] | list[str] | None = None,
                     queue_depth: int | None = None, panel: str | None = None,
-                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False) -> Verdict:
+                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False,
+                    input_bound: float | None = None, score_bound: float | None = None,
+                    tolerance: float | None = None) -> Verdict:
     """Assert every property is proved (and, with simulate=True, numerics in tolerance).
 
+    `input_bound`, `score_bound` and `tolerance` are numeric_safety's assumption
+    (|inputs| <= B, |scale·q·kᵀ| <= S) and tolerance, as the matrix keys of that name.
     Returns the Verdict (e.g. for `min_queue_depth`). Raises AssertionError whose message
     is the counterexample; an unknown property (solver timeout) fails too.
     """
     __tracebackhide__ = True
     case, ref = _case("assert_verified", kernel, (), False, wiring, system, pes, cubes,
-                      cube_start, mesh, args, sharded, queue_depth, panel, timeout, simulate)
+                      cube_start, mesh, args, sharded, queue_depth, panel, timeout, simulate,
+                      (input_bound, score_bound, tolerance))
     result = _evaluate(case, ref)
     judgement = judge(case.expectation, _outcome(result))
     problems = [_describe(j.got, j.prop) for j in judgement.properties
@@ -86,7 +92,9 @@ def assert_violates(kernel: KernelArg | None, *properties: str | Property,
                     mesh: str | None = None, args: Mapping[str, Scalar] | None = None,
                     sharded: tuple[str, ...] | list[str] | None = None,
                     queue_depth: int | None = None, panel: str | None = None,
-                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False) -> Verdict:
+                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False,
+                    input_bound: float | None = None, score_bound: float | None = None,
+                    tolerance: float | None = None) -> Verdict:
     """Assert each named property is violated (a known-bad kernel stays known-bad).
 
     With exactly=True every other property must be proved, as in a proof matrix. Name
@@ -106,7 +114,7 @@ def assert_violates(kernel: KernelArg | None, *properties: str | Property,
     violated = tuple(p for p in Property if p.value in names)
     case, ref = _case("assert_violates", kernel, violated, NUMERICS in names, wiring, system,
                       pes, cubes, cube_start, mesh, args, sharded, queue_depth, panel, timeout,
-                      simulate)
+                      simulate, (input_bound, score_bound, tolerance))
     result = _evaluate(case, ref)
     expect = replace(case.expectation, exactly=exactly)
     problems = _violation_problems(judge(expect, _outcome(result)))
@@ -140,7 +148,8 @@ def _case(where: str, kernel: KernelArg | None, violated: tuple[Property, ...],
           cubes: int | None, cube_start: int | None, mesh: str | None,
           args: Mapping[str, Scalar] | None, sharded: tuple[str, ...] | list[str] | None,
           queue_depth: int | None, panel: str | None, timeout: float,
-          simulate: bool) -> tuple[GateCase, KernelRef | None]:
+          simulate: bool, numeric: tuple[float | None, float | None, float | None]
+          ) -> tuple[GateCase, KernelRef | None]:
     """The keywords as a proof-matrix case, checked like one: a misuse raises BadInput
     (ConfigError, LaunchError, ...) here, never a failed assertion later."""
     if kernel is None:
@@ -158,8 +167,16 @@ def _case(where: str, kernel: KernelArg | None, violated: tuple[Property, ...],
                     args=check_args(dict(args or {}), where),
                     sharded=check_sharded(sharded, where),
                     timeout=check_timeout(timeout, where), simulate=simulate)
+    case = replace(case, input_bound=_positive(numeric[0], "input_bound", where),
+                   score_bound=_positive(numeric[1], "score_bound", where),
+                   tolerance=_positive(numeric[2], "tolerance", where))
     resolve_case(case, ref)  # a bad launch is a usage error (typed), not a failed assertion
     return case, ref
+
+
+def _positive(value: float | None, key: str, where: str) -> float | None:
+    """A numeric_safety assumption or tolerance: positive and finite when given."""
+    return None if value is None else check_positive({key: value}, key, where)
 
 
 def kernel_ref(func: Callable[..., Any]) -> KernelRef:

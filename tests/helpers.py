@@ -23,6 +23,13 @@ SEEDS_DIR = REPO_ROOT / ".." / "shared" / "seeds"
 
 Golden = Callable[[str, str], None]
 
+# The built-ins' first-order rounding bounds at their default shapes and |inputs| <= 16 are
+# 2.6e-2..7.4e-2·max|V| (the panels' at validation scale too): above the simulator's
+# tolerance of 1e-2, so numeric_safety is unknown there (issue 19). Tests about the other
+# properties that want a proved verdict judge numeric_safety at this tolerance, saying so.
+WIDE_TOLERANCE = 0.1
+WIDE = VerifyConfig(tolerance=WIDE_TOLERANCE)
+
 
 @dataclass(frozen=True)
 class CliResult:

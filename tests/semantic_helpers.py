@@ -33,8 +33,10 @@ SEED = ROOT.parent / "shared" / "seeds" / "attention_mesh_mlo.py"
 def run(kernel: str, **opts: object) -> Verdict:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
+    numeric = {k: opts.pop(k) for k in ("input_bound", "score_bound", "tolerance") if k in opts}
     launch = build_launch(ref, LaunchOptions(args=args, **opts))  # type: ignore[arg-type]
-    return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth))
+    return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth,
+                                                   **numeric))  # type: ignore[arg-type]
 
 
 def text_of(p: PropertyResult) -> str:
@@ -62,17 +64,20 @@ class LineKernels:
         return trace_kernel(kernel_spec(f"{self.file}::{name}"),
                             **{"pes": self.pes, "wiring": "pe_line", **opts})
 
-    def verify(self, name: str, bound: float | None = None, **opts: object) -> Verdict:
+    def verify(self, name: str, bound: float | None = None, *,
+               tolerance: float | None = None, **opts: object) -> Verdict:
+        """`tolerance`: numeric_safety's (None: the simulator's)."""
         s = self.schedule(name, **opts)
         bound = self.input_bound if bound is None else bound
-        config = VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC) \
-            if bound is None else \
-            VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC, input_bound=bound)
+        config = VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
+                              tolerance=tolerance) if bound is None else \
+            VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC, input_bound=bound,
+                         tolerance=tolerance)
         return verify(s, config)
 
-    def prop(self, name: str, prop: str, bound: float | None = None,
-             **opts: object) -> PropertyResult:
-        return self.verify(name, bound, **opts).property(prop)
+    def prop(self, name: str, prop: str, bound: float | None = None, *,
+             tolerance: float | None = None, **opts: object) -> PropertyResult:
+        return self.verify(name, bound, tolerance=tolerance, **opts).property(prop)
 
     def sim(self, name: str, kind: InputKind = InputKind.NORMAL, seed: int = 0,
             **opts: object) -> SimNumeric:

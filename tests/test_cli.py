@@ -93,6 +93,7 @@ def test_verify_does_not_import_the_report_stack() -> None:
     """A cold `meshproof verify` pays for z3, numpy and the verifier, not for matplotlib."""
     code = ("import sys; from meshproof.cli import main; "
             "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
+            "'--tolerance', '0.1', "
             "'--json']); "
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or "
             "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress'))); "

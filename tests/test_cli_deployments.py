@@ -18,7 +18,7 @@ FILE = "tests/data/two_batch_groups.toml"
 
 
 def test_verify_launches_text_golden(run_cli: RunCli, golden: Golden) -> None:
-    res = run_cli(["verify", "--launches", FILE])
+    res = run_cli(["verify", "--launches", FILE, "--tolerance", "0.1"])
     assert res.code == 0, res.err
     lines = res.out.splitlines()
     assert lines[0] == ("two_batch_groups: 2 launch(es) of mesh_mlo_2d_batch on "
@@ -33,7 +33,7 @@ def test_verify_launches_text_golden(run_cli: RunCli, golden: Golden) -> None:
 
 
 def test_verify_launches_json(run_cli: RunCli) -> None:
-    args = ["verify", "--launches", FILE, "--json", "--no-timings"]
+    args = ["verify", "--launches", FILE, "--json", "--no-timings", "--tolerance", "0.1"]
     first, second = run_cli(args), run_cli(args)
     assert first.code == 0 and first.out == second.out
     doc = json.loads(first.out)

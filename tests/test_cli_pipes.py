@@ -30,7 +30,7 @@ def _closed_reader(tmp_path: Path, *args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(("args", "code"), [
     (["list"], 0),
-    (["verify", "mesh_mlo_2d", "--mesh", "2x4"], 0),
+    (["verify", "mesh_mlo_2d", "--mesh", "2x4", "--tolerance", "0.1"], 0),
     (["trace", "mesh_mlo_2d", "--mesh", "2x4", "--json"], 0),
     (["verify", "mesh_mlo_1d_recv_first", "--only", "deadlock_freedom"], 1),
 ], ids=["list", "verify-proved", "trace-json", "verify-violated"])

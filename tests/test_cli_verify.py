@@ -72,7 +72,7 @@ def check_verdict_json(doc: dict[str, Any]) -> None:
 
 def test_exit_0_when_all_proved_and_json_schema(run_cli: Run) -> None:
     doc = verify_json(run_cli, "mesh_mlo_2d", "--mesh", "2x4", "--cube-start", "8",
-                      "--queue-depth", "3", code=0)
+                      "--queue-depth", "3", "--tolerance", "0.1", code=0)
     check_verdict_json(doc)
     assert doc["ok"] is True and doc["min_queue_depth"] == 3
     assert doc["launch"]["cube_start"] == 8 and doc["launch"]["queue_depth"] == 3
@@ -143,7 +143,8 @@ def test_violation_outranks_unknown_in_the_exit_code(run_cli: Run) -> None:
 def test_smt2_file_parses_back_into_z3(run_cli: Run, tmp_path: Path, depth: int, kind: str,
                                       groups: tuple[str, ...]) -> None:
     path = tmp_path / "cert.smt2"
-    r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", str(depth), "--smt2", str(path)])
+    r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", str(depth), "--smt2", str(path),
+                 "--tolerance", "0.1"])
     assert r.code == (0 if depth == 3 else 1)
     assert f"wrote the deadlock certificate query to {path}" in r.out
     text = path.read_text(encoding="utf-8")
@@ -160,7 +161,8 @@ def test_smt2_file_parses_back_into_z3(run_cli: Run, tmp_path: Path, depth: int,
 
 def test_smt2_with_json_notes_go_to_stderr(run_cli: Run, tmp_path: Path) -> None:
     path = tmp_path / "q.smt2"
-    r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--json", "--smt2", str(path)])
+    r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--json", "--smt2", str(path),
+                 "--tolerance", "0.1"])
     assert r.code == 0 and path.is_file()
     json.loads(r.out)
     assert "wrote the deadlock certificate query" in r.err
@@ -198,7 +200,8 @@ def test_bad_input_exit_2_one_line(run_cli: Run, args: list[str]) -> None:
 @pytest.mark.parametrize(("name", "args", "code"), [
     ("verify_mesh_mlo_1d_d2.txt", ["mesh_mlo_1d", "--queue-depth", "2"], 1),
     ("verify_mesh_mlo_2d_2x4_cs8.txt",
-     ["mesh_mlo_2d", "--mesh", "2x4", "--cube-start", "8", "--queue-depth", "3"], 0),
+     ["mesh_mlo_2d", "--mesh", "2x4", "--cube-start", "8", "--queue-depth", "3",
+      "--tolerance", "0.1"], 0),
     ("verify_physical_rank_cs8.txt",
      ["mesh_mlo_2d_physical_rank", "--mesh", "2x4", "--cube-start", "8"], 1),
 ])
@@ -237,7 +240,7 @@ def test_only_and_skip_select_properties_and_say_what_was_not_checked(run_cli: R
                               "attention_equivalence", "numeric_safety"]
     assert doc["ok"] is True and doc["min_queue_depth"] == 3
     r = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--skip", "exactly_once_merge",
-                 "--skip", "deadlock_freedom"])
+                 "--skip", "deadlock_freedom", "--tolerance", "0.1"])
     assert r.code == 0, r.err
     assert r.out.splitlines()[0].endswith(
         "queue depth 3; groups: launch; not checked: deadlock_freedom, exactly_once_merge")
@@ -275,7 +278,8 @@ def test_smt2_under_a_file_fails_before_tracing(run_cli: RunCli, tmp_path: Path)
 def test_smt2_output_is_readable_like_any_other_output(run_cli: RunCli,
                                                       tmp_path: Path) -> None:
     path = tmp_path / "q.smt2"
-    assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--smt2", str(path)]).code == 0
+    assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--smt2", str(path),
+                    "--tolerance", "0.1"]).code == 0
     umask = os.umask(0o022)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # was 0600 (mkstemp's mode)
@@ -287,7 +291,8 @@ def test_diagram_writes_only_the_file_asked_for(run_cli: RunCli, tmp_path: Path,
                                                 command: str) -> None:
     # x.svg came with an x.dot nobody asked for.
     svg = tmp_path / "x.svg"
-    res = run_cli([command, "mesh_mlo_1d", "--queue-depth", "3", "--diagram", str(svg)])
+    wide = ["--tolerance", "0.1"] if command == "verify" else []
+    res = run_cli([command, "mesh_mlo_1d", "--queue-depth", "3", "--diagram", str(svg), *wide])
     assert res.code == 0, res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.svg"]
     assert f"rendered {svg} with " in res.out + res.err

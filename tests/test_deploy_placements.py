@@ -51,6 +51,36 @@ def test_row_then_column_2x4_on_one_sip_is_legal_at_0_4_8_only() -> None:
     assert [r.carried_from for r in search.rows if r.ok] == [None, 0, 0]
 
 
+def test_a_numeric_verdict_no_placement_changes_is_reported_once_not_per_placement(
+        ) -> None:
+    """f16 messages at |inputs| <= 16: numeric_safety is unknown at every placement, and
+    no placement can change it; the kernel is legal where its protocol is."""
+    opts = LaunchOptions(system=SIP, mesh="2x4", args=(*SHAPES, ("msg_dtype", "f16")))
+    search = search_placements(resolve_kernel("mesh_mlo_2d"), opts, trace, verify)
+    assert search.legal == (0, 4, 8) and search.undecided == ()
+    assert search.independent_at == 0 and search.shared_by == (0, 4, 8)
+    numeric = {p.name.value: p for p in search.independent}["numeric_safety"]
+    assert numeric.status.value == "unknown"
+    assert search.independent_text().startswith(
+        "judged once, at cube_start 0, for every legal placement (the same dataflow): "
+        "exactly_once_merge proved; attention_equivalence proved; numeric_safety unknown: "
+        "cannot bound the rounding error")
+    # an illegal placement stays illegal, by what the placement changes
+    assert search.rows[1].violated[0] == "direction_legality"
+    assert all("numeric_safety" not in r.violated for r in search.rows)
+    assert search.rows[0].message == "all 4 placement properties proved"
+
+
+def test_a_placement_that_computes_differently_is_judged_there() -> None:
+    """Realistic mistake: the same messages over the same links, but exp2 for exp at
+    cube_start 4 only; the shared semantic verdict must not cover it."""
+    search = _probe("exp2_at_four")
+    assert search.legal == (0, 8) and search.shared_by == (0, 8)
+    at4 = search.rows[4]
+    assert at4.own_dataflow and at4.violated == ("attention_equivalence",)
+    assert at4.message.startswith("attention_equivalence: tests/kernels/placement_probes.py:")
+
+
 def test_the_variant_that_ignores_cube_start_is_legal_only_at_0() -> None:
     search = _search("mesh_mlo_2d_physical_rank")
     assert search.legal == (0,)
@@ -133,13 +163,19 @@ def test_retrace_verifies_every_placement_from_scratch() -> None:
 
 def test_placements_json_has_exactly_the_issue_keys() -> None:
     doc = _search("mesh_mlo_2d").to_json()
-    assert set(doc) == {"schema", "placements"} and doc["schema"] == "meshproof/placements-v1"
+    assert set(doc) == {"schema", "placements", "placement_independent"} and \
+        doc["schema"] == "meshproof/placements-v1"
+    assert doc["placement_independent"]["cube_start"] == 0
+    # numeric_safety's bound here, 1.6e-2·max|V|, is above the simulator's 1e-2: unknown,
+    # reported once, and the placements are legal all the same
+    assert [p["status"] for p in doc["placement_independent"]["properties"]] == \
+        ["proved", "proved", "unknown"]
     for p in doc["placements"]:
         assert set(p) == {"cube_start", "cubes", "ok", "violated", "message"}
         assert p["cubes"] == list(range(p["cube_start"], p["cube_start"] + 8))
     first = doc["placements"][0]
     assert first["ok"] and first["violated"] == [] and first["message"] == \
-        "all 7 properties proved"
+        "all 4 placement properties proved"
 
 
 def test_describe_cubes_names_sips_rows_and_columns() -> None:

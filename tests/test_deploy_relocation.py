@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from helpers import WIDE
+
 from meshproof.deploy.relocation import carry_proofs, is_moved, relocate, same_links
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
@@ -30,7 +32,7 @@ def test_relocating_equals_tracing_there() -> None:
 
 def test_proofs_move_only_to_the_same_schedule_over_the_same_links() -> None:
     at0, _ = _trace("mesh_mlo_2d", 0)
-    verdict = verify(at0)
+    verdict = verify(at0, WIDE)
     at8, _ = _trace("mesh_mlo_2d", 8)
     carried = carry_proofs(verdict, at0, at8)
     assert carried is not None and carried.ok and carried.launch == at8.launch

@@ -4,6 +4,7 @@ and the headline multi-user panels, all 8 kv groups at once."""
 from __future__ import annotations
 
 import pytest
+from helpers import WIDE
 
 from meshproof.deploy.deployment import Deployment, build_deployment
 from meshproof.deploy.launches import panel_launches
@@ -19,6 +20,10 @@ from meshproof.verify.result import Status
 SHAPES = (("S_kv_per_rank", 8), ("d_head", 4), ("h_q", 2), ("h_kv", 1), ("S_q", 1))
 
 
+# the headline panels' rounding bounds at |inputs| <= 4 are about 1.5e-1·max|V|
+HEADLINE_TOLERANCE = 0.25
+
+
 def _deploy(kernel: str, starts: tuple[int, ...], **kw: object) -> Deployment:
     ref = resolve_kernel(kernel)
     launches = [(ref, build_launch(ref, LaunchOptions(mesh="2x4", cube_start=k, args=SHAPES,
@@ -28,7 +33,7 @@ def _deploy(kernel: str, starts: tuple[int, ...], **kw: object) -> Deployment:
 
 
 def test_two_batch_groups_on_one_sip_are_proved_together() -> None:
-    result = verify_deployment(_deploy("mesh_mlo_2d_batch", (0, 8)))
+    result = verify_deployment(_deploy("mesh_mlo_2d_batch", (0, 8)), WIDE)
     assert result.ok and result.exit_code is ExitCode.OK
     assert [v.launch.cube_start for v in result.verdicts] == [0, 8]
     assert all(v.ok and v.launch.groups.value == "pe" for v in result.verdicts)
@@ -40,7 +45,7 @@ def test_two_batch_groups_on_one_sip_are_proved_together() -> None:
 def test_overlapping_launches_each_proved_alone_are_violated_together() -> None:
     """Rows 0-1 and rows 1-2 are each a legal 2x4 launch; at once they share cubes 4..7,
     which no single launch's verdict can see."""
-    result = verify_deployment(_deploy("mesh_mlo_2d", (0, 4)))
+    result = verify_deployment(_deploy("mesh_mlo_2d", (0, 4)), WIDE)
     assert result.failing() == () and all(v.ok for v in result.verdicts)
     assert result.separation.status is Status.VIOLATED
     assert not result.ok and result.exit_code is ExitCode.VIOLATED
@@ -78,7 +83,9 @@ def test_headline_multi_user_decode_is_8_groups_with_all_512_endpoints_communica
 
 def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment) -> None:
     panel = get_panel("multi_user_decode", "headline")
-    result = verify_deployment(headline_decode, VerifyConfig(input_bound=panel.input_bound))
+    # its rounding bound at |inputs| <= 4 is above the simulator's 1e-2: judged at 0.25
+    result = verify_deployment(headline_decode, VerifyConfig(input_bound=panel.input_bound,
+                                                             tolerance=HEADLINE_TOLERANCE))
     assert result.ok, [v.violated() for v in result.verdicts]
     assert result.carried_from == (None, *(0,) * 7)   # groups 2-8: group 1 moved
     for verdict in result.verdicts:
@@ -98,7 +105,8 @@ def test_at_the_default_input_bound_the_headline_rounding_bound_is_vacuous_and_s
                      VerifyConfig(only=frozenset({Property.NUMERIC_SAFETY})))
     ns = verdict.property(Property.NUMERIC_SAFETY)
     assert ns.status is Status.UNKNOWN and "no digit of the output is guaranteed" in ns.message
-    assert "(|inputs| <= 16)" in ns.message
+    assert "(|inputs| <= 16; tolerance 1e-2·max|V| (the simulator's for a schedule using " \
+        "f16))" in ns.message
 
 
 def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> None:
@@ -106,16 +114,17 @@ def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> 
     deployment = build_deployment(ll.name, ll.launches, trace)
     busy = {p.endpoint.cube for s in deployment.schedules for p in s.active}
     assert busy == set(range(64))
-    result = verify_deployment(deployment, VerifyConfig(input_bound=4.0))
+    result = verify_deployment(deployment, VerifyConfig(input_bound=4.0,
+                                                        tolerance=HEADLINE_TOLERANCE))
     assert result.ok, [v.violated() for v in result.verdicts]
 
 
 def test_kv_groups_carry_the_first_groups_proofs_unless_told_not_to() -> None:
     deployment = _deploy("mesh_mlo_2d_batch", (0, 8))
-    carried = verify_deployment(deployment)
+    carried = verify_deployment(deployment, WIDE)
     assert carried.carried_from == (None, 0)
     assert carried.verdicts[1].properties[0].certificate.startswith("as at cube_start 0")
-    checked = verify_deployment(deployment, reuse=False)
+    checked = verify_deployment(deployment, WIDE, reuse=False)
     assert checked.carried_from == (None, None)
     assert [[p.status for p in v.properties] for v in checked.verdicts] == \
         [[p.status for p in v.properties] for v in carried.verdicts]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import WIDE
+
 from meshproof.deploy.launches import LaunchList
 from meshproof.errors import SimulationRefused
 from meshproof.gate.cache import GateCache
@@ -132,14 +134,14 @@ def test_run_case_over_several_launches_checks_each_and_their_separation(
         tmp_path: Path) -> None:
     cache = GateCache(tmp_path)
     out = run_case(_two_lines(1), simulate=True, sim_config=SimConfig(timing=False),
-                   cache=cache)
+                   cache=cache, verify_config=WIDE)
     assert out.launches == 2 and out.ok and out.decided
     assert out.separation is not None and out.separation.status is Status.PROVED
     assert out.deployment_verdict is not None and len(out.deployment_verdict.verdicts) == 2
     assert all(p.message.startswith("every launch: ") for p in out.properties)
     assert out.numeric is not None and out.numeric.ok
     again = run_case(_two_lines(1), simulate=True, sim_config=SimConfig(timing=False),
-                     cache=cache)
+                     cache=cache, verify_config=WIDE)
     assert again.cached and again.launches == 2 and again.separation == out.separation
     # one launch through the same function: its own verdict, no separation
     single = run_case(one_launch(*_two_lines(1).launches[0]), simulate=False)

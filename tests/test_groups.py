@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import WIDE
+
 from meshproof.model.channels import communication_groups, derive_channels
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
@@ -44,7 +46,7 @@ def test_independent_lines_in_one_launch_are_separate_groups() -> None:
                                                    groups=GroupMode.CUBE))
     groups = communication_groups(schedule, derive_channels(schedule))
     assert len(groups) == 4 and all(len(g) == 8 for g in groups)
-    assert verify(schedule).ok
+    assert verify(schedule, WIDE).ok
 
 
 def test_by_default_the_whole_launch_is_one_attention_problem() -> None:

@@ -3,7 +3,7 @@ sizes: proved where they are right, caught where the wiring or the path is wrong
 
 from __future__ import annotations
 
-from helpers import trace_kernel, verify_kernel
+from helpers import WIDE, trace_kernel, verify_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +45,7 @@ def test_snake_on_2x4_is_e_along_row_0_s_then_w_along_row_1() -> None:
 
 
 def test_8_cube_prefill_is_proved_and_simulated_in_7_steps() -> None:
-    verdict = verify_kernel("mesh_kv_snake")
+    verdict = verify_kernel("mesh_kv_snake", WIDE)
     assert verdict.ok and verdict.launch.n_cubes == 8
     schedule = trace_kernel("mesh_kv_snake")
     result = simulate(schedule)
@@ -68,7 +68,7 @@ def test_the_1d_line_over_a_2x4_group_fails_at_the_row_boundary_with_its_line() 
 
 
 def test_batch_on_batch_decode_is_proved_with_one_problem_per_user() -> None:
-    verdict = verify_kernel("mesh_mlo_2d_batch")
+    verdict = verify_kernel("mesh_mlo_2d_batch", WIDE)
     assert verdict.ok and verdict.launch.groups is GroupMode.PE
     schedule = trace_kernel("mesh_mlo_2d_batch")
     assert len(schedule.active) == 64        # all 8 PEs of all 8 cubes
@@ -96,7 +96,7 @@ def test_batch_on_batch_on_cube_mesh_uses_links_pes_1_to_7_do_not_have() -> None
 def test_fewer_users_than_pes_leave_the_other_pes_silent() -> None:
     schedule = trace_kernel("mesh_mlo_2d_batch", args=(("users", 3),))
     assert sorted({p.endpoint.pe for p in schedule.active}) == [0, 1, 2]
-    assert verify_kernel("mesh_mlo_2d_batch", args=(("users", 3),)).ok
+    assert verify_kernel("mesh_mlo_2d_batch", WIDE, args=(("users", 3),)).ok
 
 
 def test_one_wrong_user_is_caught_and_only_that_user() -> None:

@@ -24,8 +24,9 @@ from meshproof.outputs import check_writable, check_writable_dir, write_bytes, w
 
 # (command and kernel, the output flag, a file name the flag accepts)
 WRITERS = [
-    (["verify", "mesh_mlo_1d", "--queue-depth", "3"], "--smt2", "q.smt2"),
-    (["verify", "mesh_mlo_1d", "--queue-depth", "3"], "--diagram", "d.dot"),
+    (["verify", "mesh_mlo_1d", "--queue-depth", "3", "--tolerance", "0.1"], "--smt2", "q.smt2"),
+    (["verify", "mesh_mlo_1d", "--queue-depth", "3", "--tolerance", "0.1"], "--diagram",
+     "d.dot"),
     (["simulate", "mesh_mlo_1d"], "--perfetto", "t.json"),
 ]
 

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from helpers import WIDE
+
 from meshproof.gate.matrix import resolve_case
 from meshproof.gate.pipeline import Pipeline
 from meshproof.model.schedule import GroupMode
 from meshproof.report.cases import scaling_cases
 from meshproof.report.headline import panel_record
 from meshproof.report.headline_page import headline_section
-from meshproof.verify.properties import VerifyConfig
 
 
 def test_scaling_covers_decode_with_b1_and_b8_at_both_scales() -> None:
@@ -30,7 +31,7 @@ def test_scaling_covers_decode_with_b1_and_b8_at_both_scales() -> None:
 
 
 def test_a_panel_record_sums_its_launches() -> None:
-    record = panel_record("multi_user_decode", "validation", Pipeline(), VerifyConfig())
+    record = panel_record("multi_user_decode", "validation", Pipeline(), WIDE)
     assert record["as_expected"] and record["verdict"]["ok"]
     assert [p["status"] for p in record["verdict"]["properties"]] == ["proved"] * 7
     assert record["launches"] == [{"cube_start": 0, "cubes": 4, "ok": True, "violated": [],

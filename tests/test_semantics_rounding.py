@@ -9,13 +9,14 @@ simulated on inputs within the verdict's |x| <= bound and must stay within the s
 from __future__ import annotations
 
 import pytest
-from semantic_helpers import AE, CASES, EO, KERNELS, TREES, LineKernels, max_abs, run
+from semantic_helpers import AE, CASES, EO, KERNELS, SEMANTIC, TREES, LineKernels, max_abs, run
 
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.trace import trace
 from meshproof.sim.api import simulate
 from meshproof.sim.config import InputKind, SimConfig
+from meshproof.verify.api import VerifyConfig, verify
 from meshproof.verify.result import NumericResult, Status
 
 NORMALISATION = KERNELS / "normalisation_cases.py"
@@ -55,7 +56,9 @@ def _simulated(kernel: str, **opts: object) -> tuple[float, float]:
 def test_correct_idioms_get_a_bound_the_simulator_stays_under(kernel: str,
                                                               opts: dict[str, object]) -> None:
     p = _bound(kernel, **dict(opts))
-    assert p.status is Status.PROVED and p.error_bound is not None, p.message
+    # stated whether within the simulator's 1e-2 (proved) or above it (unknown): these
+    # idioms' bounds are 1.4e-2..2.6e-2·max|V|
+    assert p.status is not Status.VIOLATED and p.error_bound is not None, p.message
     assert "first-order rounding bound" in p.message
     err, v_max = _simulated(kernel, **dict(opts))
     assert err <= p.error_bound * v_max + (p.error_floor or 0.0)
@@ -101,8 +104,9 @@ def test_the_rounding_bound_covers_f16_subnormals() -> None:
 
 def test_the_lse_merge_has_a_finite_rounding_bound() -> None:
     p = CASES_LINE.prop("lse_merge", NS)
-    assert isinstance(p, NumericResult) and p.status is Status.PROVED
-    assert p.error_bound is not None and p.error_bound < 1.0
+    assert isinstance(p, NumericResult) and p.status is not Status.VIOLATED
+    assert p.error_bound is not None and p.error_bound < 1.0   # 1.5e-1: stated, not proved
+    assert CASES_LINE.prop("lse_merge", NS, tolerance=0.2).status is Status.PROVED
 
 
 @pytest.mark.parametrize(("name", "opts"), [
@@ -135,8 +139,8 @@ SMALL = (("d_head", 2), ("S_kv_per_rank", 64))     # scores small: the bound is 
 def _stated_bound(name: str, bound: float, **opts: object) -> tuple[float, float]:
     p = ROUND.prop(name, NS, bound, **opts)
     assert isinstance(p, NumericResult)
-    assert p.status is Status.PROVED, p.message
-    assert p.error_bound is not None
+    # stated, whether within the tolerance (proved) or above it (unknown, bound kept)
+    assert p.status is not Status.VIOLATED and p.error_bound is not None, p.message
     return p.error_bound, p.error_floor or 0.0
 
 
@@ -183,13 +187,36 @@ def test_q_and_k_cast_to_bf16_are_bounded_like_q_and_k_loaded_as_bf16() -> None:
     assert cast.status is Status.UNKNOWN, cast.message
 
 
-@pytest.mark.parametrize("name", ["plain", "div_scale", "f16_scores", "headroom_90"])
+@pytest.mark.parametrize("name", ["plain", "div_scale", "headroom_90"])
 def test_correct_kernels_are_proved_and_within_their_bound(name: str) -> None:
     v = ROUND.verify(name, 4.0)
     for prop in (AE, EO, NS):
         assert v.property(prop).status is Status.PROVED, (prop, v.property(prop).message)
     err, limit = _within_bound(name, 4.0, InputKind.NORMAL, 1)
     assert err <= limit
+
+
+def test_f16_scores_are_unknown_above_the_tolerance_and_proved_at_a_small_score_bound(
+        ) -> None:
+    """Scores kept in f16 (spacing 2^-11 relative): at |inputs| <= 4 the bound is 2.7e-1,
+    above the simulator's 1e-2, so unknown, though the bound still holds; stating the score
+    range |scale·q·kᵀ| <= 1 brings it to 6.1e-3: proved, the assumption in the verdict."""
+    v = ROUND.verify("f16_scores", 4.0)
+    assert v.property(AE).status is v.property(EO).status is Status.PROVED
+    ns = v.property(NS)
+    assert ns.status is Status.UNKNOWN
+    assert ns.message.startswith("the first-order rounding bound 2.7e-1·max|V| exceeds the "
+                                 "tolerance 1e-2·max|V| (the simulator's for a schedule "
+                                 "using f16) for |inputs| <= 4: ")
+    err, limit = _within_bound("f16_scores", 4.0, InputKind.NORMAL, 1)
+    assert err <= limit
+    s = ROUND.schedule("f16_scores")
+    capped = verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
+                                    input_bound=4.0, score_bound=1.0)).property(NS)
+    assert isinstance(capped, NumericResult) and capped.status is Status.PROVED
+    assert capped.score_bound == 1.0 and capped.error_bound is not None
+    assert capped.error_bound < 1e-2 < ns.error_bound  # type: ignore[attr-defined]
+    assert "for |inputs| <= 4, |scale·q·kᵀ| <= 1; tolerance 1e-2·max|V|" in capped.message
 
 
 @pytest.mark.parametrize("name", ["tiled_o_bf16", "tiled_o_f16_before_div"])

@@ -11,6 +11,7 @@ import pytest
 
 from meshproof.errors import (
     BadInput,
+    ConfigError,
     KernelLoadError,
     LaunchError,
 )
@@ -26,7 +27,7 @@ DIAGNOSTIC = re.compile(r"^  \S+\.py:\d+: rank \(cube \d+, pe \d+\): error: ", r
 
 def test_assert_verified_returns_the_verdict() -> None:
     verdict = assert_verified("mesh_mlo_2d", mesh="2x4", system="2x4x4", cube_start=8,
-                              queue_depth=3)
+                              queue_depth=3, tolerance=0.1)
     assert verdict.ok
     assert verdict.launch.cube_start == 8 and verdict.launch.queue_depth == 3
     assert verdict.min_queue_depth == 3
@@ -45,7 +46,8 @@ def test_assert_verified_fails_with_the_counterexample() -> None:
 def test_assert_violates_passes_for_a_known_bad_kernel() -> None:
     verdict = assert_violates("mesh_mlo_1d_recv_first", "deadlock_freedom", pes=4)
     assert verdict.property("deadlock_freedom").status is Status.VIOLATED
-    assert_violates("mesh_mlo_1d_recv_first", "deadlock_freedom", exactly=True, pes=4)
+    assert_violates("mesh_mlo_1d_recv_first", "deadlock_freedom", exactly=True, pes=4,
+                    tolerance=0.1)
 
 
 def test_assert_violates_fails_when_the_property_holds() -> None:
@@ -84,16 +86,29 @@ def test_unknown_is_not_verified() -> None:
 
 
 def test_simulate_checks_numerics() -> None:
-    assert_verified("mesh_mlo_1d", pes=4, simulate=True)
+    assert_verified("mesh_mlo_1d", pes=4, simulate=True, tolerance=0.1)
     with pytest.raises(AssertionError, match="numerics out of tolerance"):
         assert_verified("mesh_mlo_1d_normalised_merge", pes=4, simulate=True)
     assert_violates("mesh_mlo_1d_normalised_merge", "exactly_once_merge",
-                    "attention_equivalence", "numerics", exactly=True, pes=4, simulate=True)
+                    "attention_equivalence", "numerics", exactly=True, pes=4, simulate=True,
+                    tolerance=0.1)
 
 
 def test_panel_shorthand() -> None:
-    verdict = assert_verified(panel="multi_user_decode")
+    verdict = assert_verified(panel="multi_user_decode", tolerance=0.1)
     assert verdict.kernel == "mesh_mlo_2d" and verdict.launch.n_cubes == 4
+
+
+def test_a_rounding_bound_above_the_tolerance_fails_assert_verified_and_says_why() -> None:
+    """mesh_mlo_1d's bound on 4 PEs at |inputs| <= 16 is 1.6e-2·max|V|: above the simulator's 1e-2,
+    numeric_safety is unknown, which assert_verified refuses; a stated score range or
+    tolerance is the way to say what the kernel is used for."""
+    with pytest.raises(AssertionError, match=r"numeric_safety: unknown, not proved: the "
+                       r"first-order rounding bound 1\.6e-2·max\|V\| exceeds the tolerance "
+                       r"1e-2"):
+        assert_verified("mesh_mlo_1d", pes=4)
+    with pytest.raises(ConfigError, match="tolerance must be a positive, finite number"):
+        assert_verified("mesh_mlo_1d", pes=4, tolerance=0)
 
 
 def test_usage_errors_are_typed_not_assertions() -> None:

@@ -49,7 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 SHORT_HELP: dict[str, str] = {
     "gate": "Prove every case of FILE (default proofs.toml) and check...",
     "list": "List built-in kernels, wirings and panels.",
-    "placements": "Verify KERNEL, every property, at every cube_start where...",
+    "placements": "Verify KERNEL at every cube_start where its launch (--mesh...",
     "report": "Verify and simulate every built-in kernel and panel; write...",
     "simulate": "Run KERNEL in the numpy reference simulator; exit 1 when...",
     "trace": "Trace KERNEL symbolically and print each rank's schedule.",

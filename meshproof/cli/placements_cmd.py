@@ -33,10 +33,12 @@ from meshproof.verify.properties import VerifyConfig
 @click.option("--json", "as_json", is_flag=True, help="Print one placements-v1 JSON object.")
 def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, trace_timeout: float,
                    trace_memory: int, **opts: Any) -> int:
-    """Verify KERNEL, every property, at every cube_start where its launch (--mesh RxC or
-    --cubes N) fits in the system; print which placements are legal and, for the others,
+    """Verify KERNEL at every cube_start where its launch (--mesh RxC or --cubes N) fits
+    in the system: the properties a placement can change at each (legal: all proved),
+    the others once, in the header; print which placements are legal and, for the others,
     the first violation with its line. Exit 0 when some placement is legal, 1 when none
-    is, 3 when a placement is undecided."""
+    is or a placement-independent property is violated, 3 when a placement is
+    undecided."""
     if opts.pop("launches_file", None) is not None:
         raise LaunchError("placements moves one launch; --launches lists launches that are "
                           "already placed (verify them with `meshproof verify --launches`)")
@@ -54,6 +56,8 @@ def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, trace_timeout
         click.echo(dumps(search.to_json()), nl=False)
     else:
         print_search(search)
+    if search.independent_violated:
+        return ExitCode.VIOLATED
     if search.undecided:
         return ExitCode.UNKNOWN
     return ExitCode.OK if search.legal else ExitCode.VIOLATED
@@ -68,6 +72,7 @@ def print_search(search: PlacementSearch) -> None:
               f"{first.verdict.depth}; groups: {spec.groups.value}: {len(search.rows)} "
               f"placement(s), cube_start 0..{search.rows[-1].cube_start}", markup=False)
     out.print(search.traced_how, markup=False)
+    out.print(f"placement-independent: {search.independent_text()}", markup=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("cube_start", justify="right")
     table.add_column("cubes")

@@ -27,7 +27,11 @@ from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
 from meshproof.verify.api import VerifyConfig
-from meshproof.verify.properties import PROPERTY_NAMES, parse_properties
+from meshproof.verify.properties import (
+    PROPERTY_NAMES,
+    check_numeric_assumptions,
+    parse_properties,
+)
 from meshproof.verify.result import Status, Verdict
 
 _STYLE = {Status.PROVED: "green", Status.VIOLATED: "bold red", Status.UNKNOWN: "yellow"}
@@ -110,11 +114,20 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 @click.option("--input-bound", "input_bound", type=float, default=None,
               help="numeric_safety's assumption: every input element has |x| <= this "
                    "(default: the panel's, else 16).")
+@click.option("--score-bound", "score_bound", type=float, default=None,
+              help="numeric_safety's assumption on the scores: |scale·q·kᵀ| <= this for "
+                   "every query and key row (e.g. a logit soft-cap of 30); the tighter of it "
+                   "and d_head·B²·scale bounds every score.")
+@click.option("--tolerance", "tolerance", type=float, default=None,
+              help="numeric_safety is proved when the rounding bound is within this times "
+                   "max|V| (default: the simulator's: 5e-2 with bf16, 1e-2 with f16, 1e-5 "
+                   "all f32).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
-               input_bound: float | None, sarif_path: Path | None, trace_timeout: float,
+               input_bound: float | None, score_bound: float | None, tolerance: float | None,
+               sarif_path: Path | None, trace_timeout: float,
                trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
@@ -123,6 +136,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         input_bound = panel_input_bound(opts.get("panel"), opts.get("scale", "validation"))
     if not (math.isfinite(input_bound) and input_bound > 0):
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
+    check_numeric_assumptions(score_bound, tolerance)
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
@@ -142,14 +156,16 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
             return verify_launches(listed, pipeline, VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
-                input_bound=input_bound), as_json, not no_timings, console())
+                input_bound=input_bound, score_bound=score_bound, tolerance=tolerance),
+                as_json, not no_timings, console())
     kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
     # a progress bar on a terminal once the run passes 2 s (never under --json): the
     # property being checked and the semantic analysis's ops
     with VerifyBar(not as_json, f"verifying {launch.spec.kernel}") as bar:
         config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                               keep_smt2=smt2_path is not None, only=only_props,
-                              skip=skip_props, input_bound=input_bound, progress=bar)
+                              skip=skip_props, input_bound=input_bound,
+                              score_bound=score_bound, tolerance=tolerance, progress=bar)
         outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule

@@ -3,10 +3,20 @@ where its cubes fit in the system (`meshproof placements`).
 
 Tracing: one relocatable trace (placement_trace.py) serves every placement when the
 kernel reads its placement only as `program_id(1) - cube_start`; otherwise (or with
-`retrace`) each placement is traced on its own. Verifying: a placement whose schedule is
-an already proved placement's schedule moved over the same links carries its proofs
-(relocation.py); every other placement is verified in full, so each violation names its
-own ranks and lines.
+`retrace`) each placement is traced on its own.
+
+Judging: a placement is legal when the properties a placement can change hold there —
+the protocol ones (`PLACEMENT_PROPERTIES`: which links exist, which far ends are launched,
+how sends pair with recvs, whether the launch deadlocks). The semantic properties
+(exactly_once_merge, attention_equivalence, numeric_safety) read only the ops, the launch
+up to the placement and which send each recv reads, so they are judged once, at the
+first protocol-legal placement, and hold at every placement with the same dataflow
+(relocation.same_dataflow); they are reported once (`PlacementSearch.independent`). A
+protocol-legal placement whose dataflow differs (a kernel traced at every placement that
+computes differently there) has its semantic properties judged at its own cube_start,
+and they count for its legality. A placement whose schedule is an already proved
+placement's schedule moved over the same links carries its proofs (relocation.py); every
+other placement is verified, so each violation names its own ranks and lines.
 """
 
 from __future__ import annotations
@@ -17,18 +27,22 @@ from typing import Any
 
 from meshproof.deploy.deployment import Tracer
 from meshproof.deploy.placement_trace import trace_relocatable_like
-from meshproof.deploy.relocation import carry_proofs, relocate
+from meshproof.deploy.relocation import carry_proofs, relocate, same_dataflow
 from meshproof.deploy.verify import Verifier
 from meshproof.model.launch import Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.topology import System
-from meshproof.verify.properties import VerifyConfig
-from meshproof.verify.result import Status, Verdict
+from meshproof.verify.properties import Property, VerifyConfig
+from meshproof.verify.result import PropertyResult, Status, Verdict
 
 PLACEMENTS_SCHEMA = "meshproof/placements-v1"
 
 Progress = Callable[[int, int], None]   # (placements done, placements in all)
+
+# what a placement can change: the links, the launched far ends, the pairing, deadlock
+PLACEMENT_PROPERTIES = frozenset({Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT,
+                                  Property.CHANNEL_MATCHING, Property.DEADLOCK_FREEDOM})
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +54,7 @@ class PlacementRow:
     verdict: Verdict
     system: System
     carried_from: int | None = None      # proofs carried from this cube_start
+    own_dataflow: bool = False           # semantic properties judged here (dataflow differs)
 
     @property
     def ok(self) -> bool:
@@ -63,7 +78,12 @@ class PlacementRow:
                 return f"{p.name.value} unknown, not proved: {p.message}"
         how = "" if self.carried_from is None else \
             f" (the schedule of cube_start {self.carried_from}, moved over the same links)"
-        return f"all {len(self.verdict.properties)} properties proved{how}"
+        n = len(self.verdict.properties)
+        if self.own_dataflow:
+            how += " (its dataflow differs from the first legal placement's: the semantic " \
+                "properties are judged here)"
+            return f"all {n} properties proved{how}"
+        return f"all {n} placement properties proved{how}"
 
     def cubes_text(self) -> str:
         return describe_cubes(self.system, self.cubes)
@@ -83,6 +103,11 @@ class PlacementSearch:
     rows: tuple[PlacementRow, ...]
     relocated: bool              # one trace served every placement
     traced_how: str              # in words: why every placement was (or was not) traced
+    # the properties no placement changes, judged once at `independent_at` (the first
+    # protocol-legal placement); they hold at every placement in `shared_by`
+    independent: tuple[PropertyResult, ...] = ()
+    independent_at: int | None = None
+    shared_by: tuple[int, ...] = ()
 
     @property
     def legal(self) -> tuple[int, ...]:
@@ -93,8 +118,29 @@ class PlacementSearch:
         return tuple(r.cube_start for r in self.rows
                      if not r.ok and not r.violated)
 
+    @property
+    def independent_violated(self) -> tuple[Property, ...]:
+        return tuple(p.name for p in self.independent if p.status is Status.VIOLATED)
+
+    def independent_text(self) -> str:
+        """The placement-independent verdicts in one line, as the header prints them."""
+        if self.independent_at is None:
+            return "no placement is protocol-legal: exactly_once_merge, " \
+                "attention_equivalence and numeric_safety not judged"
+        where = "every legal placement" if set(self.shared_by) >= set(self.legal) else \
+            f"cube_start {', '.join(map(str, self.shared_by))}"
+        parts = [f"{p.name.value} {p.status.value}" +
+                 ("" if p.status is Status.PROVED else f": {p.message}")
+                 for p in self.independent]
+        return (f"judged once, at cube_start {self.independent_at}, for {where} (the same "
+                f"dataflow): " + "; ".join(parts))
+
     def to_json(self) -> dict[str, Any]:
-        return {"schema": PLACEMENTS_SCHEMA, "placements": [r.to_json() for r in self.rows]}
+        return {"schema": PLACEMENTS_SCHEMA, "placements": [r.to_json() for r in self.rows],
+                "placement_independent": {
+                    "cube_start": self.independent_at, "shared_by": list(self.shared_by),
+                    "properties": [{"name": p.name.value, "status": p.status.value,
+                                    "message": p.message} for p in self.independent]}}
 
 
 def describe_cubes(system: System, cubes: tuple[int, ...]) -> str:
@@ -165,14 +211,50 @@ def search_placements(kernel: KernelRef, opts: LaunchOptions, tracer: Tracer,
                       verifier: Verifier, config: VerifyConfig = VerifyConfig(), *,
                       retrace: bool = False, progress: Progress | None = None
                       ) -> PlacementSearch:
-    """Verify every property of `kernel` at every cube_start its launch fits."""
+    """Judge `kernel`'s launch at every cube_start it fits: the placement properties at
+    each, the others once (module docstring)."""
     launches = placement_starts(kernel, opts)
     track = "cube_start" not in dict(opts.args)
     traces = trace_placements(kernel, launches, tracer, track_cube_start=track,
                               retrace=retrace)
+    selected = config.selected()
+    protocol = replace(config, only=frozenset(p for p in selected
+                                              if p in PLACEMENT_PROPERTIES), skip=frozenset())
+    semantic = frozenset(p for p in selected if p not in PLACEMENT_PROPERTIES)
+    rows = _protocol_rows(traces.schedules, verifier, protocol, retrace, progress)
+    ref = next((i for i, r in enumerate(rows) if r.ok), None)
+    if ref is None or not semantic:
+        return PlacementSearch(kernel.name, launches[0].spec.header(
+            launches[0].spec.queue_depth), tuple(rows), traces.relocated, traces.how)
+    sem_config = replace(config, only=semantic, skip=frozenset())
+    base = traces.schedules[ref]
+    independent = verifier(base, sem_config).properties
+    shared = []
+    for i, (row, schedule) in enumerate(zip(rows, traces.schedules, strict=True)):
+        if i == ref or same_dataflow(base, schedule):
+            shared.append(row.cube_start)
+        elif row.ok:   # computes differently here: its semantic properties are its own
+            own = verifier(schedule, sem_config).properties
+            merged = sorted((*row.verdict.properties, *own), key=lambda p: _ORDER[p.name])
+            verdict = replace(row.verdict, properties=tuple(merged),
+                              skipped=tuple(p for p in row.verdict.skipped
+                                            if p not in semantic))
+            rows[i] = replace(row, verdict=verdict, own_dataflow=True)
+    return PlacementSearch(kernel.name, launches[0].spec.header(launches[0].spec.queue_depth),
+                           tuple(rows), traces.relocated, traces.how, tuple(independent),
+                           rows[ref].cube_start, tuple(shared))
+
+
+_ORDER = {p: i for i, p in enumerate(Property)}
+
+
+def _protocol_rows(schedules: tuple[Schedule, ...], verifier: Verifier,
+                   config: VerifyConfig, retrace: bool, progress: Progress | None
+                   ) -> list[PlacementRow]:
+    """Every placement's placement properties, carrying proofs between moved schedules."""
     proved: list[tuple[Schedule, Verdict]] = []
     rows = []
-    for i, schedule in enumerate(traces.schedules):
+    for i, schedule in enumerate(schedules):
         verdict, origin = None, None
         for base, base_verdict in ([] if retrace else proved):
             verdict = carry_proofs(base_verdict, base, schedule)
@@ -187,6 +269,5 @@ def search_placements(kernel: KernelRef, opts: LaunchOptions, tracer: Tracer,
         rows.append(PlacementRow(spec.cube_start, tuple(spec.cubes), verdict, spec.system,
                                  origin))
         if progress is not None:
-            progress(i + 1, len(traces.schedules))
-    return PlacementSearch(kernel.name, launches[0].spec.header(launches[0].spec.queue_depth),
-                           tuple(rows), traces.relocated, traces.how)
+            progress(i + 1, len(schedules))
+    return rows

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from meshproof.model.channels import derive_channels
 from meshproof.model.launch import Launch
 from meshproof.model.schedule import LaunchSpec, RankProgram, Schedule
 from meshproof.model.topology import Endpoint
@@ -66,6 +69,19 @@ def same_links(a: Schedule, b: Schedule) -> bool:
             if there_a is not None and there_b != _moved(there_a, delta):
                 return False
     return True
+
+
+def same_dataflow(a: Schedule, b: Schedule) -> bool:
+    """B is A moved (the same ops per rank) and every send/recv of B has A's partner and
+    port status, by rank and op index: each recv reads the value of the same send. The
+    semantic properties (exactly_once_merge, attention_equivalence, numeric_safety) read
+    a schedule only through its ops, its launch up to the placement and which send each
+    recv reads, so B's semantic verdicts are A's, even where the links differ."""
+    if not is_moved(a, b):
+        return False
+    ca, cb = derive_channels(a).cols, derive_channels(b).cols
+    return bool(np.array_equal(ca.partner, cb.partner) and
+                np.array_equal(ca.status, cb.status))
 
 
 def carry_proofs(verdict: Verdict, base: Schedule, schedule: Schedule) -> Verdict | None:

@@ -80,6 +80,8 @@ def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate:
         # depth and the properties checked (budgets only ever make a verdict unknown,
         # which is never stored)
         "input_bound": config.input_bound,
+        "score_bound": config.score_bound,
+        "tolerance": config.tolerance,
         "queue_depth": config.queue_depth,
         "properties": [p.value for p in config.selected()],
     }

@@ -61,9 +61,12 @@ class Expectation:
     violated: frozenset[Property] = frozenset()
     numerics: Numerics = Numerics.UNCHECKED
     exactly: bool = True     # every property not listed must be proved
+    unchecked: frozenset[Property] = frozenset()   # left out (a case's only / skip)
 
     def wants(self, prop: Property) -> Status | None:
         """The status `prop` must have; None when it is not judged."""
+        if prop in self.unchecked:
+            return None
         if prop in self.violated:
             return Status.VIOLATED
         return Status.PROVED if self.exactly else None

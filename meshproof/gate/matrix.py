@@ -9,7 +9,6 @@ the matrix file, so the gate gives the same answer from any working directory.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +16,13 @@ from typing import Any
 
 from meshproof.deploy.launches import LaunchList, panel_launches
 from meshproof.errors import ConfigError, MeshproofError
+from meshproof.gate.case_values import (
+    check_args,
+    check_positive,
+    check_properties,
+    check_sharded,
+    check_timeout,
+)
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import DEFAULT_SHARDED, Launch, LaunchOptions, build_launch
 from meshproof.model.loader import KernelRef, resolve_kernel
@@ -31,7 +37,8 @@ DEFAULT_TIMEOUT_S = 60.0
 
 CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
              "cube_start", "mesh", "queue_depth", "args", "sharded", "timeout", "rlimit",
-             "trace_timeout", "simulate", "mask", "expect")
+             "trace_timeout", "simulate", "mask", "input_bound", "score_bound", "tolerance",
+             "only", "skip", "expect")
 REQUIRED_KEYS = ("name", "expect")
 
 
@@ -63,16 +70,30 @@ class GateCase:
     # process; None: the gate's --trace-timeout (default 60)
     trace_timeout: float | None = None
     mask: str | None = None              # --mask (model/masks.py); None: the kernel's own
+    # numeric_safety's assumption and tolerance; None: the panel's B (else 16), no score
+    # assumption, the simulator's tolerance
+    input_bound: float | None = None
+    score_bound: float | None = None
+    tolerance: float | None = None
+    only: tuple[Property, ...] = ()      # check only these (empty: every property)
+    skip: tuple[Property, ...] = ()      # leave these out
+
+    @property
+    def checked(self) -> tuple[Property, ...]:
+        """The properties the case checks, in verdict order."""
+        return tuple(p for p in Property
+                     if (not self.only or p in self.only) and p not in self.skip)
 
     @property
     def expectation(self) -> Expectation:
-        """Exactly `violated` violated, every other property proved; numerics judged only
-        when the case simulates."""
+        """Exactly `violated` violated, every other checked property proved; numerics
+        judged only when the case simulates."""
         numerics = Numerics.UNCHECKED
         if self.simulate:
             numerics = Numerics.OUT_OF_TOLERANCE if self.numerics_violated else \
                 Numerics.IN_TOLERANCE
-        return Expectation(frozenset(self.violated), numerics)
+        return Expectation(frozenset(self.violated), numerics,
+                           unchecked=frozenset(p for p in Property if p not in self.checked))
 
     @property
     def is_deployment(self) -> bool:
@@ -105,6 +126,12 @@ class GateCase:
             out["rlimit"] = self.rlimit
         if self.trace_timeout is not None:
             out["trace_timeout"] = self.trace_timeout
+        for key in ("input_bound", "score_bound", "tolerance"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        for key in ("only", "skip"):
+            if getattr(self, key):
+                out[key] = [p.value for p in getattr(self, key)]
         out["simulate"] = self.simulate
         return out
 
@@ -187,6 +214,12 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
     wiring_path = str((base / wiring).resolve()) if wiring and is_wiring_file(wiring) else None
     simulate = _opt(raw, "simulate", bool, where) or False
     expected = _expect(raw["expect"], simulate, where)
+    only, skip = check_properties(raw, "only", where), check_properties(raw, "skip", where)
+    left_out = [p for p in expected if p != NUMERICS and
+                ((only and Property(p) not in only) or Property(p) in skip)]
+    if left_out:
+        raise ConfigError(f"{where}: expect lists {', '.join(left_out)}, which only/skip "
+                          "leave out; check it or drop it from expect")
     return GateCase(
         name=name, kernel=kernel_text,
         violated=tuple(Property(p) for p in expected if p != NUMERICS),
@@ -201,7 +234,10 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         timeout=check_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
         rlimit=_int(raw, "rlimit", 1, where), simulate=simulate,
         trace_timeout=check_timeout(raw["trace_timeout"], where, "trace_timeout")
-        if "trace_timeout" in raw else None, mask=_mask(raw, where))
+        if "trace_timeout" in raw else None, mask=_mask(raw, where),
+        input_bound=check_positive(raw, "input_bound", where),
+        score_bound=check_positive(raw, "score_bound", where),
+        tolerance=check_positive(raw, "tolerance", where), only=only, skip=skip)
 
 
 def _mask(raw: dict[str, Any], where: str) -> str | None:
@@ -269,45 +305,6 @@ def _expect(value: object, simulate: bool, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: expect lists \"numerics\" but simulate is not true; add "
                           "simulate = true or remove \"numerics\"")
     return tuple(p for p in allowed if p in value)  # canonical order
-
-
-def check_args(value: object, where: str) -> tuple[tuple[str, Scalar], ...]:
-    """Kernel arguments: a table of numbers, booleans and strings (sorted by name)."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: args must be an inline table, e.g. args = {{ S_q = 1 }}")
-    for key, item in value.items():
-        if not isinstance(item, (int, float, bool, str)) or \
-                (isinstance(item, float) and not math.isfinite(item)):
-            raise ConfigError(f"{where}: args.{key} must be a number, boolean or string, got "
-                              f"{item!r}")
-    return tuple(sorted(value.items()))
-
-
-def check_sharded(value: object, where: str) -> tuple[str, ...] | None:
-    """Buffer names holding KV shards; None keeps the default. An empty list is refused:
-    with no sharded buffer exactly-once merging has nothing to count (a typo, not a
-    choice)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [s.strip() for s in value.split(",") if s.strip()]
-    if isinstance(value, tuple):
-        value = list(value)
-    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-        raise ConfigError(f"{where}: sharded must be a list of buffer names, e.g. "
-                          "sharded = [\"k_ptr\", \"v_ptr\"]")
-    if not value:
-        raise ConfigError(f"{where}: sharded names no buffer; leave it out for the default "
-                          "[\"k_ptr\", \"v_ptr\"] or name the buffers holding KV shards")
-    return tuple(value)
-
-
-def check_timeout(value: object, where: str, key: str = "timeout") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: {key} must be a positive number of seconds, got "
-                          f"{value!r}")
-    return float(value)
 
 
 def cube_pes(pes: int | None) -> int:

@@ -147,7 +147,9 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
     verify_config = VerifyConfig(
         queue_depth=launch.queue_depth, timeout_s=case.timeout,
         rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit,
-        input_bound=panel_input_bound(case.panel, case.scale))
+        input_bound=case.input_bound if case.input_bound is not None else
+        panel_input_bound(case.panel, case.scale), score_bound=case.score_bound,
+        tolerance=case.tolerance, only=frozenset(case.only), skip=frozenset(case.skip))
     return verify_config, SimConfig(timing=False)
 
 

@@ -35,6 +35,13 @@ class ReportCase:
         return self.case.name
 
 
+# numeric_safety's rounding bounds at |inputs| <= 16 are 1.4e-2..7.4e-2·max|V| for the
+# built-ins and the validation panels, above the simulator's 1e-2, so at the default
+# tolerance each is unknown (issue 19): the runs state the tolerance they are judged at,
+# as proofs.toml does; the headline panels' bounds at |inputs| <= 4 are about 1.5e-1.
+REPORT_TOLERANCE = 0.1
+HEADLINE_TOLERANCE = 0.25
+
 # The fan-out forwards single-rank partials, so a message's ℓ is at most one rank's key
 # count: 131072 per rank (1M context over 8 PEs, the headline) is past float16's 65504.
 F16_OVERFLOW_KEYS_PER_RANK = 131072
@@ -50,7 +57,7 @@ def _case(name: str, kernel: str, why: str, *violated: Property, numerics_bad: b
     case = GateCase(name, kernel, violated=violated,
                     numerics_violated=numerics_bad or DF in violated, wiring=wiring,
                     cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
-                    args=tuple(sorted(args)), simulate=True)
+                    args=tuple(sorted(args)), simulate=True, tolerance=REPORT_TOLERANCE)
     return ReportCase(case, why, inputs)
 
 
@@ -110,7 +117,9 @@ def panel_cases(scale: str) -> tuple[ReportCase, ...]:
     (headline numerics are the simulation benchmark's)."""
     return tuple(
         ReportCase(GateCase(f"panel_{name}", get_panel(name, scale).kernel, panel=name,
-                            scale=scale, simulate=scale == "validation"),
+                            scale=scale, simulate=scale == "validation",
+                            tolerance=REPORT_TOLERANCE if scale == "validation" else
+                            HEADLINE_TOLERANCE),
                    get_panel(name, scale).description)
         for name in PANEL_NAMES)
 

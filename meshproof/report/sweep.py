@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,11 @@ def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
     ref, launch = resolve_case(rc.case, resolver=p.resolver)
     sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
                            inputs=rc.inputs)
+    config = options.verify_config
+    if config.tolerance is None and rc.case.tolerance is not None:
+        config = replace(config, tolerance=rc.case.tolerance)   # the case's own, stated
     return run_case(one_launch(ref, launch), simulate=True, verify=verify,
-                    verify_config=options.verify_config, sim_config=sim_config, pipeline=p)
+                    verify_config=config, sim_config=sim_config, pipeline=p)
 
 
 def _verdict_record(outcome: CaseOutcome) -> dict[str, Any]:

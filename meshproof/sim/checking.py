@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from meshproof.errors import HarnessError
 from meshproof.model.channels import ChannelTable
-from meshproof.model.schedule import DType, OpKind, Schedule
+from meshproof.model.schedule import OpKind, Schedule
+from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for
 from meshproof.model.topology import Endpoint
 from meshproof.sim.config import NumericProgress
 from meshproof.sim.groups import Group, find_groups, group_classes
@@ -46,18 +47,8 @@ from meshproof.sim.reference import reference
 from meshproof.sim.result import NumericResult, RankNumeric
 from meshproof.sim.rounding import F32
 
-# Norm-relative error allowed, by the narrowest dtype the schedule uses (spec/simulator.md).
-TOLERANCE = {DType.BF16: 5e-2, DType.F16: 1e-2, DType.F32: 1e-5}
-TOLERANCE_RULE = ("rel_err = ||o - ref||2 / ||ref||2 per checked rank; allowed: 5e-2 if the "
-                  "schedule uses bf16, else 1e-2 if it uses f16, else 1e-5 (all f32)")
-
-
-def tolerance_for(schedule: Schedule) -> tuple[float, tuple[str, ...]]:
-    used = {op.dtype for prog in schedule.programs for op in prog.ops}
-    for dt in (DType.BF16, DType.F16):
-        if dt in used:
-            return TOLERANCE[dt], tuple(sorted(d.value for d in used))
-    return TOLERANCE[DType.F32], tuple(sorted(d.value for d in used))
+# the norm-relative error allowed, by the narrowest dtype used (spec/simulator.md), is
+# model/tolerance.py's table, shared with numeric_safety's default tolerance
 
 
 @dataclass(frozen=True, slots=True)

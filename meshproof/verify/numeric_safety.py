@@ -1,18 +1,25 @@
-"""numeric_safety: exp arguments <= 0, 16-bit values within range, empty partials finite.
+"""numeric_safety: exp arguments <= 0, 16-bit values within range, empty partials finite,
+and the outputs' rounding error within a tolerance.
 
-Static (no sampling for "proved"), at the launch's real sizes, under one stated
-assumption: every input element satisfies |x| <= B (`--input-bound`, default 16).
-Violations come with a witness input that reaches them (spec/properties.md §7).
+Static (no sampling for "proved"), at the launch's real sizes, under a stated
+assumption: every input element satisfies |x| <= B (`--input-bound`, default 16) and, when
+given, every score |scale·q·kᵀ| <= S (`--score-bound`). Proved needs no hazard and the
+first-order rounding bound η·max|V| + τ within T·max|V| (`--tolerance`, default the
+simulator's: model/tolerance.py); a bound above T is unknown (the bound is sound, not
+tight: nothing shows an input that exceeds T). Hazard violations come with a witness
+input inside the assumption that reaches them (spec/semantics.md §7).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
 from meshproof.model.schedule import Schedule
+from meshproof.model.tolerance import tolerance_for, tolerance_source
 from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
@@ -26,6 +33,7 @@ from meshproof.verify.result import (
 )
 from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis
+from meshproof.verify.semantics.bounds import assume, assumption_text
 from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.situations import Forms, Held, Situations
@@ -38,17 +46,24 @@ CERTIFICATE = "max-domination and interval bounds on the exact forms"
 
 def numeric_safety(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
-    schedule, table, input_bound = ctx.schedule, ctx.channels, ctx.config.input_bound
+    schedule, table, config = ctx.schedule, ctx.channels, ctx.config
     sem = ctx.shared(shared_semantics)
+    tol, tol_from = _tolerance(ctx)
+    input_bound = assume(config.input_bound, config.score_bound,
+                         sem.problem.scale if sem.problem is not None else 1.0)
+    assumed = assumption_text(input_bound)
+    assumption = f"{assumed}; tolerance {_sci(tol)}·max|V| ({tol_from})"
     bound: list[float | None] = [None, None]
 
     def result(status: Status, message: str, cex: Counterexample | None = None
                ) -> PropertyResult:
         return NumericResult(NAME, status, message, cex, time.perf_counter() - start,
-                             CERTIFICATE, input_bound, bound[0], bound[1])
+                             CERTIFICATE, config.input_bound, bound[0], bound[1],
+                             config.score_bound, tol, assumption)
 
     if sem.analysis is None or sem.problem is None:
-        return result(Status.UNKNOWN, sem.why_not("no attention problem to bound"))
+        return result(Status.UNKNOWN, sem.why_not("no attention problem to bound") +
+                      f" ({assumption})")
     a = sem.analysis
     masked = masked_outputs(schedule, a)
     if masked is not None:
@@ -58,7 +73,6 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     empty = _empty_partials(schedule, table, sem, input_bound) if a.problem and \
         schedule.launch.empty_shards else []
     findings = safety.violations + empty
-    assumption = f"|inputs| <= {input_bound:g}"
     if findings:
         diags = tuple(_diag(schedule, f) for f in findings)
         first = findings[0]
@@ -84,14 +98,47 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                       f"output(s) ({assumption}): {lost[0].reason}")
     known = [e for e in etas if isinstance(e, OutputBound)]
     if known and len(known) == len(etas):
-        bound[0] = max(e.eta for e in known)
-        bound[1] = max(e.tau for e in known)
-        extra += (f"; first-order rounding bound of the outputs: |computed - exact| <= "
-                  f"{bound[0]:.3g}·max|V| + {bound[1]:.2g}")
+        eta, tau = max(e.eta for e in known), max(e.tau for e in known)
+        bound[0], bound[1] = eta, tau
+        stated = f"|computed - exact| <= {eta:.3g}·max|V| + {tau:.2g}"
+        # η·M + τ <= T·M exactly when M >= τ / (T - η); vacuous past M = B
+        least = tau / (tol - eta) if eta < tol else math.inf
+        if least > config.input_bound:
+            return result(Status.UNKNOWN, _over_tolerance(eta, tau, tol, tol_from, assumed,
+                                                          stated))
+        extra += (f"; first-order rounding bound of the outputs: {stated}, within the "
+                  f"tolerance {_sci(tol)}·max|V| wherever max|V| >= {_sci(least)}")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "
                   f"({safety.narrow_checked} ops) for {assumption}{extra}")
+
+
+def _tolerance(ctx: CheckContext) -> tuple[float, str]:
+    """T and where it comes from: --tolerance, else the simulator's for this schedule."""
+    if ctx.config.tolerance is not None:
+        return ctx.config.tolerance, "stated"
+    return tolerance_for(ctx.schedule)[0], tolerance_source(ctx.schedule)
+
+
+def _over_tolerance(eta: float, tau: float, tol: float, tol_from: str, assumed: str,
+                    stated: str) -> str:
+    what = f"bound {_sci(eta)}·max|V|" if eta >= tol else \
+        f"bound {_sci(eta)}·max|V| + {_sci(tau)} (its absolute part, at every max|V|)"
+    return (f"the first-order rounding {what} exceeds the tolerance {_sci(tol)}·max|V| "
+            f"({tol_from}) for {assumed}: {stated} is shown, not that the error stays within "
+            f"{_sci(tol)}·max|V| (the bound is sound, not tight; no input is shown to exceed "
+            "it); state the score range (--score-bound, score_bound), a smaller input bound, "
+            "or a wider tolerance")
+
+
+def _sci(x: float) -> str:
+    """3.1e-2, 1e-2, 6.1e-5: two digits, a short exponent."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    mant, exp = f"{x:.1e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    return mant if int(exp) == 0 else f"{mant}e{int(exp)}"
 
 
 def _diag(schedule: Schedule, f: Finding) -> Diagnostic:

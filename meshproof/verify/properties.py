@@ -11,6 +11,7 @@ queue depth): the cache is keyed by the analysis function.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -56,6 +57,16 @@ def parse_properties(items: Iterable[str]) -> frozenset[Property]:
                      if part.strip())
 
 
+def check_numeric_assumptions(score_bound: float | None, tolerance: float | None,
+                              where: str = "--") -> None:
+    """OptionError unless the score bound and the tolerance (when given) are positive and
+    finite; `where` names them as the user wrote them (`--` for flags, `` for gate keys)."""
+    for name, value in (("score-bound", score_bound), ("tolerance", tolerance)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            key = f"--{name}" if where == "--" else f"{where}{name.replace('-', '_')}"
+            raise OptionError(f"{key} must be a positive, finite number, got {value:g}")
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyProgress:
     """Where a verify call is: the property being checked (`index` of `count`, from 0)
@@ -81,6 +92,8 @@ class VerifyConfig:
     stuck_state_max_ops: int = 600      # full stuck-state search only up to this many comm ops
     keep_smt2: bool = False             # keep the certificate query text in the verdict
     input_bound: float = DEFAULT_INPUT_BOUND   # numeric_safety's assumption: |every input| <= this
+    score_bound: float | None = None    # and, when set, |scale·q·kᵀ| <= this (every score)
+    tolerance: float | None = None      # numeric_safety's T (None: model/tolerance.py's)
     only: frozenset[Property] = frozenset()   # empty: every property
     skip: frozenset[Property] = frozenset()
     # told where the call is (the CLI's progress bar); never part of what is verified

@@ -319,16 +319,23 @@ class DeadlockResult(PropertyResult):
 
 @dataclass(frozen=True, slots=True)
 class NumericResult(PropertyResult):
-    """numeric_safety's result, with the assumption it rests on and the outputs' first-order
-    rounding-error bound (|computed - exact| <= error_bound * max|V|), when known."""
+    """numeric_safety's result, with the assumption it rests on, the tolerance it is judged
+    against and the outputs' first-order rounding-error bound (|computed - exact| <=
+    error_bound * max|V| + error_floor), when known."""
 
     input_bound: float = DEFAULT_INPUT_BOUND
     error_bound: float | None = None     # η: relative to max|V|
     error_floor: float | None = None     # τ: absolute (roundings of subnormal values)
+    score_bound: float | None = None     # the assumption |scale·q·kᵀ| <= S, if made
+    tolerance: float = 1e-2              # T: proved needs η·max|V| + τ <= T·max|V|
+    assumption: str = ""                 # both, and where T comes from, in words
 
     def to_json(self) -> dict[str, Any]:
         out = PropertyResult.to_json(self)
         out["input_bound"] = self.input_bound
+        out["score_bound"] = self.score_bound
+        out["tolerance"] = self.tolerance
+        out["assumption"] = self.assumption
         out["error_bound"] = float(f"{self.error_bound:.4g}") \
             if self.error_bound is not None else None
         out["error_floor"] = float(f"{self.error_floor:.4g}") \

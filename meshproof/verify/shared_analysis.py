@@ -16,5 +16,5 @@ from meshproof.verify.semantics.budget import Budget
 def shared_semantics(ctx: CheckContext) -> SemanticAnalysis:
     """The analysis the three semantic properties share (ctx.shared caches it)."""
     return semantic_analysis(ctx.schedule, ctx.channels, Budget.start(ctx.config.timeout_s),
-                             ctx.config.input_bound,
+                             ctx.config.input_bound, ctx.config.score_bound,
                              ctx.report if ctx.config.progress is not None else None)

@@ -53,3 +53,22 @@ def tells_types_apart(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
         return
     mesh_mlo_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, mesh_rows,
                 mesh_cols, cube_start=cube_start, tl=tl)
+
+
+class _Exp2:
+    """`tl` with exp replaced by exp2 (the log2(e) factor forgotten)."""
+
+    def __init__(self, tl: Any) -> None:
+        self._tl = tl
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tl, "exp2" if name == "exp" else name)
+
+
+def exp2_at_four(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                 S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, mesh_rows: int,
+                 mesh_cols: int, cube_start: int = 0, *, tl: Any) -> None:
+    """Correct, except at cube_start 4, where its exp is exp2 (a fast path taken on one
+    placement): the same messages over the same links, another softmax."""
+    mesh_mlo_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, mesh_rows,
+                mesh_cols, cube_start=cube_start, tl=_Exp2(tl) if cube_start == 4 else tl)

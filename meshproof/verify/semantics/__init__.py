@@ -45,6 +45,7 @@ from meshproof.model.problem import (
 )
 from meshproof.model.schedule import Schedule
 from meshproof.verify.semantics.analysis import Analysis, OutputResult, analyse
+from meshproof.verify.semantics.bounds import assume
 from meshproof.verify.semantics.budget import Budget, OutOfBudget
 
 
@@ -66,12 +67,17 @@ class SemanticAnalysis:
 
 def semantic_analysis(schedule: Schedule, table: ChannelTable, budget: Budget | None = None,
                       input_bound: float = DEFAULT_INPUT_BOUND,
+                      score_bound: float | None = None,
                       progress: OpsProgress | None = None) -> SemanticAnalysis:
+    """The analysis under |inputs| <= input_bound and, if given, |scale·q·kᵀ| <= score_bound
+    (bounds.assume: the intervals and rounding errors read both); `progress` is told the
+    ops evaluated of all."""
     spec = schedule.launch
     try:
         problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
     except ProblemUnavailable as exc:
         return SemanticAnalysis(None, None, str(exc))
+    input_bound = assume(input_bound, score_bound, problem.scale)
     try:
         return SemanticAnalysis(problem, analyse(schedule, table, problem, budget,
                                                  input_bound=input_bound, progress=progress))

@@ -4,7 +4,10 @@
 logarithm of a sum of exponentials lies between its largest exponent and that plus log of
 the number of terms (computed in log space: a sum of exp(2896) has no float bound, its log
 does); a term exp(L)·Σ_b exp(g(b)) with L + g(b) <= 0 by max-domination is at most its
-number of rows; a convex combination of V rows (a normalised output) is at most B.
+number of rows; a convex combination of V rows (a normalised output) is at most B. With a score
+assumption (`--score-bound S`: |scale·q·kᵀ| <= S), B is an `InputBound` that carries it and
+a whole score (every feature) is at most min(d·B², S/|scale|); a split contraction's part
+keeps w·B² (the assumption bounds the sum, not its parts).
 """
 
 from __future__ import annotations
@@ -25,6 +28,39 @@ from meshproof.verify.semantics.rational import Rat
 Interval = tuple[float, float]
 DEPTH = 8
 EXP_LIMIT = 700.0
+
+
+class InputBound(float):
+    """B (|every input element| <= B) with the user's score assumption, when there is one:
+    `score` is S in |scale·q·kᵀ| <= S, `qk` the bound it puts on a whole raw score
+    |q·kᵀ| (S / |scale|). Every interval of this module reads `qk` where it bounds a score;
+    arithmetic on B gives plain floats (which only loses the assumption: still sound)."""
+
+    __slots__ = ("qk", "score")
+    score: float
+    qk: float
+
+    def __new__(cls, b: float, score: float, scale: float) -> InputBound:
+        out = float.__new__(cls, b)
+        out.score = score
+        out.qk = score / abs(scale) if scale else math.inf
+        return out
+
+
+def assume(b: float, score_bound: float | None, scale: float) -> float:
+    """B with the score assumption |scale·q·kᵀ| <= score_bound attached (if any)."""
+    return float(b) if score_bound is None else InputBound(float(b), score_bound, scale)
+
+
+def assumption_text(b: float) -> str:
+    """The assumption in words, as every verdict states it."""
+    text = f"|inputs| <= {b:g}"
+    return text + (f", |scale·q·kᵀ| <= {b.score:g}" if isinstance(b, InputBound) else "")
+
+
+def score_cap(b: float) -> float:
+    """The bound the score assumption puts on a whole raw score |q·kᵀ| (inf: none)."""
+    return b.qk if isinstance(b, InputBound) else math.inf
 
 
 def lin_interval(lin: Lin, b: float, d: int, depth: int = 0) -> Interval | None:
@@ -54,7 +90,10 @@ def _atom_interval(atom: Atom, b: float, d: int, depth: int) -> Interval | None:
         return -b, b
     if isinstance(atom, Score):
         w = atom.flen or d
-        return -w * b * b, w * b * b
+        top = w * b * b
+        if w >= d:   # a whole score: the user's score assumption bounds it too
+            top = min(top, score_cap(b))
+        return -top, top
     if isinstance(atom, Scrambled):
         return None if atom.bound is None else (-atom.bound * b * b, atom.bound * b * b)
     if isinstance(atom, Max):

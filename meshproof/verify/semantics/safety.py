@@ -22,6 +22,7 @@ from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, SourceLoc, ValueRef
 from meshproof.verify.semantics import rational as R
+from meshproof.verify.semantics.bounds import assumption_text, score_cap
 from meshproof.verify.semantics.hazards import suspects, undefined_outputs
 from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
@@ -70,10 +71,40 @@ def constant_inputs(problem: Problem, q: float, k: float, v: float) -> Inputs:
 
 
 def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
-    return [(f"Q = K = V = {b:g} (every score equal, every weight 1)",
-             constant_inputs(problem, b, b, b)),
-            (f"Q = {b:g}, K = {-b:g} (every score negative)", constant_inputs(problem, b, -b, b)),
-            ("seeded N(0,1) inputs", make_inputs(problem, 0))]
+    """The witness families, each inside the assumption: with a score bound, Q and K of
+    the constant families shrink to the largest f16 c with d·c² within it, and a family
+    whose scores pass it (seeded inputs at a small S) is left out."""
+    cap = score_cap(b)
+    c = _largest_q(cap, problem.d_head, float(b))
+    qk = f"Q = K = V = {b:g}" if c == b else f"Q = K = {c:g}, V = {b:g}"
+    neg = f"Q = {b:g}, K = {-b:g}" if c == b else f"Q = {c:g}, K = {-c:g}, V = {b:g}"
+    out = [(f"{qk} (every score equal, every weight 1)", constant_inputs(problem, c, c, b)),
+           (f"{neg} (every score negative)", constant_inputs(problem, c, -c, b)),
+           ("seeded N(0,1) inputs", make_inputs(problem, 0))]
+    return [(name, x) for name, x in out if _scores_within(x, cap)]
+
+
+def _largest_q(cap: float, d: int, b: float) -> float:
+    """The largest f16 value c <= b with d·c² <= cap."""
+    if d * b * b <= cap:
+        return b
+    c = np.float16(math.sqrt(cap / d))
+    while c > 0 and float(c) * float(c) * d > cap:
+        c = np.nextafter(c, np.float16(0))
+    return float(c)
+
+
+def _scores_within(inputs: Inputs, cap: float) -> bool:
+    """Every raw score q·kᵀ of one group (any heads) within `cap` (in chunks of K rows)."""
+    if math.isinf(cap):
+        return True
+    for g, q in inputs.q.items():
+        qs = q.reshape(-1, q.shape[-1])
+        ks = inputs.k[g].reshape(-1, q.shape[-1])
+        for i in range(0, ks.shape[0], 1 << 15):
+            if qs.size and ks.size and float(np.abs(qs @ ks[i:i + (1 << 15)].T).max()) > cap:
+                return False
+    return True
 
 
 class _Checks:
@@ -197,7 +228,7 @@ class _Checks:
             if found is None:
                 self.out.unknown.append(f"{source}: the {op.dtype.value} value of "
                                         f"{op.kind.value} has no bound below {limit:g} for "
-                                        f"|inputs| <= {self.b:g} (bound {_fmt(bound)})")
+                                        f"{assumption_text(self.b)} (bound {_fmt(bound)})")
                 continue
             name, top, rank = found
             op, vid, bound = next((o, v, bd) for r, o, v, bd in cands if r == rank)
@@ -206,8 +237,8 @@ class _Checks:
             self.out.violations.append(Finding(
                 Hazard.OVERFLOW, rank, op,
                 f"{what} in {op.dtype.value} can reach {top:.6g} > {limit:g}, the largest "
-                f"finite {op.dtype.value} (with {name}; bound {_fmt(bound)} for |inputs| <= "
-                f"{self.b:g}): keep it in f32", bound, limit))
+                f"finite {op.dtype.value} (with {name}; bound {_fmt(bound)} for "
+                f"{assumption_text(self.b)}): keep it in f32", bound, limit))
 
     def check_outputs(self, stores: list[tuple[int, Op]]) -> None:
         """No stored output is nan or infinite on the machine (hazards.py)."""

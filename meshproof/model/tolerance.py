@@ -1,0 +1,36 @@
+"""The error a run may show: one table that the simulator's check and numeric_safety's
+verdict share (neither back-end imports the other).
+
+By the narrowest dtype the schedule uses: 5e-2 if it uses bf16, else 1e-2 if it uses f16,
+else 1e-5 (all f32). The simulator compares the norm-relative error of each checked rank
+with it (spec/simulator.md); numeric_safety proves its elementwise bound
+`|computed - exact| <= η·max|V| + τ` within `T·max|V|` (spec/semantics.md §7), with T
+the same number unless `--tolerance` says otherwise.
+"""
+
+from __future__ import annotations
+
+from meshproof.model.schedule import DType, Schedule
+
+TOLERANCE = {DType.BF16: 5e-2, DType.F16: 1e-2, DType.F32: 1e-5}
+TOLERANCE_RULE = ("rel_err = ||o - ref||2 / ||ref||2 per checked rank; allowed: 5e-2 if the "
+                  "schedule uses bf16, else 1e-2 if it uses f16, else 1e-5 (all f32)")
+
+
+def tolerance_for(schedule: Schedule) -> tuple[float, tuple[str, ...]]:
+    """The tolerance of the narrowest dtype `schedule` uses, and the dtypes it uses."""
+    used = {op.dtype for prog in schedule.programs for op in prog.ops}
+    for dt in (DType.BF16, DType.F16):
+        if dt in used:
+            return TOLERANCE[dt], tuple(sorted(d.value for d in used))
+    return TOLERANCE[DType.F32], tuple(sorted(d.value for d in used))
+
+
+def tolerance_source(schedule: Schedule) -> str:
+    """Where the default tolerance of `schedule` comes from, in words."""
+    used = tolerance_for(schedule)[1]
+    narrow = next((d for d in ("bf16", "f16") if d in used), "f32")
+    return f"the simulator's for a schedule using {narrow}"
+
+
+__all__ = ["TOLERANCE", "TOLERANCE_RULE", "tolerance_for", "tolerance_source"]
