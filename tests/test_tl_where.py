@@ -21,6 +21,7 @@ from meshproof.model.machine import Buffers, Machine
 from meshproof.model.schedule import COMPARISONS, MASK_KINDS, Const, DType, OpKind
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import KernelSite, Pointer, RankTracer
+from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status
 
@@ -126,7 +127,9 @@ def test_a_masked_output_is_unknown_for_the_semantic_properties(func: str, marke
 
 
 def test_an_unmasked_kernel_keeps_its_verdicts() -> None:
-    assert all(r.status is Status.PROVED for r in verify_kernel("mesh_mlo_1d").properties)
+    # at the tolerance proofs.toml judges the built-ins at (their bound is 3.3e-2·max|V|)
+    proved = verify_kernel("mesh_mlo_1d", VerifyConfig(tolerance=0.1)).properties
+    assert all(r.status is Status.PROVED for r in proved)
     bad = {r.name: r.status for r in verify_kernel("mesh_kv_skip_last").properties}
     assert bad[Property.EXACTLY_ONCE_MERGE] is Status.VIOLATED
     assert bad[Property.ATTENTION_EQUIVALENCE] is Status.VIOLATED
