@@ -36,7 +36,9 @@ def _seconds(command: list[str]) -> float:
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           check=False, env=ENV)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
+    # 3 is a verdict too: at the simulator's tolerance the issue's command leaves
+    # numeric_safety unknown (its bound 3.0e-2·max|V| is above 1e-2, issue 19)
+    if done.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}: "
                          f"{done.stderr.decode(errors='replace').strip()}")
     return elapsed
