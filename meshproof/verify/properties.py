@@ -108,6 +108,13 @@ class VerifyConfig:
 T = TypeVar("T")
 
 
+@dataclass(slots=True)
+class _Position:
+    """The property a verify call is checking (the progress sink's frame of reference)."""
+
+    at: VerifyProgress | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CheckContext:
     """What every property's check reads: the IR, its channels, the settings, the solver
@@ -119,6 +126,7 @@ class CheckContext:
     budget: Budget
     memo: dict[Callable[[CheckContext], object], object] = field(
         default_factory=dict, compare=False, repr=False)
+    position: _Position = field(default_factory=_Position, compare=False, repr=False)
 
     @property
     def depth(self) -> int:
@@ -128,13 +136,13 @@ class CheckContext:
 
     def report(self, ops_done: int = 0, ops_total: int = 0) -> None:
         """Tell the config's progress sink how far the current property is."""
-        sink, at = self.config.progress, self.memo.get(_AT)
-        if sink is not None and isinstance(at, VerifyProgress):
+        sink, at = self.config.progress, self.position.at
+        if sink is not None and at is not None:
             sink(VerifyProgress(at.prop, at.index, at.count, ops_done, ops_total))
 
     def start(self, prop: Property, index: int, count: int) -> None:
         """A property's check begins."""
-        self.memo[_AT] = at = VerifyProgress(prop, index, count)
+        self.position.at = at = VerifyProgress(prop, index, count)
         if self.config.progress is not None:
             self.config.progress(at)
 
@@ -144,11 +152,5 @@ class CheckContext:
             self.memo[analysis] = analysis(self)
         return cast(T, self.memo[analysis])
 
-
-def _at(ctx: CheckContext) -> object:   # the memo key of the property being checked
-    return None
-
-
-_AT: Callable[[CheckContext], object] = _at
 
 Check = Callable[[CheckContext], "PropertyResult"]
