@@ -4,7 +4,7 @@ and the outputs' rounding error within a tolerance.
 Static (no sampling for "proved"), at the launch's real sizes, under a stated
 assumption: every input element satisfies |x| <= B (`--input-bound`, default 16) and, when
 given, every score |scale·q·kᵀ| <= S (`--score-bound`). Proved needs no hazard and the
-first-order rounding bound η·max|V| + τ within T·max|V| (`--tolerance`, default the
+rounding bound η·max|V| + τ (rounding.py) within T·max|V| (`--tolerance`, default the
 simulator's: model/tolerance.py); a bound above T is unknown (the bound is sound, not
 tight: nothing shows an input that exceeds T). Hazard violations come with a witness
 input inside the assumption that reaches them (spec/semantics.md §7).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
@@ -29,12 +30,19 @@ from meshproof.verify.result import (
     NumericResult,
     PropertyResult,
     Role,
+    RoundingDetails,
     Status,
 )
 from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis
-from meshproof.verify.semantics.bounds import assume, assumption_text
-from meshproof.verify.semantics.rounding import NoBound, OutputBound, output_error_bounds
+from meshproof.verify.semantics.bounds import assume, assumption_text, score_cap
+from meshproof.verify.semantics.rounding import (
+    ROUNDING_ASSUMPTIONS,
+    NoBound,
+    OutputBound,
+    output_error_bounds,
+)
+from meshproof.verify.semantics.rounding_witness import RoundingWitness, find_rounding_witness
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.situations import Forms, Held, Situations
 from meshproof.verify.semantics.symbolic import Opaque
@@ -92,11 +100,20 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     # attention_equivalence's to report
     lost = [e for e, o in zip(etas, a.outputs, strict=True)
             if isinstance(e, NoBound) and e.attention and o.verdict.equal]
+    known = [e for e in etas if isinstance(e, OutputBound)]
+    eta_all = max((e.eta for e in known), default=None)
+    if lost or (eta_all is not None and eta_all >= tol):
+        judged = [(o.rank, o.store) for o in a.outputs if o.verdict.equal]
+        witness = find_rounding_witness(schedule, table, a.problem, judged, input_bound,
+                                        score_cap(input_bound), tol)
+        if witness is not None:
+            if known and len(known) == len(etas):
+                bound[0], bound[1] = eta_all, max(e.tau for e in known)
+            return _violated(schedule, witness, tol, eta_all, assumption, result)
     if lost:
         # the outputs compute attention, but how far their rounding takes them is not shown
         return result(Status.UNKNOWN, f"cannot bound the rounding error of {len(lost)} "
                       f"output(s) ({assumption}): {lost[0].reason}")
-    known = [e for e in etas if isinstance(e, OutputBound)]
     if known and len(known) == len(etas):
         eta, tau = max(e.eta for e in known), max(e.tau for e in known)
         bound[0], bound[1] = eta, tau
@@ -106,12 +123,38 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         if least > config.input_bound:
             return result(Status.UNKNOWN, _over_tolerance(eta, tau, tol, tol_from, assumed,
                                                           stated))
-        extra += (f"; first-order rounding bound of the outputs: {stated}, within the "
-                  f"tolerance {_sci(tol)}·max|V| wherever max|V| >= {_sci(least)}")
+        extra += (f"; rounding bound of the outputs: {stated}, within the "
+                  f"tolerance {_sci(tol)}·max|V| wherever max|V| >= {_sci(least)} "
+                  f"({ROUNDING_ASSUMPTIONS})")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "
                   f"({safety.narrow_checked} ops) for {assumption}{extra}")
+
+
+def _violated(schedule: Schedule, w: RoundingWitness, tol: float, eta: float | None,
+              assumption: str, result: Callable[..., PropertyResult]) -> PropertyResult:
+    """numeric_safety violated by a rounding witness, at the store's line and rank."""
+    ep = schedule.programs[w.rank].endpoint
+    t, h, e = w.element
+    said = f"rounding bound {_sci(eta)}·max|V|" if eta is not None else "no rounding bound"
+    message = (f"with {w.family} ({assumption}) the output stored at {w.store.source} on "
+               f"{ep.label} is {w.machine:.6g} at query row {t}, head {h}, feature {e} on "
+               f"the simulator's arithmetic, where attention is {w.exact:.6g} (40 digits): "
+               f"an error of {_sci(w.error)}·max|V| (max|V| = {w.max_v:g}), above the "
+               f"tolerance {_sci(tol)}·max|V| ({said}); the inputs are in the verdict's "
+               "JSON (witness.inputs)")
+    diag = Diagnostic(message, Role.NUMERIC, w.store.source, ep, w.store.index, w.store.kind)
+    small = input_elements_of(w) <= 65_536
+    inputs = {name: {str(g): x.tolist() for g, x in sorted(getattr(w.inputs, name).items())}
+              for name in ("q", "k", "v")} if small else None
+    details = RoundingDetails(w.family, str(w.store.source), w.element, w.machine, w.exact,
+                              w.max_v, w.error, tol, eta, inputs)
+    return result(Status.VIOLATED, message, Counterexample(message, (diag,), details))
+
+
+def input_elements_of(w: RoundingWitness) -> int:
+    return sum(x.size for part in (w.inputs.q, w.inputs.k, w.inputs.v) for x in part.values())
 
 
 def _tolerance(ctx: CheckContext) -> tuple[float, str]:
@@ -125,11 +168,11 @@ def _over_tolerance(eta: float, tau: float, tol: float, tol_from: str, assumed: 
                     stated: str) -> str:
     what = f"bound {_sci(eta)}·max|V|" if eta >= tol else \
         f"bound {_sci(eta)}·max|V| + {_sci(tau)} (its absolute part, at every max|V|)"
-    return (f"the first-order rounding {what} exceeds the tolerance {_sci(tol)}·max|V| "
-            f"({tol_from}) for {assumed}: {stated} is shown, not that the error stays within "
-            f"{_sci(tol)}·max|V| (the bound is sound, not tight; no input is shown to exceed "
-            "it); state the score range (--score-bound, score_bound), a smaller input bound, "
-            "or a wider tolerance")
+    return (f"the rounding {what} exceeds the tolerance {_sci(tol)}·max|V| "
+            f"({tol_from}) for {assumed}: {stated} is shown ({ROUNDING_ASSUMPTIONS}), not that "
+            f"the error stays within {_sci(tol)}·max|V|, and no input tried exceeds it; state "
+            "the score range (--score-bound, score_bound), a smaller input bound, or a wider "
+            "tolerance")
 
 
 def _sci(x: float) -> str:

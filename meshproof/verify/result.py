@@ -266,8 +266,35 @@ class NumericDetails:
         return {"hazards": [h.to_json() for h in self.hazards], "input_bound": self.input_bound}
 
 
+@dataclass(frozen=True, slots=True)
+class RoundingDetails:
+    """A rounding witness: an input within the assumption whose computed output (the
+    simulator's arithmetic) is farther from attention (40 digits) than the tolerance.
+    `inputs` holds Q, K and V per group (rows, heads, d_head) as f16 values, for `meshproof
+    simulate --witness FILE`; left out (None) past 65,536 elements."""
+
+    family: str
+    source: str
+    element: tuple[int, int, int]        # (query row, head, feature)
+    machine: float
+    exact: float
+    max_v: float
+    error: float                         # |machine - exact| / max|V|
+    tolerance: float
+    bound: float | None
+    inputs: dict[str, dict[str, list[Any]]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"witness": {"family": self.family, "source": self.source,
+                            "element": list(self.element), "machine": self.machine,
+                            "exact": float(f"{self.exact:.17g}"), "max_v": self.max_v,
+                            "error": float(f"{self.error:.4g}"), "tolerance": self.tolerance,
+                            "bound": None if self.bound is None else
+                            float(f"{self.bound:.4g}"), "inputs": self.inputs}}
+
+
 Details = (DeadlockDetails | ConfinementDetails | MatchingDetails | MergeDetails |
-           AttentionDetails | NumericDetails)
+           AttentionDetails | NumericDetails | RoundingDetails)
 
 
 @dataclass(frozen=True, slots=True)

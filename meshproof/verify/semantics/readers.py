@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from meshproof.model.evaluate import Key, Lost
-from meshproof.model.schedule import Op
+from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.relations import Related
 from meshproof.verify.semantics.symbolic import Opaque
 
 Interval = tuple[float, float]
@@ -36,6 +37,12 @@ class RoundingReader(FormReader, Protocol):
 
     def recv_source(self, rank: int, op: Op) -> Key | Lost:
         """The value a recv receives (Lost: none)."""
+
+    def related(self) -> Related:
+        """The relation of the operands of the op being computed (relations.py)."""
+
+    def dtype_of(self, rank: int, vid: int) -> DType | None:
+        """The dtype the machine holds a value in (None: not numbered)."""
 
 
 class WhyStore(Protocol):

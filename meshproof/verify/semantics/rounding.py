@@ -1,27 +1,32 @@
-"""A first-order forward rounding-error bound for every stored output.
+"""A rigorous forward rounding-error bound for every stored output (spec/semantics.md §7).
 
-Standard running-error analysis, first order in the unit roundoffs u (f16 2^-11, bf16 2^-8,
-f32 2^-24), with the absolute floor of every rounding (half the smallest subnormal spacing:
-f16 2^-25, bf16 2^-134, f32 2^-150) so that subnormal values are covered too. Each value
-carries (eps, floor), read by what it is in the exact forms:
+Each value carries what its kind needs, read from its exact form:
 
-- scores, maxima, log-sum-exp values: |error| <= eps (absolute);
-- exponential weights and sums of them (ℓ): |error| <= eps·|value| + floor;
-- unnormalised outputs o: |error| <= eps·sum_j p_j|v_j| + floor;
-- normalised outputs: |error| <= eps·max|V| + floor.
+- scores, maxima, log-sum-exp values (ABS): |error| <= eps; for a difference x - y, `lead`
+  and `ref` are the parts of eps that are x's and y's errors;
+- weights, ℓ, o (REL, OSCALE): relative to the exact terms of their form, in log space,
+  the machine value is C·Σ_j T_j·e^(φ_j) + F with |φ_j| <= eps + own, |log C| <= ref and
+  |F| <= floor. C is the common factor of the machine reference point (p = exp(s - m̃) is
+  off by e^-(m̃ - m) for every key alike); eps is the *tilt*, shared with partners (the
+  score errors, exp and its argument, the rescale factors); own is this value's alone
+  (casts, accumulation, its own products and sums);
+- normalised outputs (OUT): |error| <= eps·max|V| + floor.
 
-Dots accumulate in f32 (n·u32 for n products), then round to their dtype; exp turns its
-argument's absolute error into a relative one; o / ℓ needs ℓ >= 1 (max-domination) to keep
-the floors bounded. Inputs are exact (the harness gives f16-representable numbers); |v| <=
-B (the input bound) bounds the floors of products with V. The output bound (η, τ) means
-|computed - exact| <= η·max|V| + τ elementwise.
+Three identities make the bound tight (relations.py says when they apply): a rescale by
+exp(x̃ - ỹ) from the partial's own reference point x̃ moves C exactly (the error of a max
+never enters a weight); o / ℓ of the same reference point cancels C; and o / ℓ of
+partners (the same machine weights, the same factors) costs only 2·tanh(S/4)·max|V| for a
+tilt of spread S (the tilt lemma) plus expm1(own_o + own_ℓ)·max|V|. Roundings add in log
+space (|log(1 + δ)| <= u), so the bound holds for every input within the assumption, not
+to first order only. Dots and sums accumulate in f32 in any order (ulp.py). The output
+bound (η, τ) means |computed - exact| <= η·max|V| + τ elementwise.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Protocol
 
@@ -33,13 +38,16 @@ from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.order import at_least_one, lower_bound
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.readers import RoundingReader, WhyStore
+from meshproof.verify.semantics.relations import Related, Relation
 from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.ulp import EXP_ULP, TINY, UNIT, accumulation, half_ulp
 from meshproof.verify.semantics.views import convex_output, describe
 
-UNIT = {DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8, DType.F32: 2.0 ** -24}
-TINY = {DType.F16: 2.0 ** -25, DType.BF16: 2.0 ** -134, DType.F32: 2.0 ** -150}
 _VIEWS = (OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.TRANS, OpKind.NEG, OpKind.MAX,
           OpKind.MAXIMUM, OpKind.MINIMUM)
+_LN2 = math.log(2.0)
+ROUNDING_ASSUMPTIONS = ("inputs f16 or bf16 values as loaded, f32 exp within 1 ulp, "
+                        "round to nearest, f32 accumulation in any order")
 
 
 class Kind(Enum):
@@ -53,9 +61,17 @@ class Kind(Enum):
 @dataclass(frozen=True, slots=True)
 class Err:
     kind: Kind
-    eps: float
+    eps: float              # ABS: absolute; REL/OSCALE: the tilt (log); OUT: η
     dtype: DType
     floor: float = 0.0
+    own: float = 0.0        # REL/OSCALE: this value's own log error
+    ref: float = 0.0        # REL/OSCALE: |log C|; ABS: the subtracted operand's part of eps
+    lead: float = 0.0       # ABS: the leading operand's part; REL of an exp: the same, in log
+
+    @property
+    def total(self) -> float:
+        """REL/OSCALE: the whole log error of one term, the reference point included."""
+        return self.eps + self.own + self.ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,25 +303,30 @@ class ErrorBounds:
         """A value moved into `dtype`: one more rounding if it narrows."""
         if UNIT[dtype] <= UNIT[e.dtype]:
             if TINY[dtype] <= TINY[e.dtype]:
-                return Err(kind, e.eps, dtype, e.floor)
+                return replace(e, kind=kind, dtype=dtype)
             # bf16 -> f16: as many digits, but f16's subnormals are coarser
             if kind is Kind.ABS:
-                return Err(kind, e.eps + TINY[dtype], dtype)
-            return Err(kind, e.eps, dtype, e.floor + TINY[dtype])
-        return self._rounded(Err(kind, e.eps, dtype, e.floor), key)
+                return replace(e, kind=kind, eps=e.eps + TINY[dtype], dtype=dtype)
+            return replace(e, kind=kind, dtype=dtype, floor=e.floor + TINY[dtype])
+        return self._rounded(replace(e, kind=kind, dtype=dtype), key)
 
-    def _rounded(self, e: Err, key: Key) -> Err:
-        """The rounding of an op's result to its dtype."""
-        u, tiny = UNIT[e.dtype], TINY[e.dtype]
+    def _rounded(self, e: Err, key: Key, shared: bool = False) -> Err:
+        """The rounding of an op's result to its dtype: absolute at the result's magnitude
+        (monotone rounding, rule H), else one relative rounding in log space -- shared by
+        partners (`shared`: a weight before o and ℓ part ways) or the value's own."""
         if e.kind is Kind.ABS:
-            return Err(e.kind, e.eps + u * self._mag(key) + tiny, e.dtype)
-        return Err(e.kind, e.eps + u, e.dtype, e.floor + tiny)
+            return replace(e, eps=e.eps + half_ulp(e.dtype, self._mag(key)))
+        u, tiny = UNIT[e.dtype], TINY[e.dtype]
+        if e.kind is Kind.OUT:
+            return replace(e, eps=e.eps + u * (1.0 + e.eps), floor=e.floor + tiny)
+        if shared:
+            return replace(e, eps=e.eps + u, floor=e.floor + tiny)
+        return replace(e, own=e.own + u, floor=e.floor + tiny)
 
     def _combine(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         k = op.kind
         if k in _VIEWS:
-            return Err(kind, max(a.eps for a in args), op.dtype,
-                       max(a.floor for a in args))
+            return self._view(op, kind, args)
         if k is OpKind.CAST:
             return self._round(args[0], kind, op.dtype, key)
         if k is OpKind.FULL:
@@ -314,49 +335,74 @@ class ErrorBounds:
             if not _pure_input(self._form(key)):
                 return Err(kind, 0.0, op.dtype)   # constants: what the machine holds
             kind = Kind.ABS   # arithmetic that gives back an input (q·2·0.5) still rounds
-        out = self._exact_part(op, kind, args, key)
-        return None if out is None else self._rounded(out, key)
+        rule = _RULES.get(k)
+        out = None if rule is None else rule(self, op, kind, args, key)
+        if out is None:
+            return None
+        return self._rounded(out, key, shared=k in (OpKind.EXP, OpKind.EXP2))
 
-    def _exact_part(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
-        """The error of the op computed exactly from inexact operands (plus the f32
-        accumulation of dots and sums); its own rounding is added by the caller."""
-        k, u32, dt = op.kind, UNIT[DType.F32], op.dtype
-        if k is OpKind.DOT:
-            return self._dot(op, kind, args, key)
-        if k in (OpKind.EXP, OpKind.EXP2):
-            a = args[0]
-            arg = self._abs_err(op, key, 0, a) if a.kind in (Kind.ABS, Kind.EXACT) else 0.0
-            # |exp(x + δ)/exp(x) - 1| <= expm1(|δ|): exact, not only first order
-            return Err(Kind.REL, _expm1(arg * (math.log(2.0) if k is OpKind.EXP2 else 1.0)) +
-                       u32, dt)
-        if k is OpKind.SOFTMAX:
-            n = self._axis_size(op, key)
-            return Err(Kind.REL, _expm1(2 * args[0].eps) + (n + 2) * u32, dt)
-        if k is OpKind.SUM and kind is Kind.ABS and args[0].kind in (Kind.ABS, Kind.EXACT):
+    def _view(self, op: Op, kind: Kind, args: list[Err]) -> Err:
+        """Views and maxima move no value: the worst operand's error. A max of exact
+        machine numbers is exact; of inexact ones off by at most the larger error."""
+        if len(args) == 1:
+            return replace(args[0], kind=kind, dtype=op.dtype) if kind is not Kind.ABS or \
+                args[0].kind is Kind.ABS else Err(kind, args[0].eps, op.dtype, args[0].floor)
+        worst = max(args, key=lambda a: a.eps + a.own + a.ref)
+        return Err(kind, max(a.eps for a in args), op.dtype, max(a.floor for a in args),
+                   max(a.own for a in args), max(a.ref for a in args)) \
+            if kind is not Kind.ABS else Err(kind, worst.eps, op.dtype)
+
+    # --- the rules, one per op kind (the exact part; the caller adds the op's rounding) --
+    def _exp(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        a = args[0]
+        scale = _LN2 if op.kind is OpKind.EXP2 else 1.0
+        if a.kind not in (Kind.ABS, Kind.EXACT):
+            return None
+        arg = self._abs_err(op, key, 0, a) * scale
+        if self._related().relation is Relation.SAME and a.kind is Kind.ABS:
+            # exp(x̃ - ỹ): the error of ỹ is a common factor of every key (C), x̃'s a tilt
+            ref = a.ref * scale
+            return Err(Kind.REL, arg - ref + EXP_ULP, op.dtype, ref=ref, lead=a.lead * scale)
+        # |exp(x + δ)/exp(x)| = e^δ exactly: the argument's error as a tilt
+        return Err(Kind.REL, arg + EXP_ULP, op.dtype)
+
+    def _softmax(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        n = self._axis_size(op, key)
+        u32 = UNIT[DType.F32]
+        a = self._abs_err(op, key, 0, args[0])
+        return Err(Kind.REL, 2 * a + 2 * EXP_ULP + (n + 2) * u32, op.dtype)
+
+    def _sum(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        n = self._axis_size(op, key)
+        a = args[0]
+        if kind is Kind.ABS and a.kind in (Kind.ABS, Kind.EXACT):
             # n values off by eps each, accumulated in f32 (a split contraction's parts)
-            n = self._axis_size(op, key)
-            arg = self._abs_err(op, key, 0, args[0])
-            return Err(kind, n * arg + n * u32 * n * self._arg_mag(op, key, 0), dt)
-        if k is OpKind.SUM and kind is Kind.REL:
-            n = self._axis_size(op, key)
-            return Err(kind, args[0].eps + (n - 1) * u32, dt, n * args[0].floor)
-        if k is OpKind.LOG:
-            a = args[0]
-            if a.kind is not Kind.REL or not self._at_least_one(op, key, 0):
-                return None
-            return Err(Kind.ABS, a.eps + a.floor, dt)   # |d log X| <= dX / X, X >= 1
-        if k in (OpKind.ADD, OpKind.SUB):
-            return self._add(op, kind, args, key)
-        if k is OpKind.MUL:
-            return self._mul(op, kind, args, key)
-        if k is OpKind.DIV:
-            return self._div(op, kind, args, key)
+            return Err(kind, n * self._abs_err(op, key, 0, a) +
+                       accumulation(n, self._arg_mag(op, key, 0)), op.dtype)
+        if kind in (Kind.REL, Kind.OSCALE) and a.kind is kind:
+            # each term passes at most n - 1 f32 roundings, in any order (rule G)
+            return replace(a, dtype=op.dtype, own=a.own + max(n - 1, 0) * UNIT[DType.F32],
+                           floor=n * a.floor, lead=0.0)
         return None
+
+    def _log(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        a = args[0]
+        if a.kind is not Kind.REL or not self._at_least_one(op, key, 0):
+            return None
+        t = a.total
+        if t > 0.5 or a.floor > 0.1:
+            return None
+        # X >= 1: |log X̃ - log X| <= |log C| + max|φ| + |F|/(X̃ - |F|), X̃ - |F| >= 1/2
+        err = t + 2.0 * a.floor
+        return Err(Kind.ABS, err / _LN2 if op.kind is OpKind.LOG2 else err, op.dtype)
 
     def _add(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         dt = op.dtype
         if kind is Kind.ABS:
-            return Err(kind, sum(self._abs_err(op, key, i, a) for i, a in enumerate(args)), dt)
+            errs = [self._abs_err(op, key, i, a) for i, a in enumerate(args)]
+            if op.kind is OpKind.SUB and len(errs) == 2:
+                return Err(kind, errs[0] + errs[1], dt, lead=errs[0], ref=errs[1])
+            return Err(kind, sum(errs), dt)
         # A relative error survives a sum only if nothing cancels: an addition of values
         # whose terms all weigh positively. A constant added to ℓ or o (ℓ + 2048 sent in
         # f16), or a difference, is rounded at a magnitude the reference does not bound.
@@ -364,12 +410,12 @@ class ErrorBounds:
             self._fail(key, op, f"a difference of {kind.value} values may cancel, so its "
                        "rounding is not bounded relative to the result")
             return None
+        kept: list[Err] = []
         for i, a in enumerate(op.args):
             if not isinstance(a, ValueRef):
                 if a.value:
                     self._fail(key, op, f"the constant {a.value:g} added here is rounded with "
-                               "the value, at a magnitude the first-order bound does not "
-                               "cover")
+                               "the value, at a magnitude the bound does not cover")
                     return None
                 continue
             res = self._res((key[0], a.id))
@@ -380,23 +426,62 @@ class ErrorBounds:
                 self._fail(key, op, "an operand of this sum may cancel the other, so its "
                            "rounding is not bounded relative to the result")
                 return None
-        # positive sums keep the worst relative error; sums of outputs add theirs
-        eps = max(a.eps for a in args) if kind is Kind.REL else sum(a.eps for a in args)
-        return Err(kind, eps, dt, sum(a.floor for a in args))
+            kept.append(args[i])
+        if not kept:
+            return Err(kind, 0.0, dt)
+        if kind is Kind.OUT:
+            # normalised values weighed by convex weights: the worst of each, summed
+            return Err(kind, sum(a.eps for a in kept), dt, sum(a.floor for a in kept))
+        first = kept[0]
+        shift = 0.0 if len(kept) == 1 or self._related().relation is Relation.SAME else \
+            sum(a.ref for a in kept)   # other keys' C relative to the first's
+        tilt = max([first.eps, *(a.eps + shift for a in kept[1:])])
+        return Err(kind, tilt, dt, sum(a.floor for a in kept), max(a.own for a in kept),
+                   first.ref)
 
     def _mul(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
+        consts = [not isinstance(a, ValueRef) for a in op.args]
         if kind is Kind.ABS:
-            consts = [a.kind is Kind.EXACT for a in args]
-            if not any(consts):
+            exact = [a.kind is Kind.EXACT for a in args]
+            if not any(exact):
                 return None
             spread = sum(_scaled(self._abs_err(op, key, i, a),
                                  _prod(m for j, m in enumerate(mags) if j != i))
                          for i, a in enumerate(args))
+            if any(consts) and len(args) == 2:
+                # a difference scaled by a constant keeps its parts, scaled
+                c = mags[consts.index(True)]
+                x = args[consts.index(False)]
+                return Err(kind, spread, op.dtype, lead=x.lead * c, ref=x.ref * c)
             return Err(kind, spread, op.dtype)
         floor = sum(_scaled(a.floor, _prod(m for j, m in enumerate(mags) if j != i))
                     for i, a in enumerate(args))
-        return Err(kind, sum(a.eps for a in args), op.dtype, floor)
+        if kind is Kind.OUT:
+            eps = _out_times(args, mags)
+            return None if eps is None else Err(kind, eps, op.dtype, floor)
+        weights = [a for a in args if a.kind in (Kind.REL, Kind.OSCALE)]
+        if len(weights) == 2:
+            rel = self._related()
+            f, x = (args[rel.factor], args[1 - rel.factor]) if len(args) == 2 else weights
+            if rel.relation is Relation.SAME:
+                # exp(x̃ - ỹ) from X's own reference point x̃: C moves to ỹ exactly
+                tilt = x.eps + f.eps - f.lead + f.own
+            elif rel.relation is Relation.NARROWED:
+                # from a narrowing of it: off by the narrowing, alike for every key of X
+                tilt = x.eps + f.eps - f.lead + f.own + rel.offset
+            elif rel.relation is Relation.OTHER:
+                # from another point: X's C and x̃'s error join the tilt
+                tilt = x.eps + x.ref + f.eps + f.own
+            else:
+                # no rescale known: both common factors join the tilt, C = 1
+                return Err(kind, x.eps + x.ref + f.eps + f.ref, op.dtype, floor,
+                           x.own + f.own)
+            return Err(kind, tilt, op.dtype, floor, x.own, f.ref)
+        # by exact values (constants, inputs): the terms keep their errors
+        w = weights[0] if weights else args[0]
+        extra = sum(a.eps for a in args if a is not w and a.kind is Kind.EXACT)
+        return Err(kind, w.eps, op.dtype, floor, w.own + extra, w.ref)
 
     def _div(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         num, den = args
@@ -404,36 +489,75 @@ class ErrorBounds:
             c = self._arg_mag(op, key, 1)
             if not c:
                 return None
-            # an absolute error is divided with the value; a relative one is not changed
-            eps = self._abs_err(op, key, 0, num) / c if kind is Kind.ABS else num.eps
-            return Err(kind, eps + (den.eps if den.kind is Kind.EXACT else 0.0), op.dtype,
-                       num.floor / c)
-        low = min(1.0, self._lower_bound(op, key, 1))   # ℓ >= low: the floors over ℓ
+            if kind is Kind.ABS:
+                e = self._abs_err(op, key, 0, num) / c
+                return Err(kind, e, op.dtype, lead=num.lead / c, ref=num.ref / c)
+            return replace(num, kind=kind, dtype=op.dtype, floor=num.floor / c,
+                           own=num.own + den.eps)
+        low = min(1.0, self._lower_bound(op, key, 1))   # the exact ℓ >= low
         if low <= 0:
             # ℓ may be tiny: the floors would not stay bounded
             self._fail(key, op, "the divisor has no positive lower bound by max-domination, "
                        "so the rounding floors are not bounded")
             return None
+        rel = self._related().relation
         if kind is Kind.OUT and num.kind is Kind.OSCALE and den.kind is Kind.REL:
-            return Err(kind, num.eps + den.eps, op.dtype,
-                       (num.floor + self.b * den.floor) / low)
+            eta = _normalised(num, den, rel)
+            return Err(kind, eta, op.dtype, self._floors(num, den, low, (1.0 + eta) * self.b))
         if kind is num.kind is den.kind is Kind.REL:
-            return Err(kind, num.eps + den.eps, op.dtype,
-                       (num.floor + self._arg_mag(op, key, 0) * den.floor) / low)
+            eps = num.eps + num.own + den.eps + den.own
+            if rel not in (Relation.SAME, Relation.PARTNERS):
+                eps += num.ref + den.ref
+            return Err(kind, eps, op.dtype,
+                       self._floors(num, den, low, self._arg_mag(op, key, 0) / low))
         return None
+
+    def _floors(self, num: Err, den: Err, low: float, ratio: float) -> float:
+        """(|F_num| + |ratio|·|F_den|) / ℓ̃_low, with the machine ℓ̃ >= low·e^-(its log
+        error) - F_den."""
+        low_m = low * math.exp(-min(den.total, 700.0)) - den.floor
+        if low_m <= 0:
+            return math.inf
+        return (num.floor + ratio * den.floor) / low_m
 
     def _dot(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         n = self._inner(op, key)
-        u32 = UNIT[DType.F32]
         a, b = args
         if kind is Kind.ABS:
-            # n products of bounded inputs, accumulated in f32
+            # n products of bounded inputs (exact in f32 for 16-bit operands), accumulated
+            # in f32 in any order (rule G)
             ma, mb = self._arg_mag(op, key, 0), self._arg_mag(op, key, 1)
             ea, eb = self._abs_err(op, key, 0, a), self._abs_err(op, key, 1, b)
-            return Err(kind, n * (ea * mb + eb * ma) + n * u32 * n * ma * mb, op.dtype)
+            prod = 0.0 if self._narrow_operands(op, key) else n * half_ulp(DType.F32, ma * mb)
+            return Err(kind, n * (ea * mb + eb * ma + ea * eb) + prod +
+                       accumulation(n, (ma + ea) * (mb + eb)), op.dtype)
         if kind is Kind.OSCALE and a.kind is Kind.REL and b.kind is Kind.EXACT:
-            # V rounded by a cast (relative b.eps per element) weighs like p's own error
-            return Err(kind, a.eps + b.eps + n * u32, op.dtype, n * a.floor * self.b)
+            # V rounded by a cast (relative b.eps per element) weighs like p's own error;
+            # every term passes at most n - 1 f32 roundings, in any order
+            prod = 0.0 if self._narrow_operands(op, key) else UNIT[DType.F32]
+            return Err(kind, a.eps, op.dtype, n * a.floor * self.b,
+                       a.own + b.eps + prod + max(n - 1, 0) * UNIT[DType.F32], a.ref)
+        return None
+
+    def _narrow_operands(self, op: Op, key: Key) -> bool:
+        """Both operands 16-bit: their products are exact in f32."""
+        for a in op.args:
+            if not isinstance(a, ValueRef):
+                return False
+            res = self._res((key[0], a.id))
+            if res is None or isinstance(res, Opaque) or self._dtype_of(key[0], a.id) not in \
+                    (DType.F16, DType.BF16):
+                return False
+        return True
+
+    def _dtype_of(self, rank: int, vid: int) -> DType | None:
+        return self.sym.dtype_of(rank, vid)
+
+    def _related(self) -> Related:
+        return self.sym.related()
+
+    def _no_rule(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        self._fail(key, op, f"no rounding rule for {op.kind.value} at {op.source}")
         return None
 
     def _inner(self, op: Op, key: Key) -> int:
@@ -451,6 +575,40 @@ class ErrorBounds:
         if res is None or isinstance(res, Opaque):
             return 1
         return res.layout.shape[op.axis]
+
+
+Rule = Callable[[ErrorBounds, Op, Kind, list[Err], Key], Err | None]
+
+# One rounding rule per op kind: the exact part of the op on inexact operands (its own
+# rounding is added by the caller). Views, casts and constants are handled before the
+# table; masks have no rounding rule yet (spec/semantics.md §8): `_no_rule` says so.
+_RULES: dict[OpKind, Rule] = {
+    OpKind.DOT: ErrorBounds._dot,
+    OpKind.EXP: ErrorBounds._exp,
+    OpKind.EXP2: ErrorBounds._exp,
+    OpKind.SOFTMAX: ErrorBounds._softmax,
+    OpKind.SUM: ErrorBounds._sum,
+    OpKind.LOG: ErrorBounds._log,
+    OpKind.LOG2: ErrorBounds._log,
+    OpKind.ADD: ErrorBounds._add,
+    OpKind.SUB: ErrorBounds._add,
+    OpKind.MUL: ErrorBounds._mul,
+    OpKind.DIV: ErrorBounds._div,
+    OpKind.LOG1P: ErrorBounds._no_rule,
+    OpKind.SIGMOID: ErrorBounds._no_rule,
+    OpKind.ARANGE: ErrorBounds._no_rule,
+    OpKind.LT: ErrorBounds._no_rule,
+    OpKind.LE: ErrorBounds._no_rule,
+    OpKind.GT: ErrorBounds._no_rule,
+    OpKind.GE: ErrorBounds._no_rule,
+    OpKind.EQ: ErrorBounds._no_rule,
+    OpKind.NE: ErrorBounds._no_rule,
+    OpKind.WHERE: ErrorBounds._no_rule,
+    OpKind.LOAD: ErrorBounds._no_rule,
+    OpKind.RECV: ErrorBounds._no_rule,
+}
+# handled before the table: views and maxima (they move no value), casts and constants
+HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL})
 
 
 class ErrorReader(Protocol):
@@ -479,15 +637,16 @@ def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
                                "normalised output", attention))
             continue
         if UNIT[store.dtype] > UNIT[e.dtype]:
-            e = Err(e.kind, e.eps + UNIT[store.dtype], store.dtype,
+            # the store's own rounding, at most u·|stored| <= u·(1 + η)·max|V|
+            e = Err(e.kind, e.eps + UNIT[store.dtype] * (1.0 + e.eps), store.dtype,
                     e.floor + TINY[store.dtype])
         if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
-            out.append(NoBound(f"{store.source}: the first-order bound is {e.eps:.3g}·max|V| "
+            out.append(NoBound(f"{store.source}: the rounding bound is {e.eps:.3g}·max|V| "
                                "or more: no digit of the output is guaranteed", attention))
             continue
         if e.floor >= (1 - e.eps) * input_bound:
             # η·max|V| + τ >= max|V| even at the largest max|V| the inputs allow
-            out.append(NoBound(f"{store.source}: the first-order bound's absolute part "
+            out.append(NoBound(f"{store.source}: the rounding bound's absolute part "
                                f"{e.floor:.3g} is at least max|V| can be (|inputs| <= "
                                f"{input_bound:g}): no digit of the output is guaranteed",
                                attention))
@@ -504,6 +663,34 @@ def _prod(xs: Iterable[float]) -> float:
 def _scaled(err: float, mag: float) -> float:
     """err · mag with 0 · inf = 0: no error, however large the value."""
     return 0.0 if not err else err * mag
+
+
+def _normalised(o: Err, ell: Err, rel: Relation) -> float:
+    """η of o / ℓ (design rules B and D): partners share their tilt, which then costs
+    only 2·tanh(S/4)·max|V| (S <= twice the tilt bound); otherwise every per-key error
+    counts, and the reference points' common factors unless they are the same number."""
+    if rel is Relation.PARTNERS:
+        spread = 2.0 * max(o.eps, ell.eps)
+        return 2.0 * math.tanh(spread / 4.0) + _expm1(o.own + ell.own)
+    t = o.eps + o.own + ell.eps + ell.own
+    if rel is not Relation.SAME:
+        t += o.ref + ell.ref
+    return _expm1(t)
+
+
+def _out_times(args: list[Err], mags: list[float]) -> float | None:
+    """A normalised value times a weight w (an lse merge's exp(lse_i - lse)):
+    |õ·w̃ - o·w| <= max w·(η·e^t + e^t - 1)·max|V| for w's log error t."""
+    outs = [a for a in args if a.kind is Kind.OUT]
+    rest = [(a, m) for a, m in zip(args, mags, strict=True) if a.kind is not Kind.OUT]
+    if len(outs) != 1 or len(rest) != 1:
+        return None
+    w, wmax = rest[0]
+    t = w.total if w.kind in (Kind.REL, Kind.OSCALE) else w.eps
+    if not math.isfinite(wmax):
+        return None
+    grow = math.exp(min(t, 700.0))
+    return max(wmax, 1e-300) * (outs[0].eps * grow + grow - 1.0)
 
 
 def _expm1(x: float) -> float:

@@ -33,13 +33,14 @@ from meshproof.model.evaluate import (
     Unary,
 )
 from meshproof.model.problem import Problem
-from meshproof.model.schedule import Op, Schedule
+from meshproof.model.schedule import DType, Op, OpKind, Schedule
 from meshproof.verify.semantics.atoms import frame, frame_parts
 from meshproof.verify.semantics.budget import Budget
 from meshproof.verify.semantics.canon import GROUPS, QROWS, ROWS, Canon, frame_mask
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.ranges import UNBOUNDED, Interval, Ranges
 from meshproof.verify.semantics.reasons import UndefinedKind
+from meshproof.verify.semantics.relations import NONE, Related, ValueNumbers
 from meshproof.verify.semantics.rounding import Err, ErrorBounds
 from meshproof.verify.semantics.symbolic import Opaque, Symbolic
 
@@ -106,6 +107,9 @@ def _joint(sa: int, ha: int, sb: int, hb: int) -> tuple[int, int, int]:
     return frame(*base), frame(*rel_a), frame(*rel_b)
 
 
+_RELATED = (Binary.MUL, Binary.ADD, Binary.DIV)
+
+
 class _Why:
     """The rounding rules' `why` for the situation being computed: the operands' reasons
     from their facts, the result's captured."""
@@ -138,6 +142,14 @@ class _View:
         self.value: Value | Opaque | None = None
         self.cid: int = OPAQUE_CID
         self.result_interval: Interval = UNBOUNDED
+        self.relation: Related = NONE
+
+    def related(self) -> Related:
+        """The relation of the operands of the op being computed (relations.py)."""
+        return self.relation
+
+    def dtype_of(self, rank: int, vid: int) -> DType | None:
+        return self.domain.numbers.dtype_of(rank, vid)
 
     def facts_at(self, key: Key) -> Facts | None:
         x = self.domain.values[key[0]].get(key[1]) if self.domain.values else None
@@ -189,6 +201,8 @@ class Situations:
         self.facts: list[Facts] = []
         self._fids: dict[Facts, int] = {}
         self.memo: dict[tuple[object, ...], int] = {} if memo else _Forgetful()
+        self.numbers = ValueNumbers()       # which values are the same machine number
+        self._zero: dict[int, bool] = {}
         self.values: list[dict[int, Held]] = []      # the evaluation's, set by attach
         self.view = _View(self)
         self.why = _Why(self.view)
@@ -228,7 +242,8 @@ class Situations:
         return self.canon.value_at(f.cid, x >> _SHIFT)
 
     # --- one situation -------------------------------------------------------------------
-    def _one(self, rank: int, op: Op, x: Held, method: str, *extra: object) -> Held:
+    def _one(self, rank: int, op: Op, x: Held, method: str, *extra: object,
+             number: bool = True) -> Held:
         """The situation of a one-operand op: the op and the operand's facts (its shift
         is the frame)."""
         fid = x & _FID
@@ -237,19 +252,27 @@ class Situations:
         base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
             hit = self._miss(key, rank, op, (x,), base, method, extra)
-        return Held(hit + (base << _SHIFT))
+        out = Held(hit + (base << _SHIFT))
+        if number:
+            self._number(rank, op, (x,), out)
+        return out
 
     def unary(self, rank: int, op: Op, fn: Unary | Reduction, x: Held) -> Held:
         """_one for the most frequent ops, without the extra call (reduce is this too:
         the type of `fn` tells the rules apart)."""
         fid = x & _FID
-        key = (id(op), fid)
+        rel = self.numbers.related(rank, op) if fn is Unary.EXP or fn is Unary.EXP2 else NONE
+        key: tuple[object, ...] = (id(op), fid) if rel is NONE else (id(op), fid, rel)
         hit = self.memo.get(key)
         base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
             method = "unary" if type(fn) is Unary else "reduce"
+            self.view.relation = rel
             hit = self._miss(key, rank, op, (x,), base, method, (fn,))
-        return Held(hit + (base << _SHIFT))
+            self.view.relation = NONE
+        out = Held(hit + (base << _SHIFT))
+        self._number(rank, op, (x,), out)
+        return out
 
     reduce = unary
 
@@ -276,11 +299,30 @@ class Situations:
         else:
             base, ra, rb = _joint(a >> _SHIFT, ha, b >> _SHIFT, hb)
             key = (id(op), fa, ra, fb, rb)
-        hit = self.memo.get(key)
+        rel = self.numbers.related(rank, op) if fn in _RELATED else NONE
+        memo_key: tuple[object, ...] = key if rel is NONE else (*key, rel)
+        hit = self.memo.get(memo_key)
         if hit is None:
-            hit = self._miss(key, rank, op, (a, b), base, "binary" if fn else "dot",
+            self.view.relation = rel
+            hit = self._miss(memo_key, rank, op, (a, b), base, "binary" if fn else "dot",
                              (fn,) if fn else ())
-        return Held(hit + (base << _SHIFT))
+            self.view.relation = NONE
+        out = Held(hit + (base << _SHIFT))
+        self._number(rank, op, (a, b), out)
+        return out
+
+    def _number(self, rank: int, op: Op, args: tuple[Held, ...], out: Held) -> None:
+        """Value numbers for the rounding bound's relations (relations.py)."""
+        mag = 0.0
+        if op.kind is OpKind.CAST:
+            lo, hi = self.facts[args[0] & _FID].interval
+            mag = max(abs(lo), abs(hi))
+        fid = out & _FID
+        zero = self._zero.get(fid)
+        if zero is None:
+            cid = self.facts[fid].cid
+            zero = self._zero[fid] = cid != OPAQUE_CID and self.canon.values[cid].form.is_zero
+        self.numbers.note(rank, op, mag, zero)
 
     def dot(self, rank: int, op: Op, a: Held, b: Held) -> Held:
         return self.binary(rank, op, None, a, b)
@@ -364,6 +406,11 @@ class Situations:
                                     Gone(out.reason, rank, op, False, None))), 0)
 
     def recv(self, rank: int, op: Op, sent: Held | Lost) -> Held:
+        out = self._recv(rank, op, sent)
+        self.numbers.note(rank, op, recv_source=self.dependencies.recv_source(rank, op))
+        return out
+
+    def _recv(self, rank: int, op: Op, sent: Held | Lost) -> Held:
         if isinstance(sent, Lost):
             out = self.algebra.recv(rank, op, sent)
             assert isinstance(out, Opaque)
@@ -377,9 +424,14 @@ class Situations:
             # the same value in the same dtype: the same facts (and the same checks: the
             # op that computed it has this dtype, the dtype of its rounding error)
             return sent
-        return self._one(rank, op, sent, "recv")
+        return self._one(rank, op, sent, "recv", number=False)
 
     def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
+        out = self._load(rank, op, reload)
+        self._number(rank, op, (), out)
+        return out
+
+    def _load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
         if reload is None:   # the harness's buffer: its group and rows are this rank's
             out = self.algebra.load(rank, op, None)
             fid, shift = self._settle(rank, op, out, lambda: self.ranges.load(rank, op, None),
@@ -410,6 +462,7 @@ class Situations:
         hit = self.memo.get(key)
         if hit is None:
             hit = self._miss(key, rank, op, (), 0, "full", ())
+        self._number(rank, op, (), Held(hit))
         return Held(hit)
 
     def cast(self, rank: int, op: Op, x: Held) -> Held:
@@ -431,6 +484,7 @@ class Situations:
         hit = self.memo.get(key)
         if hit is None:
             hit = self._miss(key, rank, op, (), 0, "arange", ())
+        self._number(rank, op, (), Held(hit))
         return Held(hit)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: Held, b: Held) -> Held:

@@ -1,0 +1,252 @@
+"""Value numbers: which values are the same machine number, outside the situation memo.
+
+The rounding bound reads a weight-carrying value (p, ℓ, o) relative to the machine number
+it is normalised by -- its *reference point* -- and splits its rounding into a *tilt*
+shared with its partners and an *own* part (spec/semantics.md §7). Whether two reference
+points are the same machine number, or one is a narrowing of the other, and whether o and
+ℓ were built from the same machine weights by the same machine factors, are facts about
+ranks, not about exact forms: two computations of one exact max may differ on the
+machine. So they are kept here, per (rank, value id), as *value numbers*:
+
+- a fresh number per op; views (reshape, trans), widening casts and a recv in the sent
+  dtype keep their operand's number (the same machine number);
+- a narrowing cast records its source and the offset bound;
+- a difference `x - y` records both; the exp of one records the factor as rescaling from
+  x's number to y's (p = exp(s - m): weights referenced at m);
+- every weight value carries its reference point's number and a hash-consed *tilt token*:
+  a leaf per exp, `scale(token, factor)` per rescale, `add(token, token)` per union; casts,
+  recvs, sums and dots keep it. o and ℓ with equal tokens were built from the same machine
+  weights by the same machine factors, in the same tree.
+
+At three ops the relation of the operands joins the memo key (situations.py), so the
+rules stay functions of the situation: a rescale `X·α` (same / narrowed / other), a union
+`X + Y` (same reference point or not), a normalisation `o / ℓ` (partners, same reference
+point, or other). The cost is a few dict operations per op.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from meshproof.model.evaluate import Key, Lost
+from meshproof.model.schedule import Const, DType, Op, OpKind, ValueRef
+from meshproof.verify.semantics.ulp import UNIT, half_ulp
+
+_LN2 = math.log(2.0)
+EXACT_REF = 0   # the reference point of a weight exp(x) with no subtraction: C = 1
+
+
+class Relation(Enum):
+    NONE = "none"            # not a rescale, union or normalisation of weights
+    SAME = "same"            # the same machine reference point
+    NARROWED = "narrowed"    # a rescale from a narrowing of the partial's reference point
+    PARTNERS = "partners"    # o / ℓ built from the same weights by the same factors
+    OTHER = "other"          # nothing shared is known
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """The relation of an op's operands, part of its situation's memo key."""
+
+    relation: Relation
+    offset: float = 0.0      # NARROWED: |narrowed - reference| <= offset
+    factor: int = 1          # MUL: the operand that is the rescale factor
+
+
+NONE = Related(Relation.NONE)
+_VIEWS = (OpKind.RESHAPE, OpKind.TRANS)
+
+
+class ValueNumbers:
+    """Per (rank, value id) its value number; per number its reference point, tilt token,
+    narrowing, difference and rescale."""
+
+    def __init__(self) -> None:
+        self.vn: dict[Key, int] = {}
+        self.ref: dict[int, int] = {}                    # weight -> its reference's number
+        self.token: dict[int, int] = {}                  # weight -> its tilt token
+        self.narrow: dict[int, tuple[int, float]] = {}   # narrowed -> (source, offset)
+        self.diff: dict[int, tuple[int, int]] = {}       # x - y -> (x, y)
+        self.rescale: dict[int, tuple[int, int, float]] = {}  # exp(x - y) -> (x, y, k)
+        self._tokens: dict[tuple[object, ...], int] = {}
+        self.dtype: dict[int, DType] = {}
+        self._consts: dict[float, int] = {}
+        self._const_numbers: set[int] = set()
+        self.zero: set[int] = set()                      # numbers known to be exactly 0
+        self._next = 1
+
+    def _fresh(self) -> int:
+        self._next += 1
+        return self._next
+
+    def _tok(self, *parts: object) -> int:
+        t = self._tokens.get(parts)
+        if t is None:
+            t = self._tokens[parts] = len(self._tokens) + 1
+        return t
+
+    def number(self, rank: int, arg: ValueRef | Const) -> int | None:
+        if isinstance(arg, Const):
+            c = self._consts.get(arg.value)
+            if c is None:
+                c = self._consts[arg.value] = self._fresh()
+                self.dtype[c] = DType.F32
+                self._const_numbers.add(c)
+            return c
+        return self.vn.get((rank, arg.id))
+
+    def dtype_of(self, rank: int, vid: int) -> DType | None:
+        n = self.vn.get((rank, vid))
+        return None if n is None else self.dtype.get(n)
+
+    def _numbers(self, rank: int, op: Op) -> list[int | None]:
+        return [self.number(rank, a) for a in op.args]
+
+    # --- relations (read before the memo lookup) -------------------------------------
+    def related(self, rank: int, op: Op) -> Related:
+        k = op.kind
+        if k in (OpKind.EXP, OpKind.EXP2):
+            n = self.number(rank, op.args[0])
+            return Related(Relation.SAME) if n is not None and n in self.diff else NONE
+        if k not in (OpKind.MUL, OpKind.ADD, OpKind.DIV) or len(op.args) != 2:
+            return NONE
+        a, b = self._numbers(rank, op)
+        if a is None or b is None:
+            return Related(Relation.OTHER)
+        if k is OpKind.ADD and (a in self.zero or b in self.zero):
+            return NONE
+        if k is OpKind.MUL:
+            return self._rescale(a, b)
+        ra, rb = self.ref.get(a), self.ref.get(b)
+        if k is OpKind.DIV:
+            ta, tb = self.token.get(a), self.token.get(b)
+            if ta is not None and ta == tb:
+                return Related(Relation.PARTNERS)
+        if ra is not None and ra == rb:
+            return Related(Relation.SAME)
+        return Related(Relation.OTHER)
+
+    def _rescale(self, a: int, b: int) -> Related:
+        for i, (x, factor) in enumerate(((a, b), (b, a))):
+            move = self.rescale.get(factor)
+            if move is None or x in self.rescale:
+                continue
+            index = 1 - i           # the factor's operand index
+            ref = self.ref.get(x)
+            if ref is None:
+                return Related(Relation.OTHER, factor=index)
+            source, _, base = move
+            if self._refid(source, base) == ref:
+                return Related(Relation.SAME, factor=index)
+            narrowed = self.narrow.get(source)
+            if narrowed is not None and self._refid(narrowed[0], base) == ref:
+                return Related(Relation.NARROWED, narrowed[1] * base, index)
+            return Related(Relation.OTHER, factor=index)
+        return NONE
+
+    def _refid(self, vn: int, base: float) -> int:
+        """The reference point of weights exp(k·(x - ỹ)): the number ỹ and k."""
+        return self._tok("ref", vn, base)
+
+    # --- numbering (after every op) -----------------------------------------------------
+    def note(self, rank: int, op: Op, mag: float = 0.0, zero: bool = False,
+             recv_source: Key | Lost | None = None) -> None:
+        """Number op's result; `mag` bounds the operand's magnitude (for a narrowing),
+        `zero` says the result is exactly 0 (a running state's start)."""
+        if op.out is None:
+            return
+        self._note(rank, op, mag, recv_source)
+        if zero:
+            self.zero.add(self.vn[(rank, op.out)])
+
+    def _note(self, rank: int, op: Op, mag: float, recv_source: Key | Lost | None) -> None:
+        assert op.out is not None
+        key = (rank, op.out)
+        k = op.kind
+        args = self._numbers(rank, op)
+        first = args[0] if args else None
+        if k is OpKind.RECV:
+            src = self.vn.get(recv_source) if isinstance(recv_source, tuple) else None
+            if src is None or self.dtype.get(src) is not op.dtype:
+                src = self._fresh()
+                self.dtype[src] = op.dtype
+            self.vn[key] = src
+            return
+        if k in _VIEWS and first is not None:
+            self.vn[key] = first
+            return
+        if k is OpKind.CAST and first is not None:
+            self._cast(key, op, first, mag)
+            return
+        out = self.vn[key] = self._fresh()
+        self.dtype[out] = op.dtype
+        if k is OpKind.SUB and None not in args:
+            self.diff[out] = (args[0], args[1])  # type: ignore[assignment]
+        elif k in (OpKind.EXP, OpKind.EXP2) and first is not None:
+            self._exp(out, first, _LN2 if k is OpKind.EXP2 else 1.0)
+        elif k is OpKind.MUL and None not in args:
+            self._mul(out, args[0], args[1])  # type: ignore[arg-type]
+        elif k is OpKind.ADD and None not in args:
+            self._add(out, args[0], args[1])  # type: ignore[arg-type]
+        elif k in (OpKind.SUM, OpKind.DOT, OpKind.NEG) and first is not None:
+            w = next((x for x in args if x is not None and x in self.token), first)
+            self._keep(out, w)
+
+    def _cast(self, key: Key, op: Op, src: int, mag: float) -> None:
+        held = self.dtype.get(src)
+        if held is not None and UNIT[op.dtype] <= UNIT[held]:
+            self.vn[key] = src            # widening or the same dtype: the same number
+            return
+        out = self.vn[key] = self._fresh()
+        self.dtype[out] = op.dtype
+        origin, offset = self.narrow.get(src, (src, 0.0))
+        self.narrow[out] = (origin, offset + half_ulp(op.dtype, mag))
+        self._keep(out, src)
+
+    def _keep(self, out: int, src: int) -> None:
+        ref = self.ref.get(src)
+        if ref is not None:
+            self.ref[out] = ref
+        tok = self.token.get(src)
+        if tok is not None:
+            self.token[out] = tok
+
+    def _exp(self, out: int, arg: int, base: float) -> None:
+        move = self.diff.get(arg)
+        if move is not None:
+            self.rescale[out] = (move[0], move[1], base)
+            self.ref[out] = self._refid(move[1], base)
+        else:
+            self.ref[out] = EXACT_REF
+        self.token[out] = self._tok("leaf", out)
+
+    def _mul(self, out: int, a: int, b: int) -> None:
+        for x, factor in ((a, b), (b, a)):
+            move = self.rescale.get(factor)
+            if move is not None and x not in self.rescale and x in self.token:
+                self.ref[out] = self._refid(move[1], move[2])
+                self.token[out] = self._tok("scale", self.token[x], factor)
+                return
+        for x, c in ((a, b), (b, a)):
+            if x in self.token and c in self._const_numbers:
+                self._keep(out, x)
+                self.token[out] = self._tok("scale", self.token[x], c)
+                return
+
+    def _add(self, out: int, a: int, b: int) -> None:
+        if a in self.zero or b in self.zero:
+            self._keep(out, b if a in self.zero else a)
+            return
+        ta, tb = self.token.get(a), self.token.get(b)
+        ref = self.ref.get(a)          # the first operand's C (rounding.py's union rule)
+        if ref is not None:
+            self.ref[out] = ref
+        if ta is not None and tb is not None:
+            self.token[out] = self._tok("add", ta, tb)
+        elif ta is not None or tb is not None:
+            self.token[out] = ta if ta is not None else tb  # type: ignore[assignment]
+
+
+__all__ = ["EXACT_REF", "NONE", "Related", "Relation", "ValueNumbers"]

@@ -1,0 +1,186 @@
+"""A witness that the rounding error passes the tolerance (numeric_safety violated).
+
+A bound above the tolerance is only a bound: numeric_safety is violated only by an input
+within the assumption (f16 values, |x| <= B, scores within S) whose computed output
+differs from exact attention by more than T·max|V|. The search evaluates the launch as
+the machine computes it (model/machine.py: float32 per op, rounded to each op's dtype --
+the simulator's arithmetic) on structured families: seeded uniform inputs in [-B, B], the
+extremes ±B, keys straddling score cells with V split in sign by halves, partials of
+opposite sign. The worst element is then checked against attention in 40-digit arithmetic
+(witness.reference_element), and the witness carries its inputs, so that `meshproof
+simulate --witness FILE` replays it (spec/semantics.md §7).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from meshproof.model.channels import ChannelTable
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.machine import Machine
+from meshproof.model.problem import Problem
+from meshproof.model.schedule import Op, Schedule, ValueRef
+from meshproof.verify.semantics.hazards import machine_buffers
+from meshproof.verify.semantics.numeric import FLOAT64, Inputs
+from meshproof.verify.semantics.witness import reference, reference_element
+
+# inputs of the whole launch the search may hold (elements of Q, K and V): past it the
+# verdict stays unknown, with the reason
+INPUT_BUDGET = 4_000_000
+SEEDS = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundingWitness:
+    """An input whose computed output passes the tolerance, checked in 40 digits."""
+
+    family: str
+    rank: int
+    store: Op
+    element: tuple[int, int, int]        # (query row, head, feature)
+    machine: float                       # the simulator's arithmetic
+    exact: float                         # attention in 40-digit arithmetic
+    max_v: float
+    inputs: Inputs
+
+    @property
+    def error(self) -> float:
+        """|machine - exact| / max|V|."""
+        return abs(self.machine - self.exact) / self.max_v
+
+
+def input_elements(problem: Problem) -> int:
+    d = problem.d_head
+    return sum(problem.q_rows(g.index) * problem.h_q * d +
+               2 * max(problem.kv_rows(g.index), 1) * problem.h_kv * d
+               for g in problem.groups)
+
+
+def _f16(x: np.ndarray, b: float) -> np.ndarray:
+    out: np.ndarray = np.clip(x, -b, b).astype(np.float16).astype(np.float64)
+    # an f16 value at most b (rounding may pass b by half an ulp)
+    return np.where(np.abs(out) > b, np.trunc(out * 0.999), out)
+
+
+def _shaped(problem: Problem, fill: dict[str, np.random.Generator | float],
+            b: float) -> Inputs:
+    def make(rows: int, heads: int, what: str) -> np.ndarray:
+        src = fill[what]
+        shape = (max(rows, 1), heads, problem.d_head)
+        if isinstance(src, float):
+            return np.full(shape, src)
+        return _f16(src.uniform(-b, b, shape), b)
+    gs = [g.index for g in problem.groups]
+    return Inputs({g: make(problem.q_rows(g), problem.h_q, "q") for g in gs},
+                  {g: make(problem.kv_rows(g), problem.h_kv, "k") for g in gs},
+                  {g: make(problem.kv_rows(g), problem.h_kv, "v") for g in gs})
+
+
+def families(problem: Problem, b: float, cap: float) -> list[tuple[str, Inputs]]:
+    """Structured inputs within |x| <= b whose scores stay within the score cap."""
+    out: list[tuple[str, Inputs]] = []
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        out.append((f"seeded uniform inputs in [-{b:g}, {b:g}] (seed {seed})",
+                    _shaped(problem, {"q": rng, "k": rng, "v": rng}, b)))
+    for seed in SEEDS[:2]:
+        rng = np.random.default_rng(100 + seed)
+        x = _shaped(problem, {"q": rng, "k": rng, "v": rng}, b)
+        signs = Inputs({g: np.where(a >= 0, b, -b) for g, a in x.q.items()},
+                       {g: np.where(a >= 0, b, -b) for g, a in x.k.items()},
+                       {g: _halves(a, b) for g, a in x.v.items()})
+        out.append((f"seeded ±{b:g} inputs with V = +{b:g} on the first half of the keys "
+                    f"and -{b:g} on the rest (seed {100 + seed})", signs))
+    return [(name, x) for name, x in out if _scores_within(x, cap)]
+
+
+def _halves(v: np.ndarray, b: float) -> np.ndarray:
+    out = np.full(v.shape, b)
+    out[v.shape[0] // 2:] = -b
+    return out
+
+
+def _scores_within(x: Inputs, cap: float) -> bool:
+    if math.isinf(cap):
+        return True
+    for g, q in x.q.items():
+        qs = q.reshape(-1, q.shape[-1])
+        ks = x.k[g].reshape(-1, q.shape[-1])
+        if qs.size and ks.size and float(np.abs(qs @ ks.T).max()) > cap:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Worst:
+    family: str
+    inputs: Inputs
+    rank: int
+    store: Op
+    element: tuple[int, int, int]
+    machine: float
+    approx: float
+    max_v: float
+
+
+def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
+                          stores: list[tuple[int, Op]], b: float, cap: float,
+                          tolerance: float) -> RoundingWitness | None:
+    """The worst element over the families, confirmed in 40 digits when it passes T."""
+    if input_elements(problem) > INPUT_BUDGET:
+        return None
+    worst: _Worst | None = None
+    best = 0.0
+    for name, inputs in families(problem, b, cap):
+        ev = Evaluation(schedule, table,
+                        Machine(machine_buffers(problem, inputs, len(schedule.programs))))
+        with np.errstate(all="ignore"):
+            for rank, store in stores:
+                found = _worst_element(problem, ev, inputs, rank, store)
+                if found is None:
+                    continue
+                err, element, machine, approx, max_v = found
+                if err > best:
+                    best = err
+                    worst = _Worst(name, inputs, rank, store, element, machine, approx,
+                                   max_v)
+    if worst is None or best <= tolerance:
+        return None
+    exact = reference_element(problem, worst.inputs, problem.group_of[worst.rank],
+                              worst.element)
+    witness = RoundingWitness(worst.family, worst.rank, worst.store, worst.element,
+                              worst.machine, exact, worst.max_v, worst.inputs)
+    return witness if witness.error > tolerance else None
+
+
+def _worst_element(problem: Problem, ev: Evaluation[np.ndarray | None], inputs: Inputs,
+                   rank: int, store: Op
+                   ) -> tuple[float, tuple[int, int, int], float, float, float] | None:
+    arg = store.args[0]
+    assert isinstance(arg, ValueRef)
+    got = ev.value(rank, arg.id)
+    base = problem.q_base(rank)
+    if got is None or base is None:
+        return None
+    g = problem.group_of[rank]
+    ref = reference(problem, inputs, g, FLOAT64)[base:base + problem.S_q].reshape(-1)
+    n = int(np.prod(store.shape))
+    if store.offset + n > ref.size:
+        return None
+    want = np.asarray(ref[store.offset:store.offset + n], dtype=float)
+    values = np.asarray(got, dtype=float).reshape(-1)
+    max_v = float(np.max(np.abs(inputs.v[g][:max(problem.kv_rows(g), 1)]))) or 1.0
+    diff = np.abs(values - want)
+    if not np.all(np.isfinite(diff)):
+        return None      # undefined outputs are the hazards' to report
+    i = int(np.argmax(diff))
+    t, rest = divmod(store.offset + i, problem.h_q * problem.d_head)
+    h, e = divmod(rest, problem.d_head)
+    return float(diff[i]) / max_v, (base + t, h, e), float(values[i]), float(want[i]), max_v
+
+
+__all__ = ["INPUT_BUDGET", "RoundingWitness", "families", "find_rounding_witness",
+           "input_elements"]
