@@ -169,7 +169,8 @@ class ValueNumbers:
         first = args[0] if args else None
         if k is OpKind.RECV:
             src = self.vn.get(recv_source) if isinstance(recv_source, tuple) else None
-            if src is None or self.dtype.get(src) is not op.dtype:
+            held = self.dtype.get(src) if src is not None else None
+            if src is None or held is None or UNIT[op.dtype] > UNIT[held]:
                 src = self._fresh()
                 self.dtype[src] = op.dtype
             self.vn[key] = src

@@ -60,9 +60,11 @@ def input_elements(problem: Problem) -> int:
 
 
 def _f16(x: np.ndarray, b: float) -> np.ndarray:
-    out: np.ndarray = np.clip(x, -b, b).astype(np.float16).astype(np.float64)
-    # an f16 value at most b (rounding may pass b by half an ulp)
-    return np.where(np.abs(out) > b, np.trunc(out * 0.999), out)
+    h = np.clip(x, -b, b).astype(np.float16)
+    over = np.abs(h.astype(np.float64)) > b    # rounding may pass b by half an ulp
+    h[over] = np.nextafter(h[over], np.float16(0))
+    out: np.ndarray = h.astype(np.float64)
+    return out
 
 
 def _shaped(problem: Problem, fill: dict[str, np.random.Generator | float],
