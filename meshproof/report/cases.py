@@ -35,11 +35,11 @@ class ReportCase:
         return self.case.name
 
 
-# numeric_safety's rounding bounds at |inputs| <= 16 are 1.4e-2..7.4e-2·max|V| for the
-# built-ins and the validation panels, above the simulator's 1e-2, so at the default
-# tolerance each is unknown (issue 19): the runs state the tolerance they are judged at,
-# as proofs.toml does; the headline panels' bounds at |inputs| <= 4 are about 1.5e-1.
-REPORT_TOLERANCE = 0.1
+# numeric_safety's rounding bounds at |inputs| <= 16 are 1.5e-3..3.1e-3·max|V| for the
+# built-ins and the validation panels (issue 27): judged at the simulator's tolerance
+# (None: the default). The headline panels' bounds at |inputs| <= 4 are about 1.6e-2 (f32
+# accumulation over 131,072 keys per rank, in any order), above it: they state theirs.
+REPORT_TOLERANCE: float | None = None
 HEADLINE_TOLERANCE = 0.25
 
 # The fan-out forwards single-rank partials, so a message's ℓ is at most one rank's key

@@ -319,7 +319,7 @@ class ErrorBounds:
         u, tiny = UNIT[e.dtype], TINY[e.dtype]
         if e.kind is Kind.OUT:
             return replace(e, eps=e.eps + u * (1.0 + e.eps), floor=e.floor + tiny)
-        if shared:
+        if shared or e.kind is Kind.EXACT:   # an input's rounding: relative, in eps
             return replace(e, eps=e.eps + u, floor=e.floor + tiny)
         return replace(e, own=e.own + u, floor=e.floor + tiny)
 
