@@ -127,6 +127,10 @@ class _Worst:
     approx: float
     max_v: float
 
+    @property
+    def error(self) -> float:
+        return abs(self.machine - self.approx) / self.max_v
+
 
 def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
                           stores: list[tuple[int, Op]], b: float, cap: float,
@@ -134,9 +138,23 @@ def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Prob
     """The worst element over the families, confirmed in 40 digits when it passes T."""
     if input_elements(problem) > INPUT_BUDGET:
         return None
+    worst = worst_element(schedule, table, problem, stores, families(problem, b, cap))
+    if worst is None or worst.error <= tolerance:
+        return None
+    exact = reference_element(problem, worst.inputs, problem.group_of[worst.rank],
+                              worst.element)
+    witness = RoundingWitness(worst.family, worst.rank, worst.store, worst.element,
+                              worst.machine, exact, worst.max_v, worst.inputs)
+    return witness if witness.error > tolerance else None
+
+
+def worst_element(schedule: Schedule, table: ChannelTable, problem: Problem,
+                  stores: list[tuple[int, Op]], tried: list[tuple[str, Inputs]]
+                  ) -> _Worst | None:
+    """The element farthest from attention (float64) over the given inputs."""
     worst: _Worst | None = None
     best = 0.0
-    for name, inputs in families(problem, b, cap):
+    for name, inputs in tried:
         ev = Evaluation(schedule, table,
                         Machine(machine_buffers(problem, inputs, len(schedule.programs))))
         with np.errstate(all="ignore"):
@@ -149,13 +167,7 @@ def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Prob
                     best = err
                     worst = _Worst(name, inputs, rank, store, element, machine, approx,
                                    max_v)
-    if worst is None or best <= tolerance:
-        return None
-    exact = reference_element(problem, worst.inputs, problem.group_of[worst.rank],
-                              worst.element)
-    witness = RoundingWitness(worst.family, worst.rank, worst.store, worst.element,
-                              worst.machine, exact, worst.max_v, worst.inputs)
-    return witness if witness.error > tolerance else None
+    return worst
 
 
 def _worst_element(problem: Problem, ev: Evaluation[np.ndarray | None], inputs: Inputs,
@@ -185,4 +197,4 @@ def _worst_element(problem: Problem, ev: Evaluation[np.ndarray | None], inputs: 
 
 
 __all__ = ["INPUT_BUDGET", "RoundingWitness", "families", "find_rounding_witness",
-           "input_elements"]
+           "input_elements", "worst_element"]

@@ -1,0 +1,118 @@
+"""How tight numeric_safety's rounding bound is (issue 27): per kernel and input bound B,
+the stated bound η (relative to max|V|), the worst error an input search finds on the
+simulator's arithmetic, and their ratio. A found error above the bound would be a false
+"proved": the script exits 1 if it ever sees one.
+
+The search: the verdict's witness families (seeded uniform in [-B, B]; ±B with V split in
+sign) plus `--seeds` more seeded uniform draws and ±B draws, evaluated with
+model/machine.py against float64 attention. It is a lower bound of the true worst error,
+so the ratio is an upper bound of the bound's slack.
+
+    .venv/bin/python benchmarks/numeric_tightness.py               # all rows
+    .venv/bin/python benchmarks/numeric_tightness.py --seeds 4     # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from meshproof.model.channels import derive_channels
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.trace import trace
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.result import NumericResult, Property
+from meshproof.verify.semantics import semantic_analysis
+from meshproof.verify.semantics.numeric import Inputs
+from meshproof.verify.semantics.rounding_witness import families, worst_element
+
+ROOT = Path(__file__).resolve().parents[1]
+DESIGN = str(ROOT / "examples" / "f16_design.py") + "::mesh_f16_design"
+DESIGN_ARGS = {"mesh_rows": 2, "mesh_cols": 4, "S_q": 1, "S_kv_per_rank": 16, "h_q": 1,
+               "h_kv": 1, "d_head": 8}
+ROWS: list[tuple[str, str, dict[str, object], dict[str, object]]] = [
+    ("mesh_mlo_1d (f32 messages)", "mesh_mlo_1d", {}, {}),
+    ("mesh_mlo_1d msg_dtype=f16", "mesh_mlo_1d", {"msg_dtype": "f16"}, {}),
+    ("mesh_mlo_2d 2x4 (f32 messages)", "mesh_mlo_2d", {}, {}),
+    ("mesh_mlo_2d 2x4 msg_dtype=f16", "mesh_mlo_2d", {"msg_dtype": "f16"}, {}),
+    ("f16 design (f16 scores, f16 messages)", DESIGN, DESIGN_ARGS,
+     {"wiring": "cube_mesh", "cubes": 8}),
+    ("f16 design with f32 messages", DESIGN, {**DESIGN_ARGS, "msg_dtype": "f32"},
+     {"wiring": "cube_mesh", "cubes": 8}),
+]
+BOUNDS = (1.0, 2.0, 4.0, 16.0)
+
+
+def _draw(rng: np.random.Generator, x: dict[int, np.ndarray], b: float, signs: bool
+          ) -> dict[int, np.ndarray]:
+    out = {}
+    for g, a in x.items():
+        r = rng.uniform(-b, b, a.shape)
+        r = np.where(r >= 0, b, -b) if signs else r
+        out[g] = np.clip(r.astype(np.float16).astype(np.float64), -b, b)
+    return out
+
+
+def _extra(problem: object, b: float, seeds: int) -> list[tuple[str, Inputs]]:
+    out = []
+    base = families(problem, b, float("inf"))[0][1]  # type: ignore[arg-type]
+    for s in range(seeds):
+        rng = np.random.default_rng(1000 + s)
+        signs = bool(s % 2)
+        out.append((f"draw {s}", Inputs(_draw(rng, base.q, b, signs),
+                                        _draw(rng, base.k, b, signs),
+                                        _draw(rng, base.v, b, False))))
+    return out
+
+
+def row(kernel: str, args: dict[str, object], opts: dict[str, object], b: float,
+        seeds: int) -> tuple[float | None, float, float]:
+    ref = resolve_kernel(kernel)
+    schedule = trace(ref, build_launch(ref, LaunchOptions(args=tuple(sorted(args.items())),
+                                                          **opts)))  # type: ignore[arg-type]
+    start = time.perf_counter()
+    v = verify(schedule, VerifyConfig(queue_depth=schedule.launch.queue_depth,
+                                      only=(Property.NUMERIC_SAFETY,), input_bound=b))
+    p = v.property(Property.NUMERIC_SAFETY.value)
+    assert isinstance(p, NumericResult)
+    table = derive_channels(schedule)
+    sem = semantic_analysis(schedule, table, None, b)
+    assert sem.analysis is not None and sem.problem is not None
+    stores = [(o.rank, o.store) for o in sem.analysis.outputs if o.verdict.equal]
+    tried = families(sem.problem, b, float("inf")) + _extra(sem.problem, b, seeds)
+    worst = worst_element(schedule, table, sem.problem, stores, tried)
+    return p.error_bound, worst.error if worst else 0.0, time.perf_counter() - start
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=12)
+    a = ap.parse_args()
+    ratios: list[float] = []
+    unsound = 0
+    print(f"{'row':42} {'B':>4} {'bound':>10} {'found':>10} {'ratio':>7}")
+    for name, kernel, args, opts in ROWS:
+        for b in BOUNDS:
+            eta, found, _ = row(kernel, args, opts, b, a.seeds)
+            ratio = eta / found if eta is not None and found > 0 else float("nan")
+            if eta is not None and found > eta:
+                unsound += 1
+            if eta is not None and found > 0:
+                ratios.append(ratio)
+            shown = f"{eta:.3g}" if eta is not None else "none"
+            print(f"{name:42} {b:4g} {shown:>10} {found:10.3g} {ratio:7.2f}")
+    if ratios:
+        print(f"\nbound / found over {len(ratios)} rows: median {statistics.median(ratios):.2f}, "
+              f"max {max(ratios):.2f}, min {min(ratios):.2f}")
+    print(f"rows where an input beats the bound: {unsound} (must be 0)")
+    return 1 if unsound else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
