@@ -53,18 +53,19 @@ def test_row_then_column_2x4_on_one_sip_is_legal_at_0_4_8_only() -> None:
 
 def test_a_numeric_verdict_no_placement_changes_is_reported_once_not_per_placement(
         ) -> None:
-    """f16 messages at |inputs| <= 16: numeric_safety is unknown at every placement, and
-    no placement can change it; the kernel is legal where its protocol is."""
+    """f16 messages at |inputs| <= 16: numeric_safety is violated (a rounding witness) at
+    every placement, and no placement can change it; the kernel is legal where its
+    protocol is."""
     opts = LaunchOptions(system=SIP, mesh="2x4", args=(*SHAPES, ("msg_dtype", "f16")))
     search = search_placements(resolve_kernel("mesh_mlo_2d"), opts, trace, verify)
     assert search.legal == (0, 4, 8) and search.undecided == ()
     assert search.independent_at == 0 and search.shared_by == (0, 4, 8)
     numeric = {p.name.value: p for p in search.independent}["numeric_safety"]
-    assert numeric.status.value == "unknown"
+    assert numeric.status.value == "violated"
     assert search.independent_text().startswith(
         "judged once, at cube_start 0, for every legal placement (the same dataflow): "
-        "exactly_once_merge proved; attention_equivalence proved; numeric_safety unknown: "
-        "cannot bound the rounding error")
+        "exactly_once_merge proved; attention_equivalence proved; numeric_safety violated: "
+        "with ")
     # an illegal placement stays illegal, by what the placement changes
     assert search.rows[1].violated[0] == "direction_legality"
     assert all("numeric_safety" not in r.violated for r in search.rows)
@@ -166,10 +167,9 @@ def test_placements_json_has_exactly_the_issue_keys() -> None:
     assert set(doc) == {"schema", "placements", "placement_independent"} and \
         doc["schema"] == "meshproof/placements-v1"
     assert doc["placement_independent"]["cube_start"] == 0
-    # numeric_safety's bound here, 1.6e-2·max|V|, is above the simulator's 1e-2: unknown,
-    # reported once, and the placements are legal all the same
+    # numeric_safety is proved within the simulator's 1e-2 (issue 27), reported once
     assert [p["status"] for p in doc["placement_independent"]["properties"]] == \
-        ["proved", "proved", "unknown"]
+        ["proved", "proved", "proved"]
     for p in doc["placements"]:
         assert set(p) == {"cube_start", "cubes", "ok", "violated", "message"}
         assert p["cubes"] == list(range(p["cube_start"], p["cube_start"] + 8))

@@ -97,16 +97,16 @@ def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment)
 
 def test_at_the_default_input_bound_the_headline_rounding_bound_is_vacuous_and_said_so(
         headline_decode: Deployment) -> None:
-    """|x| <= 16 at d_head 128: scores up to 2896, no digit of the output guaranteed by the
-    first-order bound; numeric_safety is unknown (never proved), the other properties hold."""
+    """|x| <= 16 at d_head 128: scores up to 2896 and f32 accumulation over 131,072 keys per
+    rank: the bound, 2.6e-2·max|V|, is above the simulator's 1e-2, and the launch is too
+    large for the witness search: numeric_safety is unknown (never proved)."""
     from meshproof.verify.api import verify
 
     verdict = verify(headline_decode.schedules[0],
                      VerifyConfig(only=frozenset({Property.NUMERIC_SAFETY})))
     ns = verdict.property(Property.NUMERIC_SAFETY)
-    assert ns.status is Status.UNKNOWN and "no digit of the output is guaranteed" in ns.message
-    assert "(|inputs| <= 16; tolerance 1e-2·max|V| (the simulator's for a schedule using " \
-        "f16))" in ns.message
+    assert ns.status is Status.UNKNOWN and "exceeds the tolerance 1e-2" in ns.message
+    assert "for |inputs| <= 16: " in ns.message
 
 
 def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> None:

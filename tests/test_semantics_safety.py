@@ -26,15 +26,14 @@ def test_log_of_a_small_value_is_bounded_from_below_too() -> None:
     assert NORM.prop("log_small", NS).status is not Status.PROVED
 
 
-# these idioms' rounding bounds are 1.4e-2..1.5e-2·max|V| at |inputs| <= 16, above the
-# simulator's 1e-2: their safety (no hazard) is what is pinned, at a stated tolerance
+# these idioms' safety (no hazard) is what is pinned, at a stated tolerance
 IDIOM_TOLERANCE = 2e-2
 
 
 def test_a_reference_point_above_the_max_is_proved_safe() -> None:
     assert NORM.prop("headroom_plain", NS, tolerance=IDIOM_TOLERANCE).status is Status.PROVED
-    plain = NORM.prop("headroom_plain", NS)   # at the default tolerance: above it, unknown
-    assert plain.status is Status.UNKNOWN and "exceeds the tolerance 1e-2" in plain.message
+    plain = NORM.prop("headroom_plain", NS)   # within the simulator's 1e-2 since issue 27
+    assert plain.status is Status.PROVED, plain.message
 
 
 # --- empty slices ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
-from meshproof.model.schedule import Schedule
+from meshproof.model.schedule import Op, Schedule
 from meshproof.model.tolerance import tolerance_for, tolerance_source
 from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
@@ -36,6 +36,9 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.bounds import assume, assumption_text, score_cap
+from meshproof.verify.semantics.culprits import Culprit, ranked, sentence
+from meshproof.verify.semantics.culprits import sites as culprit_sites
+from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.rounding import (
     ROUNDING_ASSUMPTIONS,
     NoBound,
@@ -62,12 +65,13 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     assumed = assumption_text(input_bound)
     assumption = f"{assumed}; tolerance {_sci(tol)}·max|V| ({tol_from})"
     bound: list[float | None] = [None, None]
+    blame: list[tuple[Culprit, ...]] = [()]
 
     def result(status: Status, message: str, cex: Counterexample | None = None
                ) -> PropertyResult:
         return NumericResult(NAME, status, message, cex, time.perf_counter() - start,
                              CERTIFICATE, config.input_bound, bound[0], bound[1],
-                             config.score_bound, tol, assumption)
+                             config.score_bound, tol, assumption, blame[0])
 
     if sem.analysis is None or sem.problem is None:
         return result(Status.UNKNOWN, sem.why_not("no attention problem to bound") +
@@ -102,6 +106,8 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
             if isinstance(e, NoBound) and e.attention and o.verdict.equal]
     known = [e for e in etas if isinstance(e, OutputBound)]
     eta_all = max((e.eta for e in known), default=None)
+    if known:
+        blame[0] = _culprits(schedule, a.forms, max(known, key=lambda e: e.eta).parts)
     if lost or (eta_all is not None and eta_all >= tol):
         judged = [(o.rank, o.store) for o in a.outputs if o.verdict.equal]
         witness = find_rounding_witness(schedule, table, a.problem, judged, input_bound,
@@ -109,7 +115,7 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         if witness is not None:
             if known and len(known) == len(etas):
                 bound[0], bound[1] = eta_all, max(e.tau for e in known)
-            return _violated(schedule, witness, tol, eta_all, assumption, result)
+            return _violated(schedule, witness, tol, eta_all, assumption, result, blame[0])
     if lost:
         # the outputs compute attention, but how far their rounding takes them is not shown
         return result(Status.UNKNOWN, f"cannot bound the rounding error of {len(lost)} "
@@ -122,18 +128,30 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         least = tau / (tol - eta) if eta < tol else math.inf
         if least > config.input_bound:
             return result(Status.UNKNOWN, _over_tolerance(eta, tau, tol, tol_from, assumed,
-                                                          stated))
+                                                          stated) + _blamed(blame[0]))
         extra += (f"; rounding bound of the outputs: {stated}, within the "
                   f"tolerance {_sci(tol)}·max|V| wherever max|V| >= {_sci(least)} "
-                  f"({ROUNDING_ASSUMPTIONS})")
+                  f"({ROUNDING_ASSUMPTIONS}){_shares(blame[0])}")
     return result(Status.PROVED,
                   f"every exp argument is <= 0 ({safety.exp_checked} exp ops, by "
                   f"max-domination) and every f16/bf16 value stays finite "
                   f"({safety.narrow_checked} ops) for {assumption}{extra}")
 
 
+def _shares(culprits: tuple[Culprit, ...]) -> str:
+    """The largest shares of a bound within the tolerance, briefly."""
+    top = [f"{c.mechanism.name.lower().replace('_', ' ')} {c.share:.0%}" for c in culprits[:3]]
+    return f"; largest shares: {', '.join(top)}" if top else ""
+
+
+def _blamed(culprits: tuple[Culprit, ...]) -> str:
+    said = sentence(culprits)
+    return f"; {said}" if said else ""
+
+
 def _violated(schedule: Schedule, w: RoundingWitness, tol: float, eta: float | None,
-              assumption: str, result: Callable[..., PropertyResult]) -> PropertyResult:
+              assumption: str, result: Callable[..., PropertyResult],
+              culprits: tuple[Culprit, ...]) -> PropertyResult:
     """numeric_safety violated by a rounding witness, at the store's line and rank."""
     ep = schedule.programs[w.rank].endpoint
     t, h, e = w.element
@@ -143,7 +161,7 @@ def _violated(schedule: Schedule, w: RoundingWitness, tol: float, eta: float | N
                f"the simulator's arithmetic, where attention is {w.exact:.6g} (40 digits): "
                f"an error of {_sci(w.error)}·max|V| (max|V| = {w.max_v:g}), above the "
                f"tolerance {_sci(tol)}·max|V| ({said}); the inputs are in the verdict's "
-               "JSON (witness.inputs)")
+               f"JSON (witness.inputs){_blamed(culprits)}")
     diag = Diagnostic(message, Role.NUMERIC, w.store.source, ep, w.store.index, w.store.kind)
     small = input_elements_of(w) <= 65_536
     inputs = {name: {str(g): x.tolist() for g, x in sorted(getattr(w.inputs, name).items())}
@@ -155,6 +173,26 @@ def _violated(schedule: Schedule, w: RoundingWitness, tol: float, eta: float | N
 
 def input_elements_of(w: RoundingWitness) -> int:
     return sum(x.size for part in (w.inputs.q, w.inputs.k, w.inputs.v) for x in part.values())
+
+
+def _culprits(schedule: Schedule, forms: Forms, parts: tuple[float, ...]
+              ) -> tuple[Culprit, ...]:
+    """The bound's mechanisms by share, each with the kernel lines where it happens (one
+    look per distinct op: ranks that trace a line alike share its op)."""
+    seen: set[int] = set()
+    ops: list[tuple[Op, str, Rat | None]] = []
+    for r, prog in enumerate(schedule.programs):
+        for op in prog.ops:
+            if id(op) in seen or op.out is None:
+                continue
+            seen.add(id(op))
+            e = forms.err((r, op.out))
+            if e is None:
+                continue
+            res = forms.canonical((r, op.out))
+            form = None if res is None or isinstance(res, Opaque) else res.form
+            ops.append((op, e.kind.value, form))
+    return ranked(parts, culprit_sites(ops))
 
 
 def _tolerance(ctx: CheckContext) -> tuple[float, str]:

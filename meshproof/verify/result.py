@@ -356,6 +356,7 @@ class NumericResult(PropertyResult):
     score_bound: float | None = None     # the assumption |scale·q·kᵀ| <= S, if made
     tolerance: float = 1e-2              # T: proved needs η·max|V| + τ <= T·max|V|
     assumption: str = ""                 # both, and where T comes from, in words
+    culprits: tuple[Any, ...] = ()       # the bound's mechanisms by share (culprits.Culprit)
 
     def to_json(self) -> dict[str, Any]:
         out = PropertyResult.to_json(self)
@@ -367,6 +368,7 @@ class NumericResult(PropertyResult):
             if self.error_bound is not None else None
         out["error_floor"] = float(f"{self.error_floor:.4g}") \
             if self.error_floor is not None else None
+        out["culprits"] = [c.to_json() for c in self.culprits]
         return out
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
 
@@ -34,6 +34,7 @@ from meshproof.model.evaluate import Binary, Compare, Key, Lost, Reduction, Relo
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
+from meshproof.verify.semantics.culprits import Mechanism, attributed, mechanism_of
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.order import at_least_one, lower_bound
 from meshproof.verify.semantics.rational import Rat
@@ -67,6 +68,10 @@ class Err:
     own: float = 0.0        # REL/OSCALE: this value's own log error
     ref: float = 0.0        # REL/OSCALE: |log C|; ABS: the subtracted operand's part of eps
     lead: float = 0.0       # ABS: the leading operand's part; REL of an exp: the same, in log
+    # eps and own by mechanism (culprits.py), each summing to its error; not part of the
+    # facts' identity, so attribution never splits a situation of the memo
+    parts: tuple[float, ...] = field(default=(), compare=False)
+    own_parts: tuple[float, ...] = field(default=(), compare=False)
 
     @property
     def total(self) -> float:
@@ -80,6 +85,7 @@ class OutputBound:
 
     eta: float
     tau: float
+    parts: tuple[float, ...] = ()     # η by mechanism (culprits.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +207,7 @@ class ErrorBounds:
             src = self.sym.recv_source(rank, op)
             self._inherit(key, op, [src] if isinstance(src, tuple) else [])
             return None
-        return self._round(sent, kind, op.dtype, key)
+        return self._attributed(op, [sent], self._round(sent, kind, op.dtype, key), key)
 
     def load(self, rank: int, op: Op, reload: Reload[Err | None] | None) -> Err | None:
         key = (rank, op.out or 0)
@@ -216,9 +222,11 @@ class ErrorBounds:
             return self._round(kept, kind, op.dtype, key)
         u = UNIT[op.dtype] if op.dtype is DType.BF16 else 0.0   # inputs are f16 values
         if kind is Kind.ABS or kind is Kind.EXACT:
-            return Err(Kind.ABS, u * self._mag(key), op.dtype) if u else \
+            out = Err(Kind.ABS, u * self._mag(key), op.dtype) if u else \
                 Err(kind, 0.0, op.dtype)
-        return Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
+        else:
+            out = Err(kind, u, op.dtype, TINY[op.dtype] if u else 0.0)
+        return self._attributed(op, [], out, key)
 
     def full(self, rank: int, op: Op) -> Err | None:
         return self._compute(rank, op, [])
@@ -285,11 +293,41 @@ class ErrorBounds:
         if any(a is None for a in args):
             self._inherit(key, op, keys)
             return None
-        out = self._combine(op, kind, [a for a in args if a is not None], key)
+        present = [a for a in args if a is not None]
+        out = self._combine(op, kind, present, key)
         if out is None:
             self._fail(key, op, f"{op.kind.value} of {kind.value} values is outside the "
-                       "first-order analysis")
-        return out
+                       "rounding analysis")
+            return None
+        return self._attributed(op, present, out, key)
+
+    def _attributed(self, op: Op, args: list[Err], out: Err, key: Key) -> Err:
+        """The result's errors by mechanism: the operands' shares, and this op's own
+        increase at its mechanism (culprits.py)."""
+        res = self._res(key)
+        form = None if res is None or isinstance(res, Opaque) else res.form
+        rel = self._related().relation
+        mech = mechanism_of(op, out.kind.value, form, rel.value)
+        union = op.kind in (*_VIEWS, OpKind.ADD) and out.kind is not Kind.ABS
+        weights = [a for a in args if a.kind in (Kind.REL, Kind.OSCALE)]
+        if out.kind in (Kind.REL, Kind.OSCALE):
+            tilt = attributed([(a.eps, a.parts) for a in args], out.eps, mech, union)
+            own = attributed([(a.own, a.own_parts) for a in weights], out.own, mech, union)
+            return replace(out, parts=tilt, own_parts=own)
+        if out.kind is Kind.OUT and op.kind is OpKind.DIV and len(weights) == 2 and \
+                rel is Relation.PARTNERS:
+            o, ell = weights
+            shared = 2.0 * math.tanh(max(o.eps, ell.eps) / 2.0)
+            mine = _expm1(o.own + ell.own)
+            tilted = o if o.eps >= ell.eps else ell
+            tilt_parts = attributed([(tilted.eps, tilted.parts)], shared, mech, False)
+            own_parts = attributed([(o.own, o.own_parts), (ell.own, ell.own_parts)], mine,
+                                   mech, False)
+            both = _sum_parts(tilt_parts, own_parts)
+            return replace(out, parts=attributed([(shared + mine, both)], out.eps, mech,
+                                                 False))
+        flat = [(a.eps + a.own, _sum_parts(a.parts, a.own_parts)) for a in args]
+        return replace(out, parts=attributed(flat, out.eps, mech, union))
 
     def _inherit(self, key: Key, op: Op, keys: list[Key]) -> None:
         for k in keys:
@@ -638,8 +676,9 @@ def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
             continue
         if UNIT[store.dtype] > UNIT[e.dtype]:
             # the store's own rounding, at most u·|stored| <= u·(1 + η)·max|V|
-            e = Err(e.kind, e.eps + UNIT[store.dtype] * (1.0 + e.eps), store.dtype,
-                    e.floor + TINY[store.dtype])
+            grown = e.eps + UNIT[store.dtype] * (1.0 + e.eps)
+            e = Err(e.kind, grown, store.dtype, e.floor + TINY[store.dtype],
+                    parts=attributed([(e.eps, e.parts)], grown, Mechanism.STORE, False))
         if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
             out.append(NoBound(f"{store.source}: the rounding bound is {e.eps:.3g}·max|V| "
                                "or more: no digit of the output is guaranteed", attention))
@@ -651,7 +690,7 @@ def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
                                f"{input_bound:g}): no digit of the output is guaranteed",
                                attention))
             continue
-        out.append(OutputBound(e.eps, e.floor))
+        out.append(OutputBound(e.eps, e.floor, e.parts))
     return out
 
 
@@ -663,6 +702,12 @@ def _prod(xs: Iterable[float]) -> float:
 def _scaled(err: float, mag: float) -> float:
     """err · mag with 0 · inf = 0: no error, however large the value."""
     return 0.0 if not err else err * mag
+
+
+def _sum_parts(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+    if not a or not b:
+        return a or b
+    return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
 def _normalised(o: Err, ell: Err, rel: Relation) -> float:

@@ -31,6 +31,8 @@ from meshproof.verify.semantics.witness import reference, reference_element
 # verdict stays unknown, with the reason
 INPUT_BUDGET = 4_000_000
 SEEDS = (0, 1, 2, 3)
+CLIMB_STEPS = 120          # machine evaluations of the hill climb, when no family passes T
+CLIMB_BUDGET = 20_000      # input elements up to which the climb runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +62,10 @@ def input_elements(problem: Problem) -> int:
 
 
 def _f16(x: np.ndarray, b: float) -> np.ndarray:
-    h = np.clip(x, -b, b).astype(np.float16)
+    h = np.atleast_1d(np.clip(x, -b, b)).astype(np.float16)
     over = np.abs(h.astype(np.float64)) > b    # rounding may pass b by half an ulp
     h[over] = np.nextafter(h[over], np.float16(0))
-    out: np.ndarray = h.astype(np.float64)
+    out: np.ndarray = h.astype(np.float64).reshape(np.shape(x))
     return out
 
 
@@ -96,6 +98,14 @@ def families(problem: Problem, b: float, cap: float) -> list[tuple[str, Inputs]]
                        {g: _halves(a, b) for g, a in x.v.items()})
         out.append((f"seeded ±{b:g} inputs with V = +{b:g} on the first half of the keys "
                     f"and -{b:g} on the rest (seed {100 + seed})", signs))
+    for seed in SEEDS[:2]:
+        rng = np.random.default_rng(200 + seed)
+        x = _shaped(problem, {"q": b, "k": rng, "v": rng}, b)
+        top = Inputs(x.q, {g: _f16(np.abs(a) * 0.5 + b * 0.5, b) for g, a in x.k.items()},
+                     {g: _halves(a, b) for g, a in x.v.items()})
+        out.append((f"Q = {b:g} and K in [{b / 2:g}, {b:g}] (every score near the largest, "
+                    f"where 16-bit spacing is widest), V = +{b:g} on the first half of the "
+                    f"keys and -{b:g} on the rest (seed {200 + seed})", top))
     return [(name, x) for name, x in out if _scores_within(x, cap)]
 
 
@@ -139,6 +149,11 @@ def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Prob
     if input_elements(problem) > INPUT_BUDGET:
         return None
     worst = worst_element(schedule, table, problem, stores, families(problem, b, cap))
+    if worst is not None and worst.error <= tolerance and \
+            input_elements(problem) <= CLIMB_BUDGET:
+        worst = signed_v(schedule, table, problem, worst, b)
+        if worst.error <= tolerance:
+            worst = climb(schedule, table, problem, worst, b, cap, CLIMB_STEPS)
     if worst is None or worst.error <= tolerance:
         return None
     exact = reference_element(problem, worst.inputs, problem.group_of[worst.rank],
@@ -146,6 +161,84 @@ def find_rounding_witness(schedule: Schedule, table: ChannelTable, problem: Prob
     witness = RoundingWitness(worst.family, worst.rank, worst.store, worst.element,
                               worst.machine, exact, worst.max_v, worst.inputs)
     return witness if witness.error > tolerance else None
+
+
+def signed_v(schedule: Schedule, table: ChannelTable, problem: Problem, start: _Worst,
+             b: float) -> _Worst:
+    """The best V for the Q and K found: the output element is Σ_j w̃_j·v_j, so its error
+    Σ_j (w̃_j - w_j)·v_j is largest with v_j = ±b by the sign of w̃_j - w_j. The machine
+    weights w̃ are read with one-hot V probes (d_head keys per evaluation), the exact ones
+    from float64 softmax; V is set alike at every head and feature."""
+    g = problem.group_of[start.rank]
+    t, h, _ = start.element
+    n = max(problem.kv_rows(g), 1)
+    d = problem.d_head
+    base = problem.q_base(start.rank) or 0
+    x = start.inputs
+    machine = np.zeros(n)
+    for lo in range(0, n, d):
+        probe = np.zeros_like(x.v[g])
+        for e in range(d):
+            if lo + e < n:
+                probe[lo + e, :, e] = 1.0
+        v = dict(x.v)
+        v[g] = probe
+        ev = Evaluation(schedule, table, Machine(machine_buffers(
+            problem, Inputs(x.q, x.k, v), len(schedule.programs))))
+        arg = start.store.args[0]
+        assert isinstance(arg, ValueRef)
+        with np.errstate(all="ignore"):
+            got = ev.value(start.rank, arg.id)
+        if got is None:
+            return start
+        flat = np.asarray(got, dtype=float).reshape(-1)
+        row = (t - base) * problem.h_q * d + h * d - start.store.offset
+        for e in range(d):
+            if lo + e < n and 0 <= row + e < flat.size:
+                machine[lo + e] = flat[row + e]
+    kv = h // problem.gqa
+    scores = problem.scale * (x.k[g][:n, kv, :] @ x.q[g][t, h, :])
+    w = np.exp(scores - scores.max())
+    w /= w.sum()
+    v = dict(x.v)
+    v[g] = np.broadcast_to(np.where(machine >= w, b, -b)[:, None, None],
+                           x.v[g].shape).copy()
+    trial = Inputs(x.q, x.k, v)
+    found = worst_element(schedule, table, problem, [(start.rank, start.store)],
+                          [(start.family + ", V = ±B by the sign of each key's weight "
+                            "error", trial)])
+    return found if found is not None and found.error > start.error else start
+
+
+def climb(schedule: Schedule, table: ChannelTable, problem: Problem, start: _Worst,
+          b: float, cap: float, steps: int, seed: int = 0) -> _Worst:
+    """A short hill climb from the worst element found: one K, Q or V element at a time
+    moved to another f16 value within |x| <= b (scores within the cap), kept when the
+    same output element's error grows (design §8: structured families, then ulp steps)."""
+    rng = np.random.default_rng(seed)
+    best = start
+    g = problem.group_of[best.rank]
+    for _ in range(steps):
+        x = best.inputs
+        which = ("k", "q", "v")[int(rng.integers(0, 3))]
+        arr = getattr(x, which)[g].copy()
+        i = tuple(int(rng.integers(0, n)) for n in arr.shape)
+        if rng.random() < 0.5:   # an ulp-scale step, or a jump
+            step = float(np.spacing(np.float16(abs(arr[i]) or 1.0))) * int(rng.integers(-4, 5))
+            arr[i] = arr[i] + step
+        else:
+            arr[i] = rng.uniform(-b, b)
+        arr[i] = float(_f16(np.array([arr[i]]), b)[0])
+        parts = {t: dict(getattr(x, t)) for t in ("q", "k", "v")}
+        parts[which][g] = arr
+        trial = Inputs(parts["q"], parts["k"], parts["v"])
+        if not _scores_within(trial, cap):
+            continue
+        found = worst_element(schedule, table, problem, [(best.rank, best.store)],
+                              [(best.family + ", climbed", trial)])
+        if found is not None and found.error > best.error:
+            best = found
+    return best
 
 
 def worst_element(schedule: Schedule, table: ChannelTable, problem: Problem,
