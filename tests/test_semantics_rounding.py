@@ -273,3 +273,28 @@ def test_f16_scores_with_f32_messages_at_1_are_proved() -> None:
     p = _f16_design(1.0, msg_dtype="f32")
     assert p.status is Status.PROVED, p.message
     assert p.error_bound is not None and p.error_bound < 6e-3
+
+
+def test_the_culprit_of_f16_scores_is_the_score_line_with_its_remedy() -> None:
+    p = _f16_design(16.0)
+    assert "the rounding of the scores at examples/f16_design.py:21 contributes" in p.message
+    assert 'out_dtype="f32"' in p.message
+    assert p.culprits and p.culprits[0].mechanism.name == "SCORES"
+
+
+def test_the_culprit_of_f16_messages_is_the_narrowed_max_at_the_send() -> None:
+    p = _bound("mesh_mlo_1d", args={"msg_dtype": "f16"})
+    assert p.status is Status.VIOLATED
+    first = p.culprits[0]
+    assert first.mechanism.name == "NARROWED_MAX" and first.share > 0.9
+    assert first.sites == ("meshproof/kernels/mesh_mlo.py:52",)
+    assert "send m in f32" in p.message
+    shares = [c["share"] for c in p.to_json()["culprits"]]
+    assert shares == sorted(shares, reverse=True)
+
+
+def test_a_proved_bound_names_its_largest_shares() -> None:
+    p = _bound("mesh_mlo_2d")
+    assert p.status is Status.PROVED
+    assert "largest shares: " in p.message
+    assert {c.mechanism.name for c in p.culprits[:3]} == {"STORE", "CAST", "SCORES"}

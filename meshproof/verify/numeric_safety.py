@@ -108,6 +108,8 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     eta_all = max((e.eta for e in known), default=None)
     if known:
         blame[0] = _culprits(schedule, a.forms, max(known, key=lambda e: e.eta).parts)
+    elif any(e.parts for e in lost):
+        blame[0] = _culprits(schedule, a.forms, next(e.parts for e in lost if e.parts))
     if lost or (eta_all is not None and eta_all >= tol):
         judged = [(o.rank, o.store) for o in a.outputs if o.verdict.equal]
         witness = find_rounding_witness(schedule, table, a.problem, judged, input_bound,

@@ -96,6 +96,7 @@ class NoBound:
 
     reason: str
     attention: bool
+    parts: tuple[float, ...] = ()     # a bound too large to state, by mechanism
 
 
 def _pure_input(form: Rat) -> bool:
@@ -681,7 +682,8 @@ def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
                     parts=attributed([(e.eps, e.parts)], grown, Mechanism.STORE, False))
         if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
             out.append(NoBound(f"{store.source}: the rounding bound is {e.eps:.3g}·max|V| "
-                               "or more: no digit of the output is guaranteed", attention))
+                               "or more: no digit of the output is guaranteed", attention,
+                               e.parts))
             continue
         if e.floor >= (1 - e.eps) * input_bound:
             # η·max|V| + τ >= max|V| even at the largest max|V| the inputs allow
