@@ -75,6 +75,7 @@ class ValueNumbers:
         self._consts: dict[float, int] = {}
         self._const_numbers: set[int] = set()
         self.zero: set[int] = set()                      # numbers known to be exactly 0
+        self.logref: dict[int, tuple[int, float]] = {}   # log X -> (X's reference, base)
         self._next = 1
 
     def _fresh(self) -> int:
@@ -115,6 +116,12 @@ class ValueNumbers:
         a, b = self._numbers(rank, op)
         if a is None or b is None:
             return Related(Relation.OTHER)
+        if k is OpKind.ADD:
+            for i, (x, lg) in enumerate(((a, b), (b, a))):
+                at = self.logref.get(lg)
+                if at is not None and self._refid(x, at[1]) == at[0]:
+                    # x̃ + log X̃ with X referenced at x̃: x̃'s error cancels
+                    return Related(Relation.SAME, factor=1 - i)
         if k is OpKind.ADD and (a in self.zero or b in self.zero):
             return NONE
         if k is OpKind.MUL:
@@ -191,6 +198,10 @@ class ValueNumbers:
             self._mul(out, args[0], args[1])  # type: ignore[arg-type]
         elif k is OpKind.ADD and None not in args:
             self._add(out, args[0], args[1])  # type: ignore[arg-type]
+        elif k in (OpKind.LOG, OpKind.LOG2) and first is not None:
+            ref = self.ref.get(first)
+            if ref is not None:
+                self.logref[out] = (ref, _LN2 if k is OpKind.LOG2 else 1.0)
         elif k in (OpKind.SUM, OpKind.DOT, OpKind.NEG) and first is not None:
             w = next((x for x in args if x is not None and x in self.token), first)
             self._keep(out, w)

@@ -405,6 +405,24 @@ class ErrorBounds:
         # |exp(x + δ)/exp(x)| = e^δ exactly: the argument's error as a tilt
         return Err(Kind.REL, arg + EXP_ULP, op.dtype)
 
+    def _sigmoid(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        """1/(1 + exp(-x)) in f32: d log σ/dx = 1 - σ in (0, 1), so x's absolute error is
+        a relative one of σ; exp's ulp, the sum and the division add theirs."""
+        a = args[0]
+        if kind is not Kind.REL or a.kind not in (Kind.ABS, Kind.EXACT):
+            return None
+        return Err(Kind.REL, self._abs_err(op, key, 0, a) + EXP_ULP + 2 * UNIT[DType.F32],
+                   op.dtype)
+
+    def _log1p(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        """log(1 + X) of a positive weight X: |Δ| <= X·(e^t - 1)/(1 + X) + F <= expm1(t)
+        + F for X's log error t and floor F; log1p's own ulp at the result's magnitude."""
+        a = args[0]
+        if kind is not Kind.ABS or a.kind is not Kind.REL:
+            return None
+        return Err(Kind.ABS, _expm1(a.total) + a.floor +
+                   half_ulp(DType.F32, self._mag(key)), op.dtype)
+
     def _softmax(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         n = self._axis_size(op, key)
         u32 = UNIT[DType.F32]
@@ -431,14 +449,20 @@ class ErrorBounds:
         t = a.total
         if t > 0.5 or a.floor > 0.1:
             return None
-        # X >= 1: |log X̃ - log X| <= |log C| + max|φ| + |F|/(X̃ - |F|), X̃ - |F| >= 1/2
-        err = t + 2.0 * a.floor
-        return Err(Kind.ABS, err / _LN2 if op.kind is OpKind.LOG2 else err, op.dtype)
+        # X >= 1: |log X̃ - log X| <= |log C| + max|φ| + |F|/(X̃ - |F|), X̃ - |F| >= 1/2;
+        # `ref` keeps |log C|, which m̃ + log X̃ cancels when X is referenced at m̃
+        k = 1.0 / _LN2 if op.kind is OpKind.LOG2 else 1.0
+        return Err(Kind.ABS, (t + 2.0 * a.floor) * k, op.dtype, ref=a.ref * k)
 
     def _add(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         dt = op.dtype
         if kind is Kind.ABS:
             errs = [self._abs_err(op, key, i, a) for i, a in enumerate(args)]
+            rel = self._related()
+            if op.kind is OpKind.ADD and rel.relation is Relation.SAME and len(args) == 2:
+                # m̃ + log X̃ with X referenced at m̃: log X̃ = log Σ e^(s_j + φ_j) - m̃
+                lse = args[rel.factor]
+                return Err(kind, max(lse.eps - lse.ref, 0.0), dt)
             if op.kind is OpKind.SUB and len(errs) == 2:
                 return Err(kind, errs[0] + errs[1], dt, lead=errs[0], ref=errs[1])
             return Err(kind, sum(errs), dt)
@@ -469,8 +493,12 @@ class ErrorBounds:
         if not kept:
             return Err(kind, 0.0, dt)
         if kind is Kind.OUT:
-            # normalised values weighed by convex weights: the worst of each, summed
-            return Err(kind, sum(a.eps for a in kept), dt, sum(a.floor for a in kept))
+            floor = sum(a.floor for a in kept)
+            if convex_output(self._form(key)):
+                # a convex combination Σ w_i·o_i (Σ w_i = 1) of normalised values, each off
+                # by at most `own` per unit weight (design §10: the log-sum-exp merge)
+                return Err(kind, max(a.own if a.own > 0 else a.eps for a in kept), dt, floor)
+            return Err(kind, sum(a.eps for a in kept), dt, floor)
         first = kept[0]
         shift = 0.0 if len(kept) == 1 or self._related().relation is Relation.SAME else \
             sum(a.ref for a in kept)   # other keys' C relative to the first's
@@ -497,8 +525,13 @@ class ErrorBounds:
         floor = sum(_scaled(a.floor, _prod(m for j, m in enumerate(mags) if j != i))
                     for i, a in enumerate(args))
         if kind is Kind.OUT:
-            eps = _out_times(args, mags)
-            return None if eps is None else Err(kind, eps, op.dtype, floor)
+            unit = _out_times(args)
+            if unit is None:
+                return None
+            wmax = max(m for a, m in zip(args, mags, strict=True) if a.kind is not Kind.OUT)
+            if not math.isfinite(wmax):
+                return None
+            return Err(kind, max(wmax, 0.0) * unit, op.dtype, floor, own=unit)
         weights = [a for a in args if a.kind in (Kind.REL, Kind.OSCALE)]
         if len(weights) == 2:
             rel = self._related()
@@ -633,8 +666,8 @@ _RULES: dict[OpKind, Rule] = {
     OpKind.SUB: ErrorBounds._add,
     OpKind.MUL: ErrorBounds._mul,
     OpKind.DIV: ErrorBounds._div,
-    OpKind.LOG1P: ErrorBounds._no_rule,
-    OpKind.SIGMOID: ErrorBounds._no_rule,
+    OpKind.LOG1P: ErrorBounds._log1p,
+    OpKind.SIGMOID: ErrorBounds._sigmoid,
     OpKind.ARANGE: ErrorBounds._no_rule,
     OpKind.LT: ErrorBounds._no_rule,
     OpKind.LE: ErrorBounds._no_rule,
@@ -725,19 +758,17 @@ def _normalised(o: Err, ell: Err, rel: Relation) -> float:
     return _expm1(t)
 
 
-def _out_times(args: list[Err], mags: list[float]) -> float | None:
-    """A normalised value times a weight w (an lse merge's exp(lse_i - lse)):
-    |õ·w̃ - o·w| <= max w·(η·e^t + e^t - 1)·max|V| for w's log error t."""
+def _out_times(args: list[Err]) -> float | None:
+    """A normalised value times a weight w (an lse merge's exp(lse_i - lse)), per unit of
+    w: |õ·w̃ - o·w| <= w·(η·e^t + e^t - 1)·max|V| for w's log error t."""
     outs = [a for a in args if a.kind is Kind.OUT]
-    rest = [(a, m) for a, m in zip(args, mags, strict=True) if a.kind is not Kind.OUT]
+    rest = [a for a in args if a.kind is not Kind.OUT]
     if len(outs) != 1 or len(rest) != 1:
         return None
-    w, wmax = rest[0]
+    w = rest[0]
     t = w.total if w.kind in (Kind.REL, Kind.OSCALE) else w.eps
-    if not math.isfinite(wmax):
-        return None
     grow = math.exp(min(t, 700.0))
-    return max(wmax, 1e-300) * (outs[0].eps * grow + grow - 1.0)
+    return outs[0].eps * grow + grow - 1.0
 
 
 def _expm1(x: float) -> float:
