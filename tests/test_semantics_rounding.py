@@ -303,3 +303,27 @@ def test_a_proved_bound_names_its_largest_shares() -> None:
     assert p.status is Status.PROVED
     assert "largest shares: " in p.message
     assert {c.mechanism.name for c in p.culprits[:3]} == {"STORE", "CAST", "SCORES"}
+
+
+# --- sigmoid and the log-sum-exp merges (tests/kernels/merge_forms.py) -------------------
+
+
+MERGE_FORMS = KERNELS / "merge_forms.py"
+
+
+@pytest.mark.parametrize("name", ["sigmoid_pair", "lse_textbook", "flashinfer_merge_state"])
+def test_log_sum_exp_merges_are_proved_at_the_default_tolerance(name: str) -> None:
+    """The idioms: partials carried as (lse, normalised o); m̃ + log X̃ cancels m̃'s error,
+    and a convex combination costs its worst part."""
+    p = _bound(f"{MERGE_FORMS}::{name}", pes=4, args={"n_ranks": 4})
+    assert p.status is Status.PROVED, p.message
+    assert p.error_bound is not None and p.error_bound < 1e-2
+    err, v_max = _simulated(f"{MERGE_FORMS}::{name}", pes=4, args={"n_ranks": 4})
+    assert err <= p.error_bound * v_max + (p.error_floor or 0.0)
+
+
+def test_a_sigmoid_of_an_lse_difference_in_f16_is_violated_with_a_witness() -> None:
+    """The mistake: the lse difference taken in f16 (spacing 0.5 near 700)."""
+    p = _bound(f"{MERGE_FORMS}::sigmoid_pair_f16", pes=4, args={"n_ranks": 4})
+    assert p.status is Status.VIOLATED, p.message
+    assert "(40 digits)" in p.message

@@ -147,6 +147,24 @@ def _double_weight(a: State, b: State, tl: Any) -> State:
     return mx + tl.log(w1 + w2), (a[1] * w1 + b[1] * w2) / (w1 + w2)
 
 
+def _sigmoid_pair(a: State, b: State, tl: Any) -> State:
+    mx = tl.maximum(a[0], b[0])
+    new = mx + tl.log(tl.exp(a[0] - mx) + tl.exp(b[0] - mx))
+    return new, a[1] * tl.sigmoid(a[0] - b[0]) + b[1] * tl.sigmoid(b[0] - a[0])
+
+
+def _sigmoid_pair_f16(a: State, b: State, tl: Any) -> State:
+    # MISTAKE (numerics): the lse difference taken in f16, where |lse| ~ 700 has spacing 0.5
+    d = tl.cast(a[0], "f16") - tl.cast(b[0], "f16")
+    new, _ = _sigmoid_pair(a, b, tl)
+    return new, a[1] * tl.sigmoid(d) + b[1] * tl.sigmoid(-d)
+
+
+sigmoid_pair = _kernel(_lse_kernel(_sigmoid_pair))
+sigmoid_pair_f16 = _kernel(_lse_kernel(_sigmoid_pair_f16))
+sigmoid_pair.__doc__ = "CORRECT: each side weighted by sigmoid(lse_self - lse_other)."
+sigmoid_pair_f16.__doc__ = "MISTAKE (numerics): the lse difference taken in f16."
+
 lse_textbook = _kernel(_lse_kernel(_textbook))
 flashinfer_merge_state = _kernel(_lse_kernel(_flashinfer, base2=True))
 ringflash_log1p = _kernel(_lse_kernel(_ringflash_log1p))
