@@ -10,7 +10,11 @@ model/machine.py against float64 attention. It is a lower bound of the true wors
 so the ratio is an upper bound of the bound's slack.
 
     .venv/bin/python benchmarks/numeric_tightness.py               # all rows
-    .venv/bin/python benchmarks/numeric_tightness.py --seeds 4     # quicker
+    .venv/bin/python benchmarks/numeric_tightness.py --seeds 4 --cost 16   # quicker
+
+It then times numeric_safety on mesh_mlo_2d (16x16 and 64x64): the shared semantic analysis
+with the rounding domain plus the property, against the same analysis with the rounding
+domain switched off.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -28,7 +34,8 @@ from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.trace import trace
 from meshproof.verify.api import VerifyConfig, verify
-from meshproof.verify.result import NumericResult, Property
+from meshproof.verify.properties import Property
+from meshproof.verify.result import NumericResult
 from meshproof.verify.semantics import semantic_analysis
 from meshproof.verify.semantics.numeric import Inputs
 from meshproof.verify.semantics.rounding_witness import (
@@ -42,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DESIGN = str(ROOT / "examples" / "f16_design.py") + "::mesh_f16_design"
 DESIGN_ARGS = {"mesh_rows": 2, "mesh_cols": 4, "S_q": 1, "S_kv_per_rank": 16, "h_q": 1,
                "h_kv": 1, "d_head": 8}
-ROWS: list[tuple[str, str, dict[str, object], dict[str, object]]] = [
+ROWS: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("mesh_mlo_1d (f32 messages)", "mesh_mlo_1d", {}, {}),
     ("mesh_mlo_1d msg_dtype=f16", "mesh_mlo_1d", {"msg_dtype": "f16"}, {}),
     ("mesh_mlo_2d 2x4 (f32 messages)", "mesh_mlo_2d", {}, {}),
@@ -77,14 +84,14 @@ def _extra(problem: object, b: float, seeds: int) -> list[tuple[str, Inputs]]:
     return out
 
 
-def row(kernel: str, args: dict[str, object], opts: dict[str, object], b: float,
+def row(kernel: str, args: dict[str, Any], opts: dict[str, Any], b: float,
         seeds: int, climb_steps: int) -> tuple[float | None, float, float]:
     ref = resolve_kernel(kernel)
     schedule = trace(ref, build_launch(ref, LaunchOptions(args=tuple(sorted(args.items())),
-                                                          **opts)))  # type: ignore[arg-type]
+                                                          **opts)))
     start = time.perf_counter()
     v = verify(schedule, VerifyConfig(queue_depth=schedule.launch.queue_depth,
-                                      only=(Property.NUMERIC_SAFETY,), input_bound=b))
+                                      only=frozenset({Property.NUMERIC_SAFETY}), input_bound=b))
     p = v.property(Property.NUMERIC_SAFETY.value)
     assert isinstance(p, NumericResult)
     table = derive_channels(schedule)
@@ -100,9 +107,47 @@ def row(kernel: str, args: dict[str, object], opts: dict[str, object], b: float,
     return p.error_bound, worst.error if worst else 0.0, time.perf_counter() - start
 
 
+class _NoRounding:
+    """The rounding domain switched off: every method gives no error (for the timing)."""
+
+    def __getattr__(self, name: str) -> object:
+        return lambda *a, **k: None
+
+
+def cost(side: int) -> tuple[float, float, float]:
+    """For mesh_mlo_2d on a side x side mesh, in this process: the semantic analysis with
+    the rounding domain (and value numbers), the same without them, and numeric_safety's
+    checks after the analysis (hazards, the output bound, culprits; a whole verify of the
+    property less the analysis)."""
+    import meshproof.verify.semantics.situations as situations
+    from meshproof.model.topology import System
+    from meshproof.verify.semantics.relations import NONE, ValueNumbers
+
+    ref = resolve_kernel("mesh_mlo_2d")
+    opts = LaunchOptions(system=System(1, side, side, 8), wiring="cube_mesh",
+                         mesh=f"{side}x{side}", queue_depth=3)
+    schedule = trace(ref, build_launch(ref, opts))
+    table = derive_channels(schedule)
+    start = time.perf_counter()
+    semantic_analysis(schedule, table, None, 16.0)
+    with_rounding = time.perf_counter() - start
+    start = time.perf_counter()   # the analysis again (verify shares it), then the checks
+    verify(schedule, VerifyConfig(queue_depth=3, only=frozenset({Property.NUMERIC_SAFETY})))
+    checks = max(0.0, time.perf_counter() - start - with_rounding)
+    with mock.patch.object(situations, "ErrorBounds", lambda *a, **k: _NoRounding()), \
+            mock.patch.object(ValueNumbers, "note", lambda *a, **k: None), \
+            mock.patch.object(ValueNumbers, "related", lambda *a, **k: NONE):
+        start = time.perf_counter()
+        semantic_analysis(schedule, table, None, 16.0)
+        without = time.perf_counter() - start
+    return with_rounding, without, checks
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=12)
+    ap.add_argument("--cost", default="16,64",
+                    help="mesh sides of mesh_mlo_2d to time numeric_safety at ('' for none)")
     ap.add_argument("--climb", type=int, default=400, help="hill-climb steps per row")
     a = ap.parse_args()
     ratios: list[float] = []
@@ -122,6 +167,12 @@ def main() -> int:
         print(f"\nbound / found over {len(ratios)} rows: median {statistics.median(ratios):.2f}, "
               f"max {max(ratios):.2f}, min {min(ratios):.2f}")
     print(f"rows where an input beats the bound: {unsound} (must be 0)")
+    for side in (int(x) for x in a.cost.split(",") if x):
+        full, bare, checks = cost(side)
+        print(f"mesh_mlo_2d {side}x{side}: semantic analysis {full:.1f} s with the rounding "
+              f"domain, {bare:.1f} s without ({full / bare:.2f}x); numeric_safety's checks "
+              f"after it {checks:.1f} s; all numeric work against the rest: "
+              f"{(full + checks) / bare:.2f}x (goal <= 1.5x)")
     return 1 if unsound else 0
 
 

@@ -61,7 +61,8 @@ def _has_score(form: Rat) -> bool:
 
 def mechanism_of(op: Op, kind: str, form: Rat | None, relation: str) -> Mechanism:
     """The mechanism of the rounding an op adds to a value of `kind` (rounding.Kind's
-    value) and exact `form`, under the relation of its operands (relations.Relation's)."""
+    value) and exact `form`, under the relation of its operands (relations.Relation's
+    name, lower case)."""
     k = op.kind
     weight = kind in ("rel", "oscale")
     if k in (OpKind.EXP, OpKind.EXP2, OpKind.SOFTMAX):

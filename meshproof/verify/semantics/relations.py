@@ -27,8 +27,8 @@ point, or other). The cost is a few dict operations per op.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from enum import Enum
+from enum import IntEnum
+from typing import NamedTuple
 
 from meshproof.model.evaluate import Key, Lost
 from meshproof.model.schedule import Const, DType, Op, OpKind, ValueRef
@@ -38,17 +38,17 @@ _LN2 = math.log(2.0)
 EXACT_REF = 0   # the reference point of a weight exp(x) with no subtraction: C = 1
 
 
-class Relation(Enum):
-    NONE = "none"            # not a rescale, union or normalisation of weights
-    SAME = "same"            # the same machine reference point
-    NARROWED = "narrowed"    # a rescale from a narrowing of the partial's reference point
-    PARTNERS = "partners"    # o / ℓ built from the same weights by the same factors
-    OTHER = "other"          # nothing shared is known
+class Relation(IntEnum):
+    NONE = 0        # not a rescale, union or normalisation of weights
+    SAME = 1        # the same machine reference point
+    NARROWED = 2    # a rescale from a narrowing of the partial's reference point
+    PARTNERS = 3    # o / ℓ built from the same weights by the same factors
+    OTHER = 4       # nothing shared is known
 
 
-@dataclass(frozen=True, slots=True)
-class Related:
-    """The relation of an op's operands, part of its situation's memo key."""
+class Related(NamedTuple):
+    """The relation of an op's operands, part of its situation's memo key (a tuple of
+    ints and a float: hashed in C, once per op of every rank)."""
 
     relation: Relation
     offset: float = 0.0      # NARROWED: |narrowed - reference| <= offset
@@ -56,6 +56,9 @@ class Related:
 
 
 NONE = Related(Relation.NONE)
+_SAME = Related(Relation.SAME)
+_OTHER = Related(Relation.OTHER)
+_PARTNERS = Related(Relation.PARTNERS)
 _VIEWS = (OpKind.RESHAPE, OpKind.TRANS)
 
 
@@ -103,19 +106,21 @@ class ValueNumbers:
         return None if n is None else self.dtype.get(n)
 
     def _numbers(self, rank: int, op: Op) -> list[int | None]:
-        return [self.number(rank, a) for a in op.args]
+        vn = self.vn
+        return [vn.get((rank, a.id)) if type(a) is ValueRef else self.number(rank, a)
+                for a in op.args]
 
     # --- relations (read before the memo lookup) -------------------------------------
     def related(self, rank: int, op: Op) -> Related:
         k = op.kind
         if k in (OpKind.EXP, OpKind.EXP2):
             n = self.number(rank, op.args[0])
-            return Related(Relation.SAME) if n is not None and n in self.diff else NONE
+            return _SAME if n is not None and n in self.diff else NONE
         if k not in (OpKind.MUL, OpKind.ADD, OpKind.DIV) or len(op.args) != 2:
             return NONE
         a, b = self._numbers(rank, op)
         if a is None or b is None:
-            return Related(Relation.OTHER)
+            return _OTHER
         if k is OpKind.ADD:
             for i, (x, lg) in enumerate(((a, b), (b, a))):
                 at = self.logref.get(lg)
@@ -130,10 +135,10 @@ class ValueNumbers:
         if k is OpKind.DIV:
             ta, tb = self.token.get(a), self.token.get(b)
             if ta is not None and ta == tb:
-                return Related(Relation.PARTNERS)
+                return _PARTNERS
         if ra is not None and ra == rb:
-            return Related(Relation.SAME)
-        return Related(Relation.OTHER)
+            return _SAME
+        return _OTHER
 
     def _rescale(self, a: int, b: int) -> Related:
         for i, (x, factor) in enumerate(((a, b), (b, a))):

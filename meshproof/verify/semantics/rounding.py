@@ -308,7 +308,7 @@ class ErrorBounds:
         res = self._res(key)
         form = None if res is None or isinstance(res, Opaque) else res.form
         rel = self._related().relation
-        mech = mechanism_of(op, out.kind.value, form, rel.value)
+        mech = mechanism_of(op, out.kind.value, form, rel.name.lower())
         union = op.kind in (*_VIEWS, OpKind.ADD) and out.kind is not Kind.ABS
         weights = [a for a in args if a.kind in (Kind.REL, Kind.OSCALE)]
         if out.kind in (Kind.REL, Kind.OSCALE):
