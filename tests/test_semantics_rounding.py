@@ -327,3 +327,18 @@ def test_a_sigmoid_of_an_lse_difference_in_f16_is_violated_with_a_witness() -> N
     p = _bound(f"{MERGE_FORMS}::sigmoid_pair_f16", pes=4, args={"n_ranks": 4})
     assert p.status is Status.VIOLATED, p.message
     assert "(40 digits)" in p.message
+
+
+def test_o_times_the_reciprocal_of_l_is_a_normalisation_of_partners() -> None:
+    """The idiom: one reciprocal per row, o · (1/ℓ), judged as o / ℓ."""
+    p = ROUND.prop("reciprocal", NS, 4.0, tolerance=2e-3)
+    assert isinstance(p, NumericResult) and p.status is Status.PROVED, p.message
+    err, limit = _within_bound("reciprocal", 4.0, InputKind.NORMAL, 1)
+    assert err <= limit
+
+
+def test_a_reciprocal_of_l_in_bf16_is_violated_below_its_precision() -> None:
+    """The mistake, for a kernel that needs 2e-3: ℓ rounded to bf16 (2^-9) first."""
+    p = ROUND.prop("reciprocal_bf16", NS, 4.0, tolerance=2e-3)
+    assert isinstance(p, NumericResult) and p.status is Status.VIOLATED, p.message
+    assert p.culprits and p.culprits[0].mechanism.name == "CAST"

@@ -140,6 +140,23 @@ def _qk_load_bf16(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv
 qk_load_bf16 = _kernel(_qk_load_bf16)
 
 
+def _reciprocal(out: str) -> Sig:
+    def body(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+             h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+        st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl, "")
+        _, ell, o = _line(st, rank, n, tl)
+        inv = 1.0 / (tl.cast(tl.cast(ell, "bf16"), "f32") if out == "bf16" else ell)
+        _store(o_ptr, o * inv, S_q, h_q, h_kv, d_head, tl)
+    body.__name__ = "_reciprocal" + ("_bf16" if out == "bf16" else "")
+    return _kernel(body)
+
+
+# CORRECT: o times the reciprocal of ℓ, one division per row instead of per element
+reciprocal = _reciprocal("f32")
+# MISTAKE (numerics, for a tolerance below bf16's 2^-9): ℓ rounded to bf16 first
+reciprocal_bf16 = _reciprocal("bf16")
+
+
 def _two_ranks_differ(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
                       h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
     """MISTAKE: rank 0 stores the merged output, rank 1 its local partial (same o_ptr)."""

@@ -79,6 +79,7 @@ class ValueNumbers:
         self._const_numbers: set[int] = set()
         self.zero: set[int] = set()                      # numbers known to be exactly 0
         self.logref: dict[int, tuple[int, float]] = {}   # log X -> (X's reference, base)
+        self.recip: dict[int, int] = {}                  # c / X -> X
         self._next = 1
 
     def _fresh(self) -> int:
@@ -130,12 +131,23 @@ class ValueNumbers:
         if k is OpKind.ADD and (a in self.zero or b in self.zero):
             return NONE
         if k is OpKind.MUL:
+            for i, (x, inv) in enumerate(((a, b), (b, a))):
+                of = self.recip.get(inv)
+                if of is not None:   # o · (1/ℓ): a normalisation, related as o / ℓ
+                    return self._normalising(x, of)._replace(factor=1 - i)
             return self._rescale(a, b)
-        ra, rb = self.ref.get(a), self.ref.get(b)
         if k is OpKind.DIV:
-            ta, tb = self.token.get(a), self.token.get(b)
-            if ta is not None and ta == tb:
-                return _PARTNERS
+            return self._normalising(a, b)
+        ra, rb = self.ref.get(a), self.ref.get(b)
+        if ra is not None and ra == rb:
+            return _SAME
+        return _OTHER
+
+    def _normalising(self, a: int, b: int) -> Related:
+        ta, tb = self.token.get(a), self.token.get(b)
+        if ta is not None and ta == tb:
+            return _PARTNERS
+        ra, rb = self.ref.get(a), self.ref.get(b)
         if ra is not None and ra == rb:
             return _SAME
         return _OTHER
@@ -203,6 +215,10 @@ class ValueNumbers:
             self._mul(out, args[0], args[1])  # type: ignore[arg-type]
         elif k is OpKind.ADD and None not in args:
             self._add(out, args[0], args[1])  # type: ignore[arg-type]
+        elif k is OpKind.DIV and len(args) == 2 and args[0] in self._const_numbers and \
+                args[1] is not None:
+            self.recip[out] = args[1]     # c / X: X's reference point and tilt, inverted
+            self._keep(out, args[1])
         elif k in (OpKind.LOG, OpKind.LOG2) and first is not None:
             ref = self.ref.get(first)
             if ref is not None:

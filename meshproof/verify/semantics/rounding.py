@@ -524,6 +524,19 @@ class ErrorBounds:
             return Err(kind, spread, op.dtype)
         floor = sum(_scaled(a.floor, _prod(m for j, m in enumerate(mags) if j != i))
                     for i, a in enumerate(args))
+        if kind is Kind.OUT and len(weights := [a for a in args if a.kind in (
+                Kind.REL, Kind.OSCALE)]) == 2:
+            # o · (1/ℓ): a normalisation, judged as o / ℓ (relations.py relates them)
+            rel = self._related()
+            inv, o = args[rel.factor], args[1 - rel.factor]
+            if o.kind is not Kind.OSCALE or inv.kind is not Kind.REL:
+                return None
+            eta = _normalised(o, inv, rel.relation)
+            inv_mag = self._arg_mag(op, key, rel.factor)
+            if not math.isfinite(inv_mag):
+                return None
+            # the floors: F(o)·|1/ℓ̃| + |o|·F(1/ℓ), and |o| <= B·ℓ
+            return Err(kind, eta, op.dtype, o.floor * inv_mag + self.b * inv.floor)
         if kind is Kind.OUT:
             unit = _out_times(args)
             if unit is None:
@@ -557,6 +570,17 @@ class ErrorBounds:
 
     def _div(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         num, den = args
+        if num.kind is Kind.EXACT and not isinstance(op.args[0], ValueRef) and \
+                kind is Kind.REL and den.kind is Kind.REL:
+            # c / X: every per-key error and the common factor flip sign, same size; the
+            # floor F of X moves 1/X by at most F/X̃_low²
+            low = min(1.0, self._lower_bound(op, key, 1))
+            low_m = low * math.exp(-min(den.total, 700.0)) - den.floor
+            if low_m <= 0:
+                return None
+            c = abs(op.args[0].value)
+            return Err(kind, den.eps, op.dtype, c * den.floor / (low_m * low_m), den.own,
+                       den.ref)
         if den.kind is Kind.EXACT:
             c = self._arg_mag(op, key, 1)
             if not c:
