@@ -25,6 +25,7 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule, ValueRef
 from meshproof.verify.semantics.hazards import machine_buffers
 from meshproof.verify.semantics.numeric import FLOAT64, Inputs
+from meshproof.verify.semantics.safety import scores_within
 from meshproof.verify.semantics.witness import reference, reference_element
 
 # inputs of the whole launch the search may hold (elements of Q, K and V): past it the
@@ -106,24 +107,13 @@ def families(problem: Problem, b: float, cap: float) -> list[tuple[str, Inputs]]
         out.append((f"Q = {b:g} and K in [{b / 2:g}, {b:g}] (every score near the largest, "
                     f"where 16-bit spacing is widest), V = +{b:g} on the first half of the "
                     f"keys and -{b:g} on the rest (seed {200 + seed})", top))
-    return [(name, x) for name, x in out if _scores_within(x, cap)]
+    return [(name, x) for name, x in out if scores_within(x, cap)]
 
 
 def _halves(v: np.ndarray, b: float) -> np.ndarray:
     out = np.full(v.shape, b)
     out[v.shape[0] // 2:] = -b
     return out
-
-
-def _scores_within(x: Inputs, cap: float) -> bool:
-    if math.isinf(cap):
-        return True
-    for g, q in x.q.items():
-        qs = q.reshape(-1, q.shape[-1])
-        ks = x.k[g].reshape(-1, q.shape[-1])
-        if qs.size and ks.size and float(np.abs(qs @ ks.T).max()) > cap:
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +222,7 @@ def climb(schedule: Schedule, table: ChannelTable, problem: Problem, start: _Wor
         parts = {t: dict(getattr(x, t)) for t in ("q", "k", "v")}
         parts[which][g] = arr
         trial = Inputs(parts["q"], parts["k"], parts["v"])
-        if not _scores_within(trial, cap):
+        if not scores_within(trial, cap):
             continue
         found = worst_element(schedule, table, problem, [(best.rank, best.store)],
                               [(best.family + ", climbed", trial)])

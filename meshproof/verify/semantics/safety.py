@@ -81,7 +81,7 @@ def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     out = [(f"{qk} (every score equal, every weight 1)", constant_inputs(problem, c, c, b)),
            (f"{neg} (every score negative)", constant_inputs(problem, c, -c, b)),
            ("seeded N(0,1) inputs", make_inputs(problem, 0))]
-    return [(name, x) for name, x in out if _scores_within(x, cap)]
+    return [(name, x) for name, x in out if scores_within(x, cap)]
 
 
 def _largest_q(cap: float, d: int, b: float) -> float:
@@ -94,7 +94,7 @@ def _largest_q(cap: float, d: int, b: float) -> float:
     return float(c)
 
 
-def _scores_within(inputs: Inputs, cap: float) -> bool:
+def scores_within(inputs: Inputs, cap: float) -> bool:
     """Every raw score q·kᵀ of one group (any heads) within `cap` (in chunks of K rows)."""
     if math.isinf(cap):
         return True
