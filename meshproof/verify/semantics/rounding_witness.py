@@ -13,7 +13,6 @@ simulate --witness FILE` replays it (spec/semantics.md §7).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
