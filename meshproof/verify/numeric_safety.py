@@ -117,7 +117,10 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         if witness is not None:
             if known and len(known) == len(etas):
                 bound[0], bound[1] = eta_all, max(e.tau for e in known)
-            return _violated(schedule, witness, tol, eta_all, assumption, result, blame[0])
+            stated = f"rounding bound {_sci(eta_all)}·max|V|" if eta_all is not None else \
+                "no rounding bound stated: " + lost[0].reason.split(": ", 1)[-1]
+            return _violated(schedule, witness, tol, stated, assumption, result, blame[0],
+                             eta_all)
     if lost:
         # the outputs compute attention, but how far their rounding takes them is not shown
         return result(Status.UNKNOWN, f"cannot bound the rounding error of {len(lost)} "
@@ -151,13 +154,12 @@ def _blamed(culprits: tuple[Culprit, ...]) -> str:
     return f"; {said}" if said else ""
 
 
-def _violated(schedule: Schedule, w: RoundingWitness, tol: float, eta: float | None,
+def _violated(schedule: Schedule, w: RoundingWitness, tol: float, said: str,
               assumption: str, result: Callable[..., PropertyResult],
-              culprits: tuple[Culprit, ...]) -> PropertyResult:
+              culprits: tuple[Culprit, ...], eta: float | None) -> PropertyResult:
     """numeric_safety violated by a rounding witness, at the store's line and rank."""
     ep = schedule.programs[w.rank].endpoint
     t, h, e = w.element
-    said = f"rounding bound {_sci(eta)}·max|V|" if eta is not None else "no rounding bound"
     message = (f"with {w.family} ({assumption}) the output stored at {w.store.source} on "
                f"{ep.label} is {w.machine:.6g} at query row {t}, head {h}, feature {e} on "
                f"the simulator's arithmetic, where attention is {w.exact:.6g} (40 digits): "
