@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from semantic_helpers import SEMANTIC, TREES
@@ -89,3 +90,13 @@ def test_no_input_beats_the_bound_of_a_random_merge_tree(
 def test_no_input_beats_the_bound_of_a_random_line(
         case: tuple[str, dict[str, object], dict[str, object]], b: float) -> None:
     _check(*case, b)
+
+
+@pytest.mark.parametrize("name", ["mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv"])
+@pytest.mark.parametrize("b", [1.0, 16.0])
+def test_no_input_beats_the_bound_of_a_built_in(name: str, b: float) -> None:
+    ref = resolve_kernel(name)
+    opts: dict[str, object] = {}
+    if ref.name == "mesh_mlo_2d":
+        opts = {"mesh": "2x4"}
+    _check(name, {}, opts, b)
