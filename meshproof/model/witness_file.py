@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -111,7 +111,7 @@ def _find(doc: Any, path: Path) -> tuple[Mapping[str, Any], Endpoint | None]:
                                    f"property (was it skipped with --only?); {_RERUN}")
         cex = prop.get("counterexample")
         witness = cex.get("witness") if isinstance(cex, dict) else None
-        if not isinstance(witness, dict):
+        if not isinstance(cex, dict) or not isinstance(witness, dict):
             status = prop.get("status", "?")
             raise WitnessFileError(
                 f"--witness {path}: numeric_safety is {status} in this verdict and carries no "
@@ -135,7 +135,8 @@ def _diagnostic_endpoint(cex: Mapping[str, Any]) -> Endpoint | None:
     return None
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
+    """An int >= 0 (not a bool)."""
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
@@ -163,8 +164,9 @@ def _parse(obj: Mapping[str, Any], where: str, named: Endpoint | None) -> Witnes
             "S_kv_per_rank or d_head) whose witness carries them")
     inputs = _inputs(raw, where)
     endpoint = named
-    if _is_int(obj.get("cube")) and _is_int(obj.get("pe")):
-        endpoint = Endpoint(obj["cube"], obj["pe"])
+    cube, pe = obj.get("cube"), obj.get("pe")
+    if _is_int(cube) and _is_int(pe):
+        endpoint = Endpoint(cube, pe)
     group = inputs.groups()[0] if len(inputs.q) == 1 else None
     machine = _number(obj, "machine", where)
     exact = _number(obj, "exact", where)

@@ -25,8 +25,8 @@ from meshproof.errors import HarnessError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for
-from meshproof.model.witness_file import Witness
 from meshproof.model.topology import Endpoint
+from meshproof.model.witness_file import Witness
 from meshproof.sim.config import NumericProgress
 from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (

@@ -46,7 +46,7 @@ class ReplayPlan:
         t, h, e = self.witness.element
         s = layout.shape
         first = layout.out_rows(layout.roles[position]).start
-        return ((t - first) * s.h_q + h) * s.d_head + e
+        return int(((t - first) * s.h_q + h) * s.d_head + e)
 
 
 def plan_replay(schedule: Schedule, problem: Problem | None, groups: Sequence[Group],
