@@ -99,5 +99,5 @@ def test_a_missing_or_non_json_file_says_how_to_write_one(tmp_path: Path) -> Non
         load_witness(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(WitnessFileError, match="not JSON .* at line 1"):
+    with pytest.raises(WitnessFileError, match=r"not JSON .* at line 1"):
         load_witness(bad)

@@ -6,17 +6,14 @@ arithmetic) exactly."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, kernel_spec, trace_kernel
+from helpers import REPO_ROOT, kernel_spec, machine_witness, trace_kernel
 
-from meshproof.model.channels import derive_channels
-from meshproof.model.problem import attention_problem
-from meshproof.model.schedule import GroupMode, Harness, OpKind, Schedule
+from meshproof.model.schedule import GroupMode, Harness, Schedule
 from meshproof.model.witness_file import Witness, WitnessFileError, load_witness
 from meshproof.sim.api import simulate
 from meshproof.sim.config import SimConfig
@@ -24,7 +21,6 @@ from meshproof.sim.inputs import ArraySource, given_input
 from meshproof.sim.reference import dense_reference, reference
 from meshproof.sim.result import WitnessReplay
 from meshproof.verify.api import VerifyConfig, verify
-from meshproof.verify.semantics.rounding_witness import families, worst_element
 
 F16_DESIGN = str(REPO_ROOT / "examples/f16_design.py::mesh_f16_design")
 F16_LAUNCH: dict[str, Any] = {
@@ -80,29 +76,6 @@ def test_the_f16_designs_witness_replays_to_the_verdicts_machine_value_and_error
     assert w.error > 1e-2 and rel_err is not None and rel_err > 1e-2
 
 
-def _machine_witness(schedule: Schedule, path: Path, bound: float = 16.0,
-                     cube: int | None = None) -> dict[str, Any]:
-    """A witness the verifier's machine domain computes for the first family's inputs
-    (the worst element over the stores, of cube `cube` if given), written to `path`."""
-    spec = schedule.launch
-    problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
-    stores = [(r, op) for r, prog in enumerate(schedule.programs) for op in prog.ops
-              if op.kind is OpKind.STORE and op.ptr in spec.outputs and
-              (cube is None or prog.endpoint.cube == cube)]
-    name, inputs = families(problem, bound, math.inf)[0]
-    worst = worst_element(schedule, derive_channels(schedule), problem, stores,
-                          [(name, inputs)])
-    assert worst is not None
-    ep = schedule.programs[worst.rank].endpoint
-    doc = {"family": name, "source": str(worst.store.source), "element": list(worst.element),
-           "machine": worst.machine, "exact": worst.approx, "max_v": worst.max_v,
-           "error": worst.error, "tolerance": 1e-2, "bound": None, "cube": ep.cube,
-           "pe": ep.pe, "inputs": {t: {str(g): a.tolist() for g, a in
-                                       getattr(inputs, t).items()} for t in "qkv"}}
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    return doc
-
-
 @pytest.mark.parametrize(("kernel", "options"), [
     ("mesh_mlo_1d", {}),
     ("mesh_mlo_1d", {"args": (("msg_dtype", "f16"), ("h_q", 4), ("h_kv", 2),
@@ -113,7 +86,7 @@ def _machine_witness(schedule: Schedule, path: Path, bound: float = 16.0,
 def test_the_simulator_computes_the_verifiers_machine_value_at_the_worst_element(
         tmp_path: Path, kernel: str, options: dict[str, Any]) -> None:
     schedule = trace_kernel(kernel, **options)
-    doc = _machine_witness(schedule, tmp_path / "w.json")
+    doc = machine_witness(schedule, tmp_path / "w.json")
     w, _ = _replay(schedule, tmp_path / "w.json")
     assert w.agrees and w.simulated == doc["machine"], (w, doc["machine"])
     assert w.element == tuple(doc["element"])
@@ -125,7 +98,7 @@ def test_each_group_gets_its_own_inputs(tmp_path: Path) -> None:
     group 1's inputs; with the groups' inputs swapped it is another number."""
     schedule = trace_kernel("mesh_mlo_1d", args=(("msg_dtype", "f16"),), cubes=2,
                             groups=GroupMode.CUBE)
-    doc = _machine_witness(schedule, tmp_path / "w.json", cube=1)
+    doc = machine_witness(schedule, tmp_path / "w.json", cube=1)
     w, _ = _replay(schedule, tmp_path / "w.json")
     assert (w.endpoint.cube, w.group) == (1, 1)
     assert w.agrees and w.simulated == doc["machine"]
@@ -138,14 +111,14 @@ def test_each_group_gets_its_own_inputs(tmp_path: Path) -> None:
 
 def _f16_witness(tmp_path: Path) -> tuple[Schedule, Witness]:
     schedule = trace_kernel(F16_DESIGN, **F16_LAUNCH)
-    _machine_witness(schedule, tmp_path / "w.json")
+    machine_witness(schedule, tmp_path / "w.json")
     return schedule, load_witness(tmp_path / "w.json")
 
 
 def test_a_witness_of_another_launch_is_refused_before_any_work(tmp_path: Path) -> None:
     _, witness = _f16_witness(tmp_path)
-    other = trace_kernel(F16_DESIGN, **{**F16_LAUNCH, "args": F16_LAUNCH["args"][:3] + (
-        ("S_kv_per_rank", 8), *F16_LAUNCH["args"][4:])})
+    args = dict(F16_LAUNCH["args"], S_kv_per_rank=8)
+    other = trace_kernel(F16_DESIGN, **{**F16_LAUNCH, "args": tuple(args.items())})
     with pytest.raises(WitnessFileError, match=r"witness.inputs.k\[0\] has shape "
                                                r"\(128, 1, 8\), but this launch's group 0 "
                                                r"needs \(64, 1, 8\)"):
@@ -157,7 +130,7 @@ def test_a_witness_of_another_launch_is_refused_before_any_work(tmp_path: Path) 
 
 
 def test_a_witness_naming_a_rank_outside_the_launch_is_refused(tmp_path: Path) -> None:
-    schedule, witness = _f16_witness(tmp_path)
+    schedule, _ = _f16_witness(tmp_path)
     doc = json.loads((tmp_path / "w.json").read_text(encoding="utf-8"))
     doc["cube"] = 99
     (tmp_path / "w.json").write_text(json.dumps(doc), encoding="utf-8")
