@@ -75,7 +75,9 @@ class ArraySource:
         if self.data.ndim != 3 or self.data.dtype != np.float32:
             raise ValueError(f"an ArraySource needs a (rows, heads, d) float32 array, not "
                              f"{self.data.dtype} of shape {self.data.shape}")
-        self.data.setflags(write=False)
+        view = self.data.view()       # read-only here, the caller's array untouched
+        view.setflags(write=False)
+        object.__setattr__(self, "data", view)
 
     @property
     def rows(self) -> int:
