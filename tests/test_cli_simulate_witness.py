@@ -136,3 +136,12 @@ def test_options_the_witness_makes_moot_are_refused(run_cli: Run, tmp_path: Path
                                                     extra: list[str], fragment: str) -> None:
     res = run_cli(["simulate", "mesh_mlo_1d", "--witness", "W", *extra])
     assert_bad_input(res, fragment)
+
+
+def test_several_launches_at_once_are_refused(run_cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    machine_witness(trace_kernel("mesh_mlo_1d"), path)
+    res = run_cli(["simulate", "--launches", "tests/data/two_batch_groups.toml",
+                   "--witness", str(path)])
+    assert_bad_input(res, "--witness replays one launch", "pick the one verified with "
+                                                          "--cube-start K")
