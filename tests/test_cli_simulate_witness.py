@@ -121,7 +121,8 @@ def test_a_verdict_without_a_witness_and_a_launch_that_does_not_fit_are_exit_2(
     path, _ = _verdict(run_cli, tmp_path, "mesh_mlo_1d", "--arg", "msg_dtype=f16")
     res = run_cli(["simulate", "mesh_mlo_1d", "--arg", "msg_dtype=f16", "--arg",
                    "S_kv_per_rank=8", "--witness", str(path)])
-    assert_bad_input(res, "witness.inputs.k[0] has shape (128, 1, 8), but this launch's "
+    assert_bad_input(res, f"--witness {path}: witness.inputs.k[0] has shape (128, 1, 8), "
+                          "but this launch's "
                           "group 0 needs (64, 1, 8)", "replay it with the launch it was "
                                                       "verified with")
 

@@ -77,6 +77,11 @@ class Witness:
     endpoint: Endpoint | None = None
     group: int | None = None
 
+    @property
+    def where(self) -> str:
+        """How messages about it begin."""
+        return f"--witness {self.path}"
+
 
 def load_witness(path: Path) -> Witness:
     """Read FILE (a `verify --json` verdict or a bare witness object) into a `Witness`."""
@@ -151,7 +156,8 @@ def _number(obj: Mapping[str, Any], key: str, where: str, optional: bool = False
     return float(x)
 
 
-def _parse(obj: Mapping[str, Any], where: str, named: Endpoint | None) -> Witness:
+def _parse(obj: Mapping[str, Any], path: str, named: Endpoint | None) -> Witness:
+    where = f"--witness {path}"
     element = obj.get("element")
     if not (isinstance(element, list) and len(element) == 3 and all(map(_is_int, element))):
         raise WitnessFileError(f"{where}: witness.element is {element!r}, not [query row, "
@@ -174,7 +180,7 @@ def _parse(obj: Mapping[str, Any], where: str, named: Endpoint | None) -> Witnes
     error = _number(obj, "error", where)
     assert machine is not None and exact is not None and max_v is not None
     assert error is not None
-    return Witness(where, str(obj.get("family", "")), str(obj.get("source", "")),
+    return Witness(path, str(obj.get("family", "")), str(obj.get("source", "")),
                    (element[0], element[1], element[2]), machine, exact, max_v, error,
                    _number(obj, "tolerance", where, optional=True), inputs, endpoint,
                    group)
@@ -232,7 +238,7 @@ def check_against(witness: Witness, problem: Problem) -> None:
     """Refuse a witness whose groups or shapes are not the launch's attention problem's
     (the verifier makes Q (q_rows, h_q, d_head), K and V (kv_rows, h_kv, d_head) per
     group)."""
-    where = witness.path
+    where = witness.where
     have = list(witness.inputs.groups())
     want = [g.index for g in problem.groups]
     if have != want:

@@ -53,7 +53,7 @@ def plan_replay(schedule: Schedule, problem: Problem | None, groups: Sequence[Gr
                 witness: Witness) -> ReplayPlan:
     """Check the witness against the launch and find its element; WitnessFileError (bad
     input, exit 2) when it does not fit."""
-    where = witness.path
+    where = witness.where
     if problem is None:
         raise WitnessFileError(
             f"{where}: this launch names no K and V buffers, so it has no attention problem "
@@ -80,7 +80,7 @@ def _rank(schedule: Schedule, problem: Problem, groups: Sequence[Group],
           witness: Witness) -> int:
     """The rank whose output holds the witness element: the one the witness names, else
     the only rank of its group that stores an output holding the element's row."""
-    where = witness.path
+    where = witness.where
     active = {r for grp in groups for r in grp.ranks}
     if witness.endpoint is not None:
         found = [r for r, p in enumerate(schedule.programs)
@@ -122,7 +122,7 @@ def _output(schedule: Schedule, rank: int, witness: Witness) -> str:
               if op.kind is OpKind.STORE and op.ptr in outputs]
     if not stores:
         raise WitnessFileError(
-            f"{witness.path}: rank {schedule.programs[rank].endpoint.label} stores no output "
+            f"{witness.where}: rank {schedule.programs[rank].endpoint.label} stores no output "
             f"({', '.join(outputs)}) in this launch; replay the witness with the launch it "
             "was verified with")
     at_line = [op for op in stores if str(op.source) == witness.source]
