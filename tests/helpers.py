@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
@@ -86,3 +87,36 @@ def assert_bad_input(res: CliResult, *fragments: str) -> None:
     assert res.out == ""
     for fragment in fragments:
         assert fragment in line, line
+
+
+def machine_witness(schedule: Schedule, path: Path, bound: float = 16.0,
+                    cube: int | None = None) -> dict[str, Any]:
+    """A rounding witness object, as `verify --json` writes one, for the first witness
+    family's inputs within |x| <= bound: the worst element over the output stores (of cube
+    `cube` if given) with its value in the verifier's machine domain (model/machine.py),
+    written to `path` for `simulate --witness`."""
+    import json
+    import math
+
+    from meshproof.model.channels import derive_channels
+    from meshproof.model.problem import attention_problem
+    from meshproof.model.schedule import OpKind
+    from meshproof.verify.semantics.rounding_witness import families, worst_element
+
+    spec = schedule.launch
+    problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    stores = [(r, op) for r, prog in enumerate(schedule.programs) for op in prog.ops
+              if op.kind is OpKind.STORE and op.ptr in spec.outputs and
+              (cube is None or prog.endpoint.cube == cube)]
+    name, inputs = families(problem, bound, math.inf)[0]
+    worst = worst_element(schedule, derive_channels(schedule), problem, stores,
+                          [(name, inputs)])
+    assert worst is not None
+    ep = schedule.programs[worst.rank].endpoint
+    doc = {"family": name, "source": str(worst.store.source), "element": list(worst.element),
+           "machine": worst.machine, "exact": worst.approx, "max_v": worst.max_v,
+           "error": worst.error, "tolerance": 1e-2, "bound": None, "cube": ep.cube,
+           "pe": ep.pe, "inputs": {t: {str(g): a.tolist() for g, a in
+                                       getattr(inputs, t).items()} for t in "qkv"}}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return doc

@@ -19,7 +19,7 @@ from meshproof.cli.options import (
 )
 from meshproof.cli.progress import NumericBar
 from meshproof.deploy.launches import LaunchList
-from meshproof.errors import OptionError
+from meshproof.errors import LaunchError, OptionError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
 from meshproof.gate.pipeline import Pipeline, one_launch, run_case
@@ -27,10 +27,11 @@ from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import dumps
+from meshproof.model.witness_file import Witness, load_witness
 from meshproof.sim.config import SimConfig
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.perfetto import check_trace_target, perfetto_trace, write_trace
-from meshproof.sim.result import SIM_SCHEMA, SimResult
+from meshproof.sim.result import SIM_SCHEMA, SimResult, WitnessReplay
 from meshproof.verify.api import VerifyConfig
 
 # Ranks listed one per line in the table; beyond this, only the worst ones.
@@ -46,6 +47,10 @@ _RANK_ROWS = 16
               default=InputKind.NORMAL.value, show_default=True,
               help="normal: Q, K, V ~ N(0,1); peaked: plus a few keys that dominate; "
                    "uniform: Q = 0, every score equal.")
+@click.option("--witness", "witness_file", type=click.Path(path_type=Path), default=None,
+              help="Replay a rounding witness: FILE is a `verify --json` verdict (its "
+                   "numeric_safety witness) or the witness object; its Q, K, V replace the "
+                   "seeded inputs and the witness element is printed beside the verdict's.")
 @click.option("--no-numerics", is_flag=True,
               help="Skip the numeric check (no data is allocated): timing model and op log "
                    "only, e.g. at headline scale.")
@@ -55,12 +60,14 @@ _RANK_ROWS = 16
 @click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
 @diagram_options
-def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None,
-                 as_json: bool, perfetto_path: Path | None, diagram: Path | None,
-                 keep_dot: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
+def simulate_cmd(seed: int, inputs: str, witness_file: Path | None, no_numerics: bool,
+                 hw_file: Path | None, as_json: bool, perfetto_path: Path | None,
+                 diagram: Path | None, keep_dot: bool, trace_timeout: float,
+                 trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if no_numerics:
         _refuse_numeric_options()
+    witness = _witness(witness_file) if witness_file is not None else None
     check_diagram(diagram, keep_dot)
     if perfetto_path is not None:
         check_trace_target(perfetto_path)
@@ -69,11 +76,15 @@ def simulate_cmd(seed: int, inputs: str, no_numerics: bool, hw_file: Path | None
         opts["queue_depth"] = profile.ipcq_depth
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     listed = resolve_launches(opts, pipeline.resolver)
+    if listed is not None and witness is not None:
+        raise LaunchError(f"--witness replays one launch, and {listed.name} is "
+                          f"{len(listed.launches)} launches; pick the one verified with "
+                          "--cube-start K (or run the launch on its own)")
     # a progress bar on a terminal once the numerics run past 2 s (never under --json)
     bar = NumericBar(not as_json and not no_numerics, "simulate",
                      len(listed.launches) if listed is not None else 1)
-    config = SimConfig(seed=seed, inputs=InputKind(inputs), hardware=profile,
-                       numerics=not no_numerics, progress=bar)
+    config = SimConfig(seed=seed, inputs=InputKind(inputs), witness=witness,
+                       hardware=profile, numerics=not no_numerics, progress=bar)
     with bar:
         return _simulate(listed, config, pipeline, opts, as_json, perfetto_path, diagram,
                          keep_dot)
@@ -123,12 +134,29 @@ def _simulate(listed: LaunchList | None, config: SimConfig, pipeline: Pipeline,
     return result.exit_code
 
 
-def _refuse_numeric_options() -> None:
-    """--inputs and --seed build the numeric check's inputs: with --no-numerics they
-    would be ignored, which is a choice made silently."""
+def _given(*names: str) -> list[str]:
+    """The flags of the parameters `names` given on the command line, in that order."""
     ctx = click.get_current_context()
-    given = [f"--{name}" for name in ("inputs", "seed")
-             if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+    flags = {p.name: p.opts[0] for p in ctx.command.params}
+    return [flags[name] for name in names
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+
+
+def _witness(path: Path) -> Witness:
+    """--witness FILE read and parsed (WitnessFileError, exit 2, when it cannot be); its
+    inputs replace the seeded ones, so --seed and --inputs would be ignored."""
+    ignored = _given("inputs", "seed")
+    if ignored:
+        names = " and ".join(ignored)
+        raise OptionError(f"--witness {path} feeds the witness's inputs, so {names} would "
+                          f"be ignored; drop {names} or --witness")
+    return load_witness(path)
+
+
+def _refuse_numeric_options() -> None:
+    """--inputs, --seed and --witness make the numeric check's inputs: with --no-numerics
+    they would be ignored, which is a choice made silently."""
+    given = _given("inputs", "seed", "witness_file")
     if given:
         names = " and ".join(given)
         verb = "builds" if len(given) == 1 else "build"
@@ -159,8 +187,9 @@ def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
     num = result.numeric
     if num is not None:
         verdict = "ok" if num.ok else "OUT OF TOLERANCE"
-        click.echo(f"numerics ({num.harness}, {num.inputs} inputs, seed {num.seed}, "
-                   f"{num.groups} group(s)): {verdict}")
+        fed = f"witness inputs from {num.witness.path}" if num.witness is not None else \
+            f"{num.inputs} inputs, seed {num.seed}"
+        click.echo(f"numerics ({num.harness}, {fed}, {num.groups} group(s)): {verdict}")
         masked = "" if spec.mask is None else f"masked ({spec.mask.text}) "
         click.echo(f"  reference: dense {masked}float64 attention, softmax scale "
                    f"{num.softmax_scale:.6g} ({num.scale_source}); change it with "
@@ -178,6 +207,8 @@ def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
                        f"{_fmt(r.max_abs_err):>9}  {'ok' if r.ok else 'FAIL'}"
                        + (f"  {r.note}" if r.note else ""))
         click.echo(f"  {num.message}")
+        if num.witness is not None:
+            click.echo(f"  {witness_line(num.witness)}")
     tim = result.timing
     if tim is not None:
         slowest = max(tim.per_rank, key=lambda r: r.finish_s, default=None)
@@ -193,3 +224,14 @@ def _print_table(result: SimResult, perfetto_path: Path | None) -> None:
                f"{log.ipcq_recv}, dma_read {log.dma_read}, dma_write {log.dma_write}")
     if perfetto_path is not None:
         click.echo(f"perfetto trace: {perfetto_path}")
+
+
+def witness_line(w: WitnessReplay) -> str:
+    """The witness element replayed, beside the verdict's numbers, on one line."""
+    t, h, e = w.element
+    same = "agrees with the verdict" if w.agrees else \
+        "DIFFERS from the verdict's machine value"
+    return (f"witness element (query row {t}, head {h}, feature {e}) of group {w.group} on "
+            f"{w.endpoint.label}: simulated {w.simulated:.9g}, attention {w.attention:.9g}, "
+            f"|diff|/max|V| {w.error:.4g} (max|V| = {w.max_v:g}); verdict: machine "
+            f"{w.verdict_machine:.9g}, error {w.verdict_error:.4g}: {same}")

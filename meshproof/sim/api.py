@@ -51,7 +51,7 @@ def simulate(schedule: Schedule, config: SimConfig = SimConfig()) -> SimResult:
         raise SimulationRefused(deadlock_message(schedule, table, progress))
     workers = numeric_workers(config)
     plan = plan_numerics(schedule, table, config.chunk_bytes, config.memory_limit_bytes,
-                         config.inputs, workers) if config.numerics else None
+                         config.inputs, workers, config.witness) if config.numerics else None
     phases["progress"] = time.perf_counter() - t0
     timing: TimingResult | None = None
     timing_run: TimingRun | None = None

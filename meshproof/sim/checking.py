@@ -26,6 +26,7 @@ from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for
 from meshproof.model.topology import Endpoint
+from meshproof.model.witness_file import Witness
 from meshproof.sim.config import NumericProgress
 from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (
@@ -44,8 +45,9 @@ from meshproof.sim.inputs import InputKind
 from meshproof.sim.memory import GIB, MemoryEstimate, available_bytes, estimate_batch
 from meshproof.sim.numerics import GroupEvaluator, GroupPlan, plan_group
 from meshproof.sim.reference import reference
-from meshproof.sim.result import NumericResult, RankNumeric
+from meshproof.sim.result import NumericResult, RankNumeric, WitnessReplay
 from meshproof.sim.rounding import F32
+from meshproof.sim.witness import ReplayPlan, plan_replay, replay_value
 
 # the norm-relative error allowed, by the narrowest dtype used (spec/simulator.md), is
 # model/tolerance.py's table, shared with numeric_safety's default tolerance
@@ -71,6 +73,7 @@ class NumericPlan:
     dtypes: tuple[str, ...]
     groups: tuple[Group, ...]
     classes: tuple[ClassPlan, ...]
+    replay: ReplayPlan | None = None    # --witness: its inputs replace the seeded ones
 
     @property
     def kv_bytes_f16(self) -> int:
@@ -86,13 +89,15 @@ class NumericPlan:
 
 def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
                   memory_limit: int | None = None,
-                  kind: InputKind = InputKind.NORMAL, workers: int = 1) -> NumericPlan:
+                  kind: InputKind = InputKind.NORMAL, workers: int = 1,
+                  witness: Witness | None = None) -> NumericPlan:
     """Shapes, groups, classes and batches; refuses (HarnessError) a run that cannot fit
     in `memory_limit` bytes (None: the memory this machine has available). With several
     `workers` (batches evaluated at once, in threads) a class is split into at least that
-    many batches where it can be, and that many batches must fit at once."""
+    many batches where it can be, and that many batches must fit at once. A `witness`
+    whose inputs do not fit the launch is refused here (WitnessFileError)."""
     shape = AttentionShape.from_schedule(schedule)
-    if kind is InputKind.PEAKED and shape.scale == 0.0:
+    if witness is None and kind is InputKind.PEAKED and shape.scale == 0.0:
         # peaked keys are placed to score ln(kv rows) + 5 - i *after* scaling
         raise HarnessError("peaked inputs need a non-zero softmax scale (with scale 0 every "
                            "score is 0 and no key can dominate); pass another "
@@ -100,6 +105,7 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
     tol, dtypes = tolerance_for(schedule)
     groups = find_groups(schedule, table)
     problem = launch_problem(schedule)
+    replay = plan_replay(schedule, problem, groups, witness) if witness is not None else None
     available = memory_limit if memory_limit is not None else available_bytes()
     plans = []
     generated = frozenset(kv_names(schedule.launch.sharded))
@@ -120,7 +126,7 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
         if available is not None and memory.total > available:
             raise HarnessError(_too_big(schedule, shape, len(rep.ranks), memory, available))
         plans.append(ClassPlan(cls.members, layout, plan, batch, memory))
-    return NumericPlan(shape, tol, dtypes, groups, tuple(plans))
+    return NumericPlan(shape, tol, dtypes, groups, tuple(plans), replay)
 
 
 def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: MemoryEstimate,
@@ -159,6 +165,7 @@ class _BatchResult:
     per_rank: tuple[RankNumeric, ...]
     max_abs_v: float
     phases: tuple[tuple[str, float], ...]
+    witness: WitnessReplay | None = None
 
 
 class _Cancelled(Exception):
@@ -224,11 +231,13 @@ def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
     per_rank.sort(key=lambda r: r.endpoint)
     shape = plan.shape
     return NumericResult(
-        harness=shape.harness.value, inputs=kind.value, seed=seed, softmax_scale=shape.scale,
+        harness=shape.harness.value, inputs="witness" if plan.replay else kind.value,
+        seed=seed, softmax_scale=shape.scale,
         scale_source=shape.scale_source,
         dtypes=plan.dtypes, tolerance=plan.tolerance, tolerance_rule=TOLERANCE_RULE,
         groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank),
-        max_abs_v=max((res.max_abs_v for res in results), default=0.0))
+        max_abs_v=max((res.max_abs_v for res in results), default=0.0),
+        witness=next((res.witness for res in results if res.witness is not None), None))
 
 
 def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,
@@ -238,7 +247,8 @@ def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,
     layout = cls.layout
     t0 = time.perf_counter()
     try:
-        inputs = batch_inputs(layout, members, kind, seed)
+        given = plan.replay.given if plan.replay is not None else None
+        inputs = batch_inputs(layout, members, kind, seed, given)
         max_abs_v = max((gi.v.max_abs() for gi in inputs.groups), default=0.0)
         t1 = time.perf_counter()
         expected = reference(inputs.groups, layout.shape.scale, layout.allowed)
@@ -258,10 +268,12 @@ def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,
             "--no-numerics`)") from None
     t3 = time.perf_counter()
     per_rank = _check_batch(schedule, plan, layout, members, memories, expected)
+    replayed = None if plan.replay is None else replay_value(
+        plan.replay, schedule, layout, members, plan.groups, memories, expected)
     t4 = time.perf_counter()
     return _BatchResult(tuple(per_rank), max_abs_v, (
         ("inputs", t1 - t0), ("reference", t2 - t1), ("evaluate", t3 - t2),
-        ("compare", t4 - t3)))
+        ("compare", t4 - t3)), replayed)
 
 
 def _check_batch(schedule: Schedule, plan: NumericPlan, layout: GroupLayout,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
 from meshproof.model.inputs import InputKind
+from meshproof.model.witness_file import Witness
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +27,14 @@ class NumericProgress:
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """How `simulate` runs: inputs and seed, hardware profile, which parts, memory bounds."""
+    """How `simulate` runs: inputs and seed (or a witness's inputs), hardware profile,
+    which parts, memory bounds."""
 
     seed: int = 0
     inputs: InputKind = InputKind.NORMAL
+    # a rounding witness to replay (`--witness FILE`): its Q, K and V replace the seeded
+    # inputs (seed and inputs are then unused)
+    witness: Witness | None = None
     hardware: HardwareProfile = DEFAULT_PROFILE
     queue_depth: int | None = None      # None: the launch's queue depth
     numerics: bool = True

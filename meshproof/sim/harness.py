@@ -14,6 +14,7 @@ buffers are `Generated`: rows come from the input generator when a load asks for
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from meshproof.model.problem import (
 )
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
-from meshproof.sim.inputs import GroupInput, InputKind, KVSource, group_input
+from meshproof.sim.inputs import GroupInput, InputKind, KVRows, group_input
 from meshproof.sim.rounding import F32
 
 Q_PTR, K_PTR, V_PTR, O_PTR = "q_ptr", "k_ptr", "v_ptr", "o_ptr"
@@ -184,10 +185,10 @@ class Buffer:
 @dataclass(frozen=True, slots=True)
 class Generated:
     """A harness K or V buffer that is never made whole: rows [row_lo, row_hi) of one
-    `KVSource` per batch entry (f16 values). Loads of whole rows stream its pieces
-    (sim/numerics.py); anything else makes the rows it needs."""
+    `KVSource` (or a witness's `ArraySource`) per batch entry (f16 values). Loads of whole
+    rows stream its pieces (sim/numerics.py); anything else makes the rows it needs."""
 
-    sources: tuple[KVSource, ...]
+    sources: tuple[KVRows, ...]
     row_lo: int
     row_hi: int
     dtype: DType = DType.F16
@@ -234,9 +235,12 @@ class BatchInputs:
 
 
 def batch_inputs(layout: GroupLayout, groups: tuple[int, ...], kind: InputKind,
-                 seed: int) -> BatchInputs:
+                 seed: int, given: Mapping[int, GroupInput] | None = None) -> BatchInputs:
+    """The inputs of `groups`: from the seeded generator, or `given` per group (a
+    witness's inputs, shapes checked against the layout by the caller)."""
     s = layout.shape
-    made = tuple(group_input(seed, g, kind, layout.q_rows, layout.kv_rows, s.h_q, s.h_kv,
+    made = tuple(given[g] if given is not None else
+                 group_input(seed, g, kind, layout.q_rows, layout.kv_rows, s.h_q, s.h_kv,
                              s.d_head, s.scale) for g in groups)
     q = np.stack([gi.q for gi in made]) if made else \
         np.empty((0, layout.q_rows, s.h_q, s.d_head), np.float32)

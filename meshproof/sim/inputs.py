@@ -4,7 +4,8 @@ The generator itself is `meshproof.model.inputs` (counter-based, reproducible pe
 rows, shared with the verifier). Q is small and made whole; K and V are never made whole:
 a `KVSource` hands out rows as pieces (views into the generator's pool where a piece lies
 inside one tile), so the evaluator streams them and the float64 reference reads the pool
-(spec/simulator.md §4, §5).
+(spec/simulator.md §4, §5). An `ArraySource` has the same interface over explicit arrays:
+the inputs of a rounding witness that `meshproof simulate --witness FILE` replays.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from meshproof.model.inputs import (
 )
 from meshproof.sim.rounding import F32
 
-__all__ = ["GroupInput", "InputKind", "KVSource", "group_input"]
+__all__ = ["ArraySource", "GroupInput", "InputKind", "KVRows", "KVSource", "given_input",
+           "group_input"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +64,69 @@ class KVSource:
         return best
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ArraySource:
+    """K or V of one group given whole: `data` (rows, heads, d) float32 holding f16 values
+    (read-only). Hands out rows as `KVSource` does: `pieces` yields one view."""
+
+    data: F32
+
+    def __post_init__(self) -> None:
+        if self.data.ndim != 3 or self.data.dtype != np.float32:
+            raise ValueError(f"an ArraySource needs a (rows, heads, d) float32 array, not "
+                             f"{self.data.dtype} of shape {self.data.shape}")
+        view = self.data.view()       # read-only here, the caller's array untouched
+        view.setflags(write=False)
+        object.__setattr__(self, "data", view)
+
+    @property
+    def rows(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def heads(self) -> int:
+        return int(self.data.shape[1])
+
+    @property
+    def d(self) -> int:
+        return int(self.data.shape[2])
+
+    @property
+    def row_elements(self) -> int:
+        return self.heads * self.d
+
+    def _rows(self, row_lo: int, row_hi: int) -> None:
+        if not 0 <= row_lo <= row_hi <= self.rows:
+            raise ValueError(f"bad row range [{row_lo}, {row_hi}) of {self.rows} rows; "
+                             f"need 0 <= row_lo <= row_hi <= {self.rows}")
+
+    def pieces(self, row_lo: int, row_hi: int) -> Iterator[Piece]:
+        self._rows(row_lo, row_hi)
+        if row_hi > row_lo:
+            yield Piece(row_lo, row_hi, self.data[row_lo:row_hi], True)
+
+    def block(self, row_lo: int, row_hi: int) -> F32:
+        """Rows [row_lo, row_hi) as a new (rows, heads, d) array."""
+        self._rows(row_lo, row_hi)
+        out: F32 = self.data[row_lo:row_hi].copy()
+        return out
+
+    def max_abs(self) -> float:
+        return float(np.abs(self.data).max()) if self.data.size else 0.0
+
+
+# what a group's K or V is: rows of the seeded generator, or given arrays
+KVRows = KVSource | ArraySource
+
+
 @dataclass(frozen=True, slots=True)
 class GroupInput:
     """One group's Q (q_rows, h_q, d) and its K and V sources."""
 
     group: int
     q: F32
-    k: KVSource
-    v: KVSource
+    k: KVRows
+    v: KVRows
     peaks: Peaks | None
 
 
@@ -80,3 +137,8 @@ def group_input(seed: int, group: int, kind: InputKind, q_rows: int, kv_rows: in
     k = KVSource(seed, group, "k", kv_rows, h_kv, d, pk.patch if pk is not None else None)
     v = KVSource(seed, group, "v", kv_rows, h_kv, d)
     return GroupInput(group, q, k, v, pk)
+
+
+def given_input(group: int, q: F32, k: F32, v: F32) -> GroupInput:
+    """One group's inputs from explicit (rows, heads, d) float32 arrays of f16 values."""
+    return GroupInput(group, q, ArraySource(k), ArraySource(v), None)

@@ -42,7 +42,7 @@ from meshproof.model.channels import ChannelTable, OpRef
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.sim.groups import Group
 from meshproof.sim.harness import Buffer, Generated, Memory
-from meshproof.sim.inputs import KVSource
+from meshproof.sim.inputs import KVRows
 from meshproof.sim.rounding import F32, round_to
 
 _BLOCKED = object()   # a handler's answer for a recv whose message is not there yet
@@ -216,7 +216,7 @@ class Streamed:
     [row_lo, row_hi) of each batch entry's source, loaded as `base` (rows first), then
     transposed / reshaped by `steps`; `shape` and `axis` (where the rows are) now."""
 
-    sources: tuple[KVSource, ...]
+    sources: tuple[KVRows, ...]
     row_lo: int
     row_hi: int
     base: tuple[int, ...]

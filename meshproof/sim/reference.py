@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.model.inputs import pool64, pool_rows, tile_sources, tile_vectors
-from meshproof.sim.inputs import GroupInput
+from meshproof.sim.inputs import GroupInput, KVSource
 
 F64 = npt.NDArray[np.float64]
 # K/V elements per block of the direct (not pool) reduction
@@ -78,7 +78,9 @@ def group_reference(gi: GroupInput, scale: float) -> F64:
     g = h_q // h_kv
     q64 = gi.q.astype(np.float64)
     qhs = [q64[:, h * g:(h + 1) * g, :].reshape(-1, d) * scale for h in range(h_kv)]
-    pooled = uses_pool(q_rows * g, gi.k.rows, d)
+    # given arrays (a witness's inputs) have no pool: blocks of their rows
+    pooled = isinstance(gi.k, KVSource) and isinstance(gi.v, KVSource) and \
+        uses_pool(q_rows * g, gi.k.rows, d)
     heads = [_head(gi, h, qh) for h, qh in enumerate(qhs)] if pooled else _direct(gi, qhs)
     out = np.empty((q_rows, h_q, d))
     for h, o in enumerate(heads):
@@ -111,10 +113,11 @@ def _direct(gi: GroupInput, qhs: list[F64]) -> list[F64]:
 
 def _patch_scores(gi: GroupInput, h: int, qh: F64) -> dict[int, F64]:
     """Key row -> its float64 scores (nq,) for rows the peaked inputs replaced."""
-    if gi.k.patch is None:
+    patch = gi.k.patch if isinstance(gi.k, KVSource) else None
+    if patch is None:
         return {}
     return {r: qh @ value[h].astype(np.float64)
-            for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True)}
+            for r, value in zip(patch.rows, patch.values, strict=True)}
 
 
 def _spans(n_vec: int, tv: int, h: int, h_kv: int) -> list[tuple[int, int, int]]:
@@ -134,6 +137,7 @@ def _head(gi: GroupInput, h: int, qh: F64) -> F64:
     row and sign, the weights of V's pool rows key block by key block, and ℓ from how
     often each pool row is a key."""
     k = gi.k
+    assert isinstance(k, KVSource)  # group_reference: only generated rows have a pool
     d, h_kv = k.d, k.heads
     seed, rows, tv = k.seed, pool_rows(d), tile_vectors(d)
     pool = pool64(seed, d)
@@ -182,11 +186,12 @@ def _patched_keys(gi: GroupInput, h: int, qh: F64, ksrc: npt.NDArray[np.int64],
                   ) -> list[tuple[int, int, int, int, F64]]:
     """Keys the peaked inputs replaced, for head h: (K's pool row, its sign, V's pool
     row, its sign, the key's float64 scores (nq,))."""
-    if gi.k.patch is None:
+    patch = gi.k.patch if isinstance(gi.k, KVSource) else None
+    if patch is None:
         return []
     out = []
     h_kv = gi.k.heads
-    for r, value in zip(gi.k.patch.rows, gi.k.patch.values, strict=True):
+    for r, value in zip(patch.rows, patch.values, strict=True):
         vec = r * h_kv + h
         t, off = divmod(vec, tv)
         kr, vr = int(ksrc[t]), int(vsrc[t])

@@ -40,6 +40,51 @@ class RankNumeric:
                 "elements": self.elements, "ok": self.ok, "note": self.note}
 
 
+# the replay of a witness agrees with the verdict when the simulated value is within this
+# much of the verdict's machine value, relative to max|V| (a few float32 ulps of the
+# output's scale: every output of attention lies within max|V|)
+WITNESS_AGREEMENT = 2.0 ** -20
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessReplay:
+    """The witness element of `meshproof simulate --witness FILE`: the simulated value at
+    (query row, head, feature) of `group` on `endpoint`, the float64 reference there and
+    the verdict's numbers it should reproduce."""
+
+    path: str
+    endpoint: Endpoint
+    group: int
+    element: tuple[int, int, int]
+    simulated: float
+    attention: float                 # dense float64 attention
+    max_v: float                     # max |V| of the group's inputs
+    verdict_machine: float
+    verdict_exact: float             # attention in 40 digits, as the verdict states it
+    verdict_error: float
+
+    @property
+    def error(self) -> float:
+        """|simulated - attention| / max|V|."""
+        return abs(self.simulated - self.attention) / self.max_v if self.max_v else \
+            abs(self.simulated - self.attention)
+
+    @property
+    def agrees(self) -> bool:
+        """Whether the simulator computes the verdict's machine value (float32 precision)."""
+        scale = self.max_v if self.max_v else 1.0
+        return math.isfinite(self.simulated) and \
+            abs(self.simulated - self.verdict_machine) <= WITNESS_AGREEMENT * scale
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.path, "cube": self.endpoint.cube, "pe": self.endpoint.pe,
+                "group": self.group, "element": list(self.element),
+                "simulated": _finite(self.simulated), "attention": self.attention,
+                "max_v": self.max_v, "error": _finite(self.error),
+                "verdict_machine": self.verdict_machine, "verdict_error": self.verdict_error,
+                "agrees": self.agrees}
+
+
 @dataclass(frozen=True, slots=True)
 class NumericResult:
     harness: str
@@ -54,6 +99,7 @@ class NumericResult:
     per_rank: tuple[RankNumeric, ...]
     scale_source: str = ""           # where the reference's softmax scale comes from
     max_abs_v: float = 0.0           # max |V| of the inputs fed (for the rounding bound)
+    witness: WitnessReplay | None = None     # --witness: its element, replayed
 
     @property
     def rel_err(self) -> float | None:
@@ -98,7 +144,8 @@ class NumericResult:
                 "softmax_scale_source": self.scale_source,
                 "dtypes": list(self.dtypes), "groups": self.groups, "classes": self.classes,
                 "max_abs_v": self.max_abs_v,
-                "per_rank": [r.to_json() for r in self.per_rank]}
+                "per_rank": [r.to_json() for r in self.per_rank],
+                **({"witness": self.witness.to_json()} if self.witness is not None else {})}
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,7 +171,7 @@ def _violated(schedule: Schedule, w: RoundingWitness, tol: float, said: str,
     inputs = {name: {str(g): x.tolist() for g, x in sorted(getattr(w.inputs, name).items())}
               for name in ("q", "k", "v")} if small else None
     details = RoundingDetails(w.family, str(w.store.source), w.element, w.machine, w.exact,
-                              w.max_v, w.error, tol, eta, inputs)
+                              w.max_v, w.error, tol, eta, inputs, ep)
     return result(Status.VIOLATED, message, Counterexample(message, (diag,), details))
 
 

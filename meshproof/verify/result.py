@@ -271,7 +271,8 @@ class RoundingDetails:
     """A rounding witness: an input within the assumption whose computed output (the
     simulator's arithmetic) is farther from attention (40 digits) than the tolerance.
     `inputs` holds Q, K and V per group (rows, heads, d_head) as f16 values, for `meshproof
-    simulate --witness FILE`; left out (None) past 65,536 elements."""
+    simulate --witness FILE`; left out (None) past 65,536 elements. `endpoint` is the rank
+    whose store was judged (its group's inputs hold the element)."""
 
     family: str
     source: str
@@ -283,14 +284,18 @@ class RoundingDetails:
     tolerance: float
     bound: float | None
     inputs: dict[str, dict[str, list[Any]]] | None = None
+    endpoint: Endpoint | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"witness": {"family": self.family, "source": self.source,
-                            "element": list(self.element), "machine": self.machine,
-                            "exact": float(f"{self.exact:.17g}"), "max_v": self.max_v,
-                            "error": float(f"{self.error:.4g}"), "tolerance": self.tolerance,
-                            "bound": None if self.bound is None else
-                            float(f"{self.bound:.4g}"), "inputs": self.inputs}}
+        witness = {"family": self.family, "source": self.source,
+                   "element": list(self.element), "machine": self.machine,
+                   "exact": float(f"{self.exact:.17g}"), "max_v": self.max_v,
+                   "error": float(f"{self.error:.4g}"), "tolerance": self.tolerance,
+                   "bound": None if self.bound is None else float(f"{self.bound:.4g}"),
+                   "inputs": self.inputs}
+        if self.endpoint is not None:
+            witness.update(cube=self.endpoint.cube, pe=self.endpoint.pe)
+        return {"witness": witness}
 
 
 Details = (DeadlockDetails | ConfinementDetails | MatchingDetails | MergeDetails |
