@@ -62,6 +62,7 @@ def test_trace_json_is_schedule_v1(run_cli: RunCli, args: list[str]) -> None:
     ["mesh_kv_skip_last"],                                       # merge counts, witness
     ["mesh_mlo_1d", "--arg", "S_kv_per_rank=131072", "--arg", "msg_dtype=f16"],  # hazards
     ["mesh_mlo_1d", "--only", "deadlock_freedom", "--no-timings"],
+    ["mesh_mlo_1d", "--arg", "msg_dtype=f16", "--only", "numeric_safety"],  # rounding witness
 ])
 def test_verify_json_is_verdict_v1(run_cli: RunCli, args: list[str]) -> None:
     doc = _json(run_cli, ["verify", *args, "--json"])
