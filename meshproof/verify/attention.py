@@ -26,6 +26,7 @@ from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.witness import Witness, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
+from meshproof.verify.unwritten import never_written, once_complete, violated
 
 NAME = Property.ATTENTION_EQUIVALENCE
 CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"
@@ -39,7 +40,13 @@ def _unknown(message: str, start: float) -> PropertyResult:
 
 def attention_equivalence(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
-    return _judge(ctx.schedule, ctx.channels, ctx.shared(shared_semantics), start)
+    if ctx.schedule.active:
+        # an output no rank ever reaches is never written, whatever the algebra says
+        unwritten = ctx.shared(never_written)
+        if unwritten:
+            return violated(NAME, ctx, unwritten, start)
+    return once_complete(ctx, _judge(ctx.schedule, ctx.channels, ctx.shared(shared_semantics),
+                                     start))
 
 
 def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,

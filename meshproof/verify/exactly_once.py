@@ -35,6 +35,7 @@ from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
+from meshproof.verify.unwritten import never_written, once_complete, violated
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
@@ -79,6 +80,9 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         named = ", ".join(schedule.launch.sharded) or "none"
         return result(Status.PROVED, f"vacuous: no rank loads a sharded buffer ({named}), "
                       "computes a softmax partial or stores an output")
+    unwritten = ctx.shared(never_written)
+    if unwritten:   # never written, whatever the counts say
+        return violated(NAME, ctx, unwritten, result.start)
     sem = ctx.shared(shared_semantics)
     if sem.analysis is None:
         return result(Status.UNKNOWN, sem.why_not("cannot count merges"))
@@ -95,7 +99,7 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         return result(Status.UNKNOWN, "no rank stores an output "
                       f"({', '.join(a.problem.outputs)}): nothing to count; name the output "
                       "buffers with --outputs")
-    return _judge(schedule, ctx.channels, a, result)
+    return once_complete(ctx, _judge(schedule, ctx.channels, a, result))
 
 
 @dataclass(slots=True)
