@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from meshproof.errors import HarnessError, SimulationRefused, TimeBudgetExceeded
+from meshproof.model.blocking import blocking
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
 from meshproof.model.hardware import HardwareProfile
 from meshproof.model.progress import Progress, comm_steps, hop_steps, run
@@ -94,6 +95,28 @@ def _overrun(budget: float | None) -> str:
 
 
 def deadlock_message(schedule: Schedule, table: ChannelTable, progress: Progress) -> str:
+    """Why the simulator refuses: the root cause first (the blocked op no other rank can
+    release, model/blocking.py), a deeper queue suggested only when one removes the
+    deadlock, then the ranks blocked at this depth."""
+    b = blocking(schedule, table)
+    roots = sorted({(r.rank, r.op): r for r in b.roots.values()}.items())
+    if roots:
+        named = "; ".join(r.describe(schedule) for _, r in roots[:_NAMED_BLOCKED])
+        more = len(roots) - _NAMED_BLOCKED
+        lead = (f"the schedule deadlocks at every queue depth: {named}"
+                + (f"; and {more} more" if more > 0 else "")
+                + "; no other rank can release "
+                + ("it" if len(roots) == 1 else "them")
+                + ", so fix the kernel there (a deeper queue cannot help)")
+    else:
+        lead = (f"the schedule deadlocks at queue depth {progress.depth} and completes from "
+                f"depth {b.minimal_depth}: raise --queue-depth to {b.minimal_depth}, or send "
+                "fewer messages before receiving")
+    return (f"{lead}; {_blocked_ranks(schedule, table, progress)}; the simulator refuses to "
+            "run it (`meshproof verify` shows the wait-for cycle)")
+
+
+def _blocked_ranks(schedule: Schedule, table: ChannelTable, progress: Progress) -> str:
     parts = []
     for r, op_index in sorted(progress.stuck.items()):
         prog = schedule.programs[r]
@@ -106,10 +129,7 @@ def deadlock_message(schedule: Schedule, table: ChannelTable, progress: Progress
                      f"{op.dir.value} (op #{op_index}{why})")
     more = len(parts) - _NAMED_BLOCKED
     named = "; ".join(parts[:_NAMED_BLOCKED]) + (f"; and {more} more" if more > 0 else "")
-    return (f"the schedule deadlocks at queue depth {progress.depth}: {len(parts)} rank(s) "
-            f"blocked forever: {named}; the simulator refuses to run it (see "
-            "`meshproof verify` for the wait-for cycle; fix the send/recv order or raise "
-            "--queue-depth)")
+    return f"at queue depth {progress.depth}, {len(parts)} rank(s) are blocked: {named}"
 
 
 def summarise_timing(schedule: Schedule, table: ChannelTable, tr: TimingRun,
