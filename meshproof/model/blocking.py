@@ -85,36 +85,48 @@ def blocking(schedule: Schedule, table: ChannelTable) -> Blocking:
     minimal = None if frontier.deadlock else depth_sweep(table, top).minimal
     forever = dict(frontier.stuck)
     index = schedule.rank_index()
-    return Blocking(minimal, forever,
-                    {r: _root(schedule, table, index, forever, r) for r in forever})
+    roots: dict[int, RootCause] = {}
+    for r in sorted(forever):
+        _walk(schedule, table, index, forever, roots, r)
+    return Blocking(minimal, forever, roots)
 
 
-def _root(schedule: Schedule, table: ChannelTable, index: dict[Endpoint, int],
-          forever: dict[int, int], rank: int) -> RootCause:
+def _walk(schedule: Schedule, table: ChannelTable, index: dict[Endpoint, int],
+          forever: dict[int, int], roots: dict[int, RootCause], rank: int) -> None:
+    """Follow whom `rank` waits on to the root cause, and record it for every rank on the
+    way (each rank is walked once: linear in the blocked ranks)."""
     path: list[int] = []
     seen: dict[int, int] = {}
     r = rank
-    while True:
+    while r not in roots:
         seen[r] = len(path)
         path.append(r)
-        use = table.port_use[OpRef(r, forever[r])]
+        op = forever[r]
+        use = table.port_use[OpRef(r, op)]
         if use.status is PortStatus.NO_LINK:
-            return RootCause(r, forever[r], Cause.NO_LINK)
+            roots[r] = RootCause(r, op, Cause.NO_LINK)
+            break
         if use.status is PortStatus.OUTSIDE or use.peer is None:
-            return RootCause(r, forever[r], Cause.OUTSIDE, use.peer)
+            roots[r] = RootCause(r, op, Cause.OUTSIDE, use.peer)
+            break
         peer = index.get(use.peer)
         if peer is None or peer not in forever:
             # at unbounded depth a send never waits for room: this is a recv whose
             # writer has finished (or never runs)
-            return RootCause(r, forever[r], Cause.NEVER_SENT, use.peer)
+            roots[r] = RootCause(r, op, Cause.NEVER_SENT, use.peer)
+            break
         if peer in seen:
             cycle = path[seen[peer]:]
             first = min(cycle, key=lambda x: schedule.programs[x].endpoint)
             eps = _rotate([schedule.programs[x].endpoint for x in cycle],
                           schedule.programs[first].endpoint)
             peer_of_first = table.port_use[OpRef(first, forever[first])].peer
-            return RootCause(first, forever[first], Cause.CYCLE, peer_of_first, eps)
+            roots[first] = RootCause(first, forever[first], Cause.CYCLE, peer_of_first, eps)
+            r = first
+            break
         r = peer
+    for x in path:
+        roots.setdefault(x, roots[r])
 
 
 def _rotate(eps: list[Endpoint], first: Endpoint) -> tuple[Endpoint, ...]:
