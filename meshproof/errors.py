@@ -98,5 +98,10 @@ class SimulationRefused(MeshproofError):
     Not bad input: the CLI reports it as a violation (exit 1)."""
 
 
+class TimeBudgetExceeded(MeshproofError):
+    """A run would take, or took, longer than its --time-budget: no result, so neither
+    bad input nor a violation; the CLI reports it as unknown (exit 3)."""
+
+
 class OptionError(BadInput):
     """An option that cannot be used (an unknown property name, an empty selection)."""

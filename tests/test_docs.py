@@ -94,6 +94,14 @@ def test_the_docs_mark_their_commands_runnable() -> None:
     assert {c.args[0] for c in COMMANDS} >= {"verify", "simulate", "gate"}
 
 
+def test_runnable_commands_need_nothing_outside_the_clone() -> None:
+    """Runnable examples run from a clone at any path (issue 28, item 6): no command reads
+    a file beside the checkout (the study's ../shared/ is an illustration, not runnable)."""
+    outside = [f"{c.where}: {a}" for c in COMMANDS for a in c.args
+               if a.startswith("../") or "/../" in a or a.startswith("/")]
+    assert outside == []
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.where for c in COMMANDS])
 def test_a_runnable_command_does_what_the_docs_say(
         command: Command, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

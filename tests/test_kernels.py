@@ -11,6 +11,7 @@ from meshproof.kernels.mesh_kv import snake_path
 from meshproof.model.schedule import GroupMode, OpKind
 from meshproof.model.topology import Direction
 from meshproof.sim.api import simulate
+from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status
 
@@ -116,3 +117,38 @@ def test_one_wrong_user_is_caught_and_only_that_user() -> None:
     assert result.numeric is not None and not result.numeric.ok
     bad = {r.endpoint.pe for r in result.numeric.per_rank if not r.ok}
     assert bad == {3} and len(result.numeric.per_rank) == 64
+
+
+def test_the_physical_rank_kernel_shows_its_bug_at_its_default_launch() -> None:
+    """At cube_start 0 physical and logical cube ids agree and the bug hides; the
+    built-in's own launch starts at cube 8, and its description says so."""
+    from meshproof.kernels import BUILTIN_KERNELS
+
+    info = BUILTIN_KERNELS["mesh_mlo_2d_physical_rank"]
+    assert info.cube_start == 8 and "cube_start 8" in info.description
+    schedule = trace_kernel("mesh_mlo_2d_physical_rank")
+    assert schedule.launch.cube_start == 8
+    verdict = verify_kernel("mesh_mlo_2d_physical_rank",
+                            VerifyConfig(only=frozenset({Property.LAUNCH_CONFINEMENT})))
+    assert verdict.property("launch_confinement").status is Status.VIOLATED
+    hidden = verify_kernel("mesh_mlo_2d_physical_rank",
+                           VerifyConfig(only=frozenset({Property.LAUNCH_CONFINEMENT})),
+                           cube_start=0)
+    assert hidden.property("launch_confinement").status is Status.PROVED
+
+
+def test_every_known_bad_built_in_shows_its_bug_at_its_default_launch() -> None:
+    """A deliberately wrong built-in run as `meshproof verify NAME` (or `simulate NAME`,
+    for the masked one the verifier cannot judge yet) is caught, never passed."""
+    from meshproof.kernels import BUILTIN_KERNELS
+    from meshproof.sim.config import SimConfig
+
+    for name, info in BUILTIN_KERNELS.items():
+        if not info.known_bad:
+            continue
+        if info.mask is not None:
+            result = simulate(trace_kernel(name), SimConfig(timing=False))
+            assert result.numeric is not None and not result.numeric.ok, name
+            continue
+        verdict = verify_kernel(name, WIDE)
+        assert any(p.status is Status.VIOLATED for p in verdict.properties), name

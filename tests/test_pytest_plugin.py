@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import TEST_DATA
+from helpers import RECV_FIRST_EXPECT, TEST_DATA
 
 GATE_DATA = TEST_DATA / "gate"
 N_PROPERTIES = 7
@@ -36,7 +36,7 @@ def test_a_failure_prints_the_counterexample_at_the_kernel_line(
         pytester: pytest.Pytester, project: Path) -> None:
     """The realistic mistake: a known-bad kernel listed as proved."""
     matrix = project / "proofs.toml"
-    matrix.write_text(matrix.read_text().replace('expect = ["deadlock_freedom"]',
+    matrix.write_text(matrix.read_text().replace(RECV_FIRST_EXPECT,
                                                  'expect = "proved"'))
     result = pytester.runpytest_inprocess("proofs.toml", "-p", "no:cacheprovider",
                                           "-k", "recv and deadlock")

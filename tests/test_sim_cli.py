@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_bad_input, kernel_spec, one_line_error, trace_kernel
+from helpers import (
+    TEST_KERNELS,
+    assert_bad_input,
+    kernel_spec,
+    line_of,
+    one_line_error,
+    trace_kernel,
+)
 
 from meshproof.cli import main
 from meshproof.errors import HarnessError
@@ -54,8 +61,33 @@ def test_deadlock_is_refused_with_exit_1_naming_blocked_ranks(run_cli: Run) -> N
     assert res.out == ""
     lines = res.err.splitlines()
     assert len(lines) == 1
-    assert "deadlocks at queue depth 4" in lines[0]
+    assert "at queue depth 4, 8 rank(s) are blocked" in lines[0]
     assert "rank (cube 0, pe 1) at recv W" in lines[0]
+
+
+def test_deadlock_advice_leads_with_the_op_no_rank_can_release(run_cli: Run) -> None:
+    """Issue 28, item 5: the line merge whose PE 7 first sends north on pe_line deadlocks
+    at every depth; the refusal starts with PE 7's send and its line, and does not
+    suggest a deeper queue."""
+    spec = f"{TEST_KERNELS / 'blocked_outputs.py'}::line_merge_north_first"
+    res = run_cli(["simulate", spec])
+    assert res.code == 1 and res.out == ""
+    line = line_of(TEST_KERNELS / "blocked_outputs.py", "BLOCKS: no N link")
+    assert res.err.startswith(
+        f"meshproof: error: the schedule deadlocks at every queue depth: (cube 0, pe 7) is "
+        f"blocked at tests/kernels/blocked_outputs.py:{line} (send N: pe_line has no N link "
+        "here); no other rank can release it")
+    assert "--queue-depth" not in res.err
+    first = run_cli(["simulate", "mesh_mlo_1d_recv_first"])
+    assert "wait-for cycle c0p0 -> c0p1 -> c0p0, which no queue depth breaks" in first.err
+    assert "--queue-depth" not in first.err
+
+
+def test_deadlock_advice_names_the_depth_that_removes_it(run_cli: Run) -> None:
+    res = run_cli(["simulate", "mesh_mlo_1d", "--queue-depth", "2"])
+    assert res.code == 1
+    assert res.err.startswith("meshproof: error: the schedule deadlocks at queue depth 2 and "
+                              "completes from depth 3: raise --queue-depth to 3")
 
 
 def test_deadlock_json_says_refused(run_cli: Run) -> None:

@@ -21,7 +21,7 @@ import click
 
 from meshproof import __version__, interrupts
 from meshproof.cli.pipes import pipe_safe_streams
-from meshproof.errors import BadInput, InternalError, MeshproofError
+from meshproof.errors import BadInput, InternalError, MeshproofError, TimeBudgetExceeded
 from meshproof.exitcodes import ExitCode
 from meshproof.interrupts import Terminated
 
@@ -179,6 +179,9 @@ def _run(args: list[str], pipeline: Pipeline | None) -> ExitCode:
     except InternalError as exc:
         _error(str(exc), "internal error (please report)")
         return ExitCode.INTERNAL
+    except TimeBudgetExceeded as exc:   # no result within the budget: unknown
+        _error(str(exc))
+        return ExitCode.UNKNOWN
     except MeshproofError as exc:
         _error(str(exc))
         return ExitCode.BAD_INPUT

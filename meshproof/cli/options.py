@@ -271,7 +271,7 @@ def resolve_options(kernel: str | None, panel: str | None, scale: str,
         kernel_name = kernel
         system = parse_system(system_text or "1x4x4", cube_pes(pes))
         opts = LaunchOptions(system=system, pes=pes, wiring=wiring, cubes=cubes,
-                             cube_start=cube_start or 0, mesh=mesh, args=user_args,
+                             cube_start=cube_start, mesh=mesh, args=user_args,
                              sharded=sharded_names, queue_depth=queue_depth, **problem)
     return resolver(kernel_name), opts
 

@@ -29,6 +29,7 @@ from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import dumps
 from meshproof.model.witness_file import Witness, load_witness
 from meshproof.sim.config import SimConfig
+from meshproof.sim.cost import ANNOUNCE_S, CostEstimate
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.perfetto import check_trace_target, perfetto_trace, write_trace
 from meshproof.sim.result import SIM_SCHEMA, SimResult, WitnessReplay
@@ -59,9 +60,14 @@ _RANK_ROWS = 16
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--perfetto", "perfetto_path", type=click.Path(path_type=Path), default=None,
               help="Write a Chrome/Perfetto trace JSON of the timing run here.")
+@click.option("--time-budget", "time_budget", type=click.FloatRange(min=0, min_open=True),
+              default=None, metavar="SECONDS",
+              help="Give up, unknown (exit 3), when the numeric run is estimated to take "
+                   "longer (refused before it starts) or runs longer (stopped there).")
 @diagram_options
 def simulate_cmd(seed: int, inputs: str, witness_file: Path | None, no_numerics: bool,
                  hw_file: Path | None, as_json: bool, perfetto_path: Path | None,
+                 time_budget: float | None,
                  diagram: Path | None, keep_dot: bool, trace_timeout: float,
                  trace_memory: int, **opts: Any) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
@@ -84,7 +90,8 @@ def simulate_cmd(seed: int, inputs: str, witness_file: Path | None, no_numerics:
     bar = NumericBar(not as_json and not no_numerics, "simulate",
                      len(listed.launches) if listed is not None else 1)
     config = SimConfig(seed=seed, inputs=InputKind(inputs), witness=witness,
-                       hardware=profile, numerics=not no_numerics, progress=bar)
+                       hardware=profile, numerics=not no_numerics, progress=bar,
+                       time_budget_s=time_budget, estimate=_state_estimate)
     with bar:
         return _simulate(listed, config, pipeline, opts, as_json, perfetto_path, diagram,
                          keep_dot)
@@ -132,6 +139,13 @@ def _simulate(listed: LaunchList | None, config: SimConfig, pipeline: Pipeline,
         if why:
             click.echo(f"  explained by {why}")
     return result.exit_code
+
+
+def _state_estimate(cost: CostEstimate) -> None:
+    """A run estimated past ANNOUNCE_S seconds says so on stderr, in one line, first."""
+    if cost.seconds > ANNOUNCE_S:
+        click.echo(f"meshproof: {cost.describe()} (--time-budget SECONDS gives up sooner)",
+                   err=True)
 
 
 def _given(*names: str) -> list[str]:

@@ -346,7 +346,7 @@ def resolve_case(case: GateCase, kernel: KernelRef | None = None, *,
     else:
         system = parse_system(case.system or "1x4x4", cube_pes(case.pes))
         opts = LaunchOptions(system=system, pes=case.pes, wiring=wiring,
-                             cubes=case.cubes, cube_start=case.cube_start or 0, mesh=case.mesh,
+                             cubes=case.cubes, cube_start=case.cube_start, mesh=case.mesh,
                              args=case.args, sharded=sharded, queue_depth=case.queue_depth,
                              mask=case.mask)
     return ref, build_launch(ref, opts)

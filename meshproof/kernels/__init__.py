@@ -34,6 +34,7 @@ class KernelInfo:
     wiring: str = "pe_line"
     mesh: str | None = None
     cubes: int = 1
+    cube_start: int = 0                    # where its natural launch starts (--cube-start)
     groups: GroupMode = GroupMode.LAUNCH   # the attention problems the kernel computes
     mask: str | None = None                # the mask its natural launch declares
 
@@ -75,9 +76,12 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           "2n-1-i, so every rank computes about the same blocks; semantic properties "
           "unknown (masks, spec §8)", harness="prefill", wiring="pe_ring",
           mask="causal@zigzag"),
+    # at cube_start 0 physical and logical cube ids agree and the bug hides: its own
+    # launch starts at cube 8, where it shows
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
-          "KNOWN BAD: 2D kernel that ignores cube_start (program_id(1) is physical)",
-          known_bad=True, wiring="cube_mesh", mesh="2x4"),
+          "KNOWN BAD: 2D kernel that ignores cube_start (program_id(1) is physical); its "
+          "default launch, the 2x4 sub-mesh at cube_start 8, shows it (at cube_start 0 it "
+          "hides)", known_bad=True, wiring="cube_mesh", mesh="2x4", cube_start=8),
     _info("mesh_mlo_1d_forward_running_state", _mlo.mesh_mlo_1d_forward_running_state,
           "KNOWN BAD: forwards the merged running state (double merge)", known_bad=True),
     _info("mesh_mlo_1d_recv_first", _mlo.mesh_mlo_1d_recv_first,
@@ -101,7 +105,8 @@ def resolve_builtin(name: str) -> KernelRef | None:
     if info is None:
         return None
     return builtin_ref(name, info.func, info.description, info.harness, info.defaults,
-                       info.wiring, info.mesh, info.cubes, info.groups, info.mask)
+                       info.wiring, info.mesh, info.cubes, info.groups, info.mask,
+                       info.cube_start)
 
 
 # `resolve_kernel` (re-exported here: the resolver of built-in names and kernel files)

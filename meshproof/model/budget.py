@@ -61,7 +61,7 @@ def resident_bytes() -> int:
 
 def size_text(n: float) -> str:
     """Bytes in words: GiB, MiB or KiB."""
-    for unit, shift in (("GiB", 30), ("MiB", 20)):
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20)):
         if n >= 1 << shift:
             return f"{n / (1 << shift):.1f} {unit}"
     return f"{n / 1024:.0f} KiB"

@@ -31,7 +31,7 @@ class LaunchOptions:
     pes: int | None = None
     wiring: str | None = None
     cubes: int | None = None
-    cube_start: int = 0
+    cube_start: int | None = None   # None: the kernel's (0 unless a built-in says otherwise)
     mesh: str | None = None
     args: tuple[tuple[str, Scalar], ...] = ()
     sharded: tuple[str, ...] = DEFAULT_SHARDED
@@ -74,12 +74,14 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     pes = _pes(opts)
     if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
         raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
-    cubes, mesh = _cubes(kernel, opts)
+    cube_start = kernel.default_cube_start if opts.cube_start is None else opts.cube_start
+    cubes, mesh = _cubes(kernel, opts, cube_start)
     wiring_name = kernel.default_wiring if opts.wiring is None else opts.wiring
-    wiring = build_wiring(wiring_name, system, opts.cube_start, cubes)
+    wiring = build_wiring(wiring_name, system, cube_start, cubes)
     params = _kernel_params(kernel)
     ptrs = [n for n in params if n.endswith("_ptr")]
-    values = _argument_values(kernel, opts, params, ptrs, cubes=cubes, pes=pes, mesh=mesh)
+    values = _argument_values(kernel, opts, params, ptrs, cubes=cubes, pes=pes, mesh=mesh,
+                              cube_start=cube_start)
     sharded = tuple(s for s in opts.sharded if s)
     unknown_sharded = sorted(set(sharded) - set(ptrs))
     if unknown_sharded and sharded != DEFAULT_SHARDED:
@@ -89,13 +91,13 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     ordered = tuple((n, values[n]) for n in params if n in values)
     spec = LaunchSpec(
         kernel=kernel.name, kernel_file=kernel.site.display_file, wiring=wiring.name,
-        system=system, pes=pes, n_cubes=cubes, cube_start=opts.cube_start,
+        system=system, pes=pes, n_cubes=cubes, cube_start=cube_start,
         args=tuple(sorted(values.items())), queue_depth=depth,
         sharded=tuple(s for s in sharded if s in ptrs),
         harness=parse_harness(opts.harness or kernel.harness, kernel.name),
         groups=opts.groups if opts.groups is not None else kernel.default_groups,
         outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
-        empty_shards=_empty(opts.empty_shards, opts.cube_start, cubes, pes),
+        empty_shards=_empty(opts.empty_shards, cube_start, cubes, pes),
         mask=_mask(opts.mask, kernel.default_mask))
     return Launch(spec, wiring, ordered)
 
@@ -140,7 +142,8 @@ def _pes(opts: LaunchOptions) -> int:
     return pes
 
 
-def _cubes(kernel: KernelRef, opts: LaunchOptions) -> tuple[int, tuple[int, int] | None]:
+def _cubes(kernel: KernelRef, opts: LaunchOptions,
+           cube_start: int) -> tuple[int, tuple[int, int] | None]:
     """How many cubes the launch takes, and the kernel's sub-mesh (rows, cols) if any."""
     system = opts.system
     mesh = opts.mesh if opts.mesh is not None else (
@@ -156,17 +159,20 @@ def _cubes(kernel: KernelRef, opts: LaunchOptions) -> tuple[int, tuple[int, int]
         cubes = rows_cols[0] * rows_cols[1] if rows_cols else kernel.default_cubes
     if not 1 <= cubes <= MAX_CUBES:
         raise LaunchError(f"--cubes {cubes} is out of range 1..{MAX_CUBES}")
-    if opts.cube_start < 0 or opts.cube_start + cubes > system.n_cubes:
+    if cube_start < 0 or cube_start + cubes > system.n_cubes:
+        own = f" ({kernel.name}'s own launch starts at cube {cube_start})" \
+            if opts.cube_start is None else ""
         raise LaunchError(
-            f"cubes {opts.cube_start}..{opts.cube_start + cubes - 1} do not fit the system "
-            f"{system.shape_text} ({system.n_cubes} cubes); lower --cube-start/--cubes or "
-            "grow --system")
+            f"cubes {cube_start}..{cube_start + cubes - 1} do not fit the system "
+            f"{system.shape_text} ({system.n_cubes} cubes){own}; lower --cube-start/--cubes "
+            "or grow --system")
     return cubes, rows_cols
 
 
 def _argument_values(kernel: KernelRef, opts: LaunchOptions,
                      params: dict[str, inspect.Parameter], ptrs: list[str], *, cubes: int,
-                     pes: int, mesh: tuple[int, int] | None) -> dict[str, Scalar]:
+                     pes: int, mesh: tuple[int, int] | None,
+                     cube_start: int) -> dict[str, Scalar]:
     """The kernel's scalar arguments: given, else the defaults, else filled from the launch."""
     explicit = dict(opts.args)
     defaults = dict(kernel.defaults)
@@ -192,7 +198,7 @@ def _argument_values(kernel: KernelRef, opts: LaunchOptions,
     rank_axis = values.get("rank_axis", 0)
     auto: dict[str, Scalar] = {
         "n_ranks": cubes if rank_axis == 1 else pes,
-        "cube_start": opts.cube_start,
+        "cube_start": cube_start,
     }
     if mesh is not None:
         auto["mesh_rows"], auto["mesh_cols"] = mesh

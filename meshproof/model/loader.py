@@ -56,6 +56,7 @@ class KernelRef:
     default_wiring: str = "pe_line"
     default_mesh: str | None = None
     default_cubes: int = 1
+    default_cube_start: int = 0     # the first cube of its natural launch (--cube-start)
     default_groups: GroupMode = GroupMode.LAUNCH   # which ranks form one attention problem
     default_mask: str | None = None     # the mask its natural launch declares (--mask)
     # what resolve_kernel was given (a built-in name or path::function), so that a fresh
@@ -103,11 +104,13 @@ def register_builtins(resolver: BuiltinResolver) -> None:
 
 def builtin_ref(name: str, func: KernelFn, description: str, harness: str,
                 defaults: dict[str, Scalar], wiring: str, mesh: str | None, cubes: int,
-                groups: GroupMode, mask: str | None = None) -> KernelRef:
+                groups: GroupMode, mask: str | None = None,
+                cube_start: int = 0) -> KernelRef:
     """The KernelRef of a built-in kernel, for the resolver that names them."""
     site = site_of(func)
     return KernelRef(name, func, site, description, harness, tuple(sorted(defaults.items())),
-                     _hash_file(site.real_file), wiring, mesh, cubes, groups, mask, name)
+                     _hash_file(site.real_file), wiring, mesh, cubes, cube_start, groups,
+                     mask, name)
 
 
 def resolve_kernel(spec: str) -> KernelRef:

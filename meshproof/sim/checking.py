@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from meshproof.errors import HarnessError
+from meshproof.errors import HarnessError, TimeBudgetExceeded
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for
@@ -145,13 +145,16 @@ def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: Memo
 def run_numerics(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
                  phases: MutableMapping[str, float],
                  progress: Callable[[NumericProgress], None] | None = None,
-                 workers: int = 1) -> NumericResult:
+                 workers: int = 1, deadline: float | None = None,
+                 overrun: str = "") -> NumericResult:
     """Evaluate every class batch by batch and compare with the reference; `progress` is
     told the K/V bytes (as f16) and groups done as the run goes. With `workers` > 1,
     that many batches run at once in threads (numpy and BLAS release the GIL); results
-    do not depend on it. `phases` sums the batches' seconds (thread-seconds)."""
+    do not depend on it. `phases` sums the batches' seconds (thread-seconds). Past
+    `deadline` (time.monotonic()) the run stops at its next streamed piece or batch with
+    TimeBudgetExceeded(`overrun` and how far it got)."""
     with _one_blas_thread():
-        return _run(schedule, plan, seed, kind, phases, progress, workers)
+        return _run(schedule, plan, seed, kind, phases, progress, workers, deadline, overrun)
 
 
 def _one_blas_thread() -> Any:
@@ -174,7 +177,8 @@ class _Cancelled(Exception):
 
 def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
          phases: MutableMapping[str, float],
-         progress: Callable[[NumericProgress], None] | None, workers: int) -> NumericResult:
+         progress: Callable[[NumericProgress], None] | None, workers: int,
+         deadline: float | None = None, overrun: str = "") -> NumericResult:
     groups = plan.groups
     total, n_groups = plan.kv_bytes_f16, len(groups)
     lock = threading.Lock()
@@ -182,6 +186,10 @@ def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
     done = [0, 0, 0]    # K/V bytes streamed in running batches, groups done, bytes done
 
     def streamed(nbytes: int) -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            # every batch sees the deadline itself, so each ends with this error
+            raise TimeBudgetExceeded(f"{overrun} ({_share(done[2] + done[0], total)} of the "
+                                     f"K/V streamed, {done[1]} of {n_groups} group(s) done)")
         if cancel.is_set():
             raise _Cancelled
         with lock:
@@ -204,6 +212,7 @@ def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
     def job(item: tuple[ClassPlan, tuple[int, ...]]) -> _BatchResult:
         cls, members = item
         counted = [0]
+        streamed(0)     # the budget and cancellation, before each batch
 
         def tick(nbytes: int) -> None:
             counted[0] += nbytes
@@ -238,6 +247,10 @@ def _run(schedule: Schedule, plan: NumericPlan, seed: int, kind: InputKind,
         groups=len(groups), classes=len(plan.classes), per_rank=tuple(per_rank),
         max_abs_v=max((res.max_abs_v for res in results), default=0.0),
         witness=next((res.witness for res in results if res.witness is not None), None))
+
+
+def _share(done: int, total: int) -> str:
+    return f"{100.0 * done / total:.0f} %" if total else "none"
 
 
 def _run_batch(schedule: Schedule, plan: NumericPlan, cls: ClassPlan,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
 from meshproof.model.inputs import InputKind
 from meshproof.model.witness_file import Witness
+from meshproof.sim.cost import CostEstimate
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,12 @@ class SimConfig:
     # told how far the numeric run is, after every streamed dot and every batch
     # (the CLI's progress bar); not part of the result
     progress: Callable[[NumericProgress], None] | None = field(
+        default=None, compare=False, hash=False, repr=False)
+    # wall seconds the whole simulation may take: refused up front when the cost estimate
+    # (sim/cost.py) already passes it, stopped when it runs past (TimeBudgetExceeded)
+    time_budget_s: float | None = None
+    # told the numeric run's cost estimate before it starts (the CLI states a long one)
+    estimate: Callable[[CostEstimate], None] | None = field(
         default=None, compare=False, hash=False, repr=False)
 
 

@@ -39,6 +39,9 @@ from meshproof.sim.inputs import GroupInput, KVSource
 F64 = npt.NDArray[np.float64]
 # K/V elements per block of the direct (not pool) reduction
 REF_BLOCK_ELEMENTS = 1 << 18
+# bytes per K/V tile of the pool path beyond the arrays: two int64 sources and one span
+# tuple of three ints in a list (about 160 bytes in CPython)
+TILE_BOOKKEEPING = 2 * 8 + 160
 # float64 numbers U and W may hold per kv head (queries x pool rows, twice)
 POOL_PATH_NUMBERS = 1 << 24
 
@@ -67,7 +70,9 @@ def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int) -> int:
     W and a block of scores (pool path), or a float64 block of K and V and its scores."""
     if uses_pool(queries, kv_rows, d):
         rows = pool_rows(d)
-        return 8 * (rows * d + 2 * rows + 4 * queries * rows)
+        # per K/V tile: its two pool sources (int64) and its span, a Python tuple (_spans)
+        tiles = -(-kv_rows * h_kv // tile_vectors(d))
+        return 8 * (rows * d + 2 * rows + 4 * queries * rows) + tiles * TILE_BOOKKEEPING
     block = min(kv_rows, max(1, REF_BLOCK_ELEMENTS // (h_kv * d)))
     return 8 * (2 * block * h_kv * d + 2 * queries * block + 2 * h_kv * queries * d)
 

@@ -24,8 +24,9 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
-from meshproof.verify.semantics.witness import Witness, find_witness
+from meshproof.verify.semantics.witness import Witness, WitnessTooLarge, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
+from meshproof.verify.unwritten import never_written, once_complete, violated
 
 NAME = Property.ATTENTION_EQUIVALENCE
 CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"
@@ -39,7 +40,13 @@ def _unknown(message: str, start: float) -> PropertyResult:
 
 def attention_equivalence(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
-    return _judge(ctx.schedule, ctx.channels, ctx.shared(shared_semantics), start)
+    if ctx.schedule.active:
+        # an output no rank ever reaches is never written, whatever the algebra says
+        unwritten = ctx.shared(never_written)
+        if unwritten:
+            return violated(NAME, ctx, unwritten, start)
+    return once_complete(ctx, _judge(ctx.schedule, ctx.channels, ctx.shared(shared_semantics),
+                                     start))
 
 
 def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
@@ -82,8 +89,13 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
     lost = [o for o in bad if (o.opaque is not None and o.opaque.lost) or o.misplaced]
     if lost:
         return _lost(schedule, a, lost, start)
-    witness = find_witness(schedule, table, a.problem,
-                           [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
+    reason = bad[0].verdict.reasons[0] if bad[0].verdict.reasons else "differs from attention"
+    try:
+        witness = find_witness(schedule, table, a.problem,
+                               [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
+    except WitnessTooLarge as exc:
+        return _unknown(f"cannot certify {len(bad)} of {len(a.outputs)} stored output(s) "
+                        f"({reason}), and {exc}", start)
     first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
                                                 o.store.index == witness.store.index)
     diags = _diagnostics(schedule, a, first, witness)

@@ -33,8 +33,16 @@ from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.events import Departure, Event
-from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
+from meshproof.verify.semantics.witness import (
+    SEEDS,
+    Witness,
+    WitnessTooLarge,
+    check_witness_size,
+    equal_scores,
+    find_witness,
+)
 from meshproof.verify.shared_analysis import shared_semantics
+from meshproof.verify.unwritten import never_written, once_complete, violated
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
@@ -79,6 +87,9 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         named = ", ".join(schedule.launch.sharded) or "none"
         return result(Status.PROVED, f"vacuous: no rank loads a sharded buffer ({named}), "
                       "computes a softmax partial or stores an output")
+    unwritten = ctx.shared(never_written)
+    if unwritten:   # never written, whatever the counts say
+        return violated(NAME, ctx, unwritten, result.start)
     sem = ctx.shared(shared_semantics)
     if sem.analysis is None:
         return result(Status.UNKNOWN, sem.why_not("cannot count merges"))
@@ -95,7 +106,7 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         return result(Status.UNKNOWN, "no rank stores an output "
                       f"({', '.join(a.problem.outputs)}): nothing to count; name the output "
                       "buffers with --outputs")
-    return _judge(schedule, ctx.channels, a, result)
+    return once_complete(ctx, _judge(schedule, ctx.channels, a, result))
 
 
 @dataclass(slots=True)
@@ -128,7 +139,11 @@ def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
                       f"{len(a.outputs)} stored output(s) each count every key row of their "
                       f"group exactly once, numerator and denominator alike (up to {n} key "
                       f"rows in {max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
-    witness = None if structural else _witness(schedule, table, a, f)
+    try:
+        witness = None if structural else _witness(schedule, table, a, f)
+    except WitnessTooLarge as exc:
+        why = f.unknown[:3] or [d.message for d in f.diags[:2]]
+        return result(Status.UNKNOWN, "the counts look wrong (" + "; ".join(why) + f"), and {exc}")
     if not structural and witness is None:
         why = f.unknown[:3] or [d.message for d in f.diags[:2]]
         return result(Status.UNKNOWN, "cannot show a wrong count with an input (Q = 0, every "
@@ -169,6 +184,7 @@ def _witness(schedule: Schedule, table: ChannelTable, a: Analysis,
     """An input under which the named rows' weight in the output differs from their
     softmax weight: Q = 0 (every score equal) and V = 1 on those rows, else Q = 0 and a
     seeded random 0/1 per row (any uneven weight shows)."""
+    check_witness_size(schedule, a.problem)   # before the families are made
     rows = list(dict.fromkeys(c.rows for c in f.counts))[:MAX_WITNESS_ROWS]
     families = [equal_scores(a.problem, r) for r in rows] + \
         [equal_scores(a.problem, None, seed) for seed in SEEDS]

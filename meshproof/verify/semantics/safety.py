@@ -30,7 +30,12 @@ from meshproof.verify.semantics.reasons import NotModelled, Undefined
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic import LN2, Opaque
 from meshproof.verify.semantics.views import describe
-from meshproof.verify.semantics.witness import make_inputs, numeric_evaluation
+from meshproof.verify.semantics.witness import (
+    WitnessTooLarge,
+    check_witness_size,
+    make_inputs,
+    numeric_evaluation,
+)
 
 DTYPE_MAX = {DType.F16: 65504.0, DType.BF16: 3.3895313892515355e38, DType.F32: 3.4028235e38}
 
@@ -129,6 +134,12 @@ class _Checks:
         """The first input family under which some candidate (rank, value id) passes
         `reaches`, with the value and the rank: every rank is tried (a stale reference
         point or another rank's max shows on some ranks only)."""
+        try:
+            check_witness_size(self.schedule, self.problem)   # before any input is made
+        except WitnessTooLarge as exc:
+            if str(exc) not in self.out.unknown:
+                self.out.unknown.append(str(exc))
+            return None
         with np.errstate(all="ignore"):
             for name, inputs in families(self.problem, self.b):
                 ev = self.numeric(name, inputs)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from meshproof.model.budget import available_bytes, size_text
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.inputs import normal_block
@@ -36,9 +37,45 @@ from meshproof.verify.semantics.numeric import (
 WITNESS_RTOL = 1e-6
 SEEDS = (0, 1, 2)
 CONE_BUDGET = 3_000_000     # scalar operations of one element's cone in 40-digit
+# Input families a witness search holds at once (seeded_families builds up to 10, the
+# equal-score families of exactly_once up to 7), each a full copy of Q, K and V
+FAMILY_COPIES = 12
+MEMORY_SHARE = 0.5          # of the memory available, what a witness search may use
 
-__all__ = ["MP_DIGITS", "SEEDS", "WITNESS_RTOL", "Family", "Inputs", "Witness", "equal_scores",
-           "find_witness", "make_inputs", "numeric_evaluation", "reference", "seeded_families"]
+__all__ = ["MP_DIGITS", "SEEDS", "WITNESS_RTOL", "Family", "Inputs", "Witness", "WitnessTooLarge",
+           "check_witness_size", "equal_scores", "find_witness", "make_inputs",
+           "numeric_evaluation", "reference", "seeded_families", "witness_bytes"]
+
+
+class WitnessTooLarge(Exception):
+    """A witness search would not fit in memory: the property it decides is unknown with
+    this reason, never violated by a guess and never an out-of-memory crash."""
+
+
+def witness_bytes(schedule: Schedule, problem: Problem) -> int:
+    """What a witness search needs at most, sized before anything is allocated: the input
+    families in float64, and every value of the schedule's numeric evaluation (its memo may
+    hold them all)."""
+    d = problem.d_head
+    inputs = 8 * sum((problem.q_rows(g.index) * problem.h_q +
+                      2 * max(problem.kv_rows(g.index), 1) * problem.h_kv) * d
+                     for g in problem.groups)
+    values = 8 * sum(math.prod(op.shape) for prog in schedule.programs for op in prog.ops)
+    return FAMILY_COPIES * inputs + values
+
+
+def check_witness_size(schedule: Schedule, problem: Problem,
+                       available: int | None = None) -> None:
+    """Raise WitnessTooLarge when a witness search of this launch does not fit in its share
+    of the memory available (checked before any input is made)."""
+    need = witness_bytes(schedule, problem)
+    budget = int(MEMORY_SHARE * (available_bytes() if available is None else available))
+    if need > budget:
+        raise WitnessTooLarge(
+            f"a witness input for this launch needs about {size_text(need)} (its Q, K and V "
+            f"in float64, and the values computed from them), past the {size_text(budget)} "
+            "a witness search may use here, so no input was tried; verify the same kernel at "
+            "smaller shapes (e.g. a smaller S_kv_per_rank or d_head) to find one")
 
 
 def _mp() -> Any:  # mpmath ships no types
@@ -253,7 +290,9 @@ def find_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
                  families: list[Family] | None = None) -> Witness | None:
     """The first store (in the given order) that differs from attention on some input
     family (seeded N(0,1) by default), judged on the elements it still holds at the end
-    (`live`, None: all of them), and confirmed in 40-digit arithmetic."""
+    (`live`, None: all of them), and confirmed in 40-digit arithmetic. Raises
+    WitnessTooLarge, before anything is allocated, when the search does not fit."""
+    check_witness_size(schedule, problem)
     for family in families if families is not None else seeded_families(problem):
         ev = numeric_evaluation(schedule, table, problem, family.inputs)
         with np.errstate(all="ignore"):
