@@ -11,7 +11,6 @@ import time
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     AttentionDetails,
@@ -55,9 +54,6 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
         outs = ", ".join(a.problem.outputs)
         return _unknown(f"no rank stores an output ({outs}): nothing to compare with "
                         "attention; name the output buffers with --outputs", start)
-    masked = masked_outputs(schedule, a)
-    if masked is not None:
-        return _unknown(masked, start)
     bad = [o for o in a.outputs if not o.verdict.equal]
     silent = a.silent_groups
     if not bad and a.unwritten:
