@@ -24,6 +24,7 @@ from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import Input, Lin, Score, Scrambled
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.masked_ref import masked_sums
 from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.views import Piece, describe, linear_terms, pieces, split_value
@@ -180,8 +181,11 @@ def decompose(form: Rat) -> Shape:
 
 
 def reference(problem: Problem, group: int, coords: tuple[Aff, Aff, Aff], g: Aff,
-              scale: Fraction) -> tuple[Poly, Poly]:
-    """Numerator and denominator of attention at (t, h, e), scores scaled by `scale`."""
+              scale: Fraction, sizes: dict[int, int] | None = None
+              ) -> tuple[Poly, Poly] | None:
+    """Numerator and denominator of attention at (t, h, e), scores scaled by `scale`; with
+    the launch's mask, over the keys it allows at the query's position (masked_ref.py).
+    None: not expressible (a query position not affine in the output's digits)."""
     t, h, e = coords
     n = problem.kv_rows(group)
     score = Score.make(group, t, h, B_ROW, g, Aff(0), problem.d_head)
@@ -189,6 +193,9 @@ def reference(problem: Problem, group: int, coords: tuple[Aff, Aff, Aff], g: Aff
     v = Input.make("V", group, (B_ROW, g, e))
     if n == 0:
         return P.ZERO_POLY, P.ZERO_POLY
+    if problem.mask is not None:
+        return masked_sums(problem, group, t, sizes or {}, Monomial(weight),
+                           Monomial(weight, ((v, 1),)))
     den = Poly.var(RowSum.make(Monomial(weight), 0, n))
     num = Poly.var(RowSum.make(Monomial(weight, ((v, 1),)), 0, n))
     return num, den
@@ -210,15 +217,23 @@ def _sums_of(form: Rat) -> list[RowSum]:
 
 
 def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
-                 g: Aff | None) -> bool:
-    """num · D_ref == N_ref · den exactly (the den factors are positive by construction)."""
+                 g: Aff | None, sizes: dict[int, int] | None = None) -> bool:
+    """num · D_ref == N_ref · den exactly (the den factors are positive by construction;
+    under a mask, D_ref must be positive at every query too: a query that sees no key is
+    not proved by the identity, which reads 0 = 0 there)."""
     if g is None or form.inf or not form.den:
         return False
-    num_ref, den_ref = reference(problem, group, coords, g, kernel_scale(form, problem))
-    if den_ref.is_zero:
+    ref = reference(problem, group, coords, g, kernel_scale(form, problem), sizes)
+    if ref is None:
         return False
-    left = P.mul(form.num, den_ref)
-    right = P.mul(num_ref, form.expanded_den())
+    num_ref, den_ref = ref
+    if den_ref.is_zero or (problem.mask is not None and not P.positive(den_ref)):
+        return False
+    num, den = form.num, form.expanded_den()
+    if problem.mask is not None:
+        num, den = P.restrict(num, sizes or {}), P.restrict(den, sizes or {})
+    left = P.mul(num, den_ref)
+    right = P.mul(num_ref, den)
     a, b = P.common(left, right)
     return a == b
 
@@ -229,7 +244,7 @@ def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff
 def compare(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
             sizes: dict[int, int]) -> Verdict:
     g = floordiv(coords[1], problem.gqa, sizes)
-    if is_attention(form, problem, group, coords, g):
+    if is_attention(form, problem, group, coords, g, sizes):
         return Verdict(True, ())
     shape = decompose(form)
     reasons: list[Reason] = []
