@@ -31,6 +31,7 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
+from meshproof.verify.semantics.crossings import pair_words
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
@@ -203,6 +204,9 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
         f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value that "
                          f"cannot be placed in the output ({'; '.join(out.verdict.texts)})")
         return
+    if out.counts is not None:
+        _judge_masked(schedule, a, out, f)
+        return
     c = count_rows(out.form, a.problem, a.problem.group_of[out.rank])
     if c is None:
         f.suspects.append(out)
@@ -240,6 +244,26 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
             f.shown_lines.add(str(e.op.source))
             f.add(Diagnostic(e.message, Role.MERGE, e.op.source,
                              schedule.programs[e.rank].endpoint, e.op.index, e.op.kind))
+
+
+def _judge_masked(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findings) -> None:
+    """A masked (or masking) output: each allowed key once and each hidden key zero times
+    at every query (semantics/crossings.py), the first wrong pair named."""
+    assert out.counts is not None
+    ep = schedule.programs[out.rank].endpoint
+    if out.counts.unknown is not None:
+        f.suspects.append(out)
+        f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value whose "
+                         f"key counts cannot be read: {out.counts.unknown}")
+        return
+    w = out.counts.wrong
+    if w is None:
+        return
+    f.suspects.append(out)
+    shard = _shard(schedule, a, out.rank, w.key_row)
+    f.counts.append(MergeCount(ep, shard, (w.key_row, w.key_row + 1), w.num, w.den))
+    f.add(Diagnostic(f"output {pair_words(a.problem, w)}", Role.MERGE, out.store.source, ep,
+                     out.store.index, OpKind.STORE, peer=shard))
 
 
 def _bad_runs(c: Counts) -> list[tuple[int, int, float, float | None]]:

@@ -15,6 +15,7 @@ from meshproof.model.evaluate import Dependencies, Evaluation, OpsProgress
 from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
+from meshproof.verify.semantics.crossings import MaskedCounts, count_masked, guarded, pair_words
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import (
     Aff,
@@ -43,6 +44,8 @@ class OutputResult:
     form: Rat | None = None      # the judged form (of the live part of the store)
     live: tuple[int, int] | None = None   # the elements still held, when a later store
                                           # rewrote the rest
+    counts: MaskedCounts | None = None    # masked (or masking) outputs: the key counts at
+                                          # every query, and the first wrong pair
 
 
 _D = Departure
@@ -274,9 +277,16 @@ def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
             continue
         judged, coords = placed
         sizes = {d.id: d.size for d in judged.layout.digits}
-        verdict = compare(judged.form, problem, problem.group_of[rank], coords, sizes)
+        group = problem.group_of[rank]
+        verdict = compare(judged.form, problem, group, coords, sizes)
+        counts = None
+        if problem.mask is not None or guarded(judged.form):
+            counts = count_masked(judged.form, problem, group, coords[0], sizes)
+            if not verdict.equal and counts.wrong is not None:
+                verdict = Verdict(False, (Reason(Mismatch.MASK, pair_words(
+                    problem, counts.wrong)), *verdict.reasons))
         out.append(OutputResult(rank, store, verdict, decompose(judged.form), None, False,
-                                judged.form, rows))
+                                judged.form, rows, counts))
     return out
 
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import Input, Lin, Score, Scrambled
+from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.masked_ref import masked_sums
 from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
@@ -50,6 +51,7 @@ class Mismatch(Enum):
     REFERENCE_POINTS = "reference_points"
     UNEVEN = "uneven"                    # rows weigh unevenly (double or missing merges)
     NUM_DEN_DIFFER = "num_den_differ"
+    MASK = "mask"                        # a (query, key) pair counted against the mask
     DIFFERS = "differs"                  # none of the above names it
 
 
@@ -115,6 +117,9 @@ _NO_SCORE = Reason(Mismatch.NOT_A_PARTIAL, "a term with no score in its exponent
 
 def _partial(piece: Piece, with_value: bool) -> Partial | Reason:
     body = piece.body
+    if any(isinstance(a, Ind) for a, _ in body.vars):   # a masked partial: read its body
+        body = Monomial(body.unit, tuple((a, k) for a, k in body.vars
+                                         if not isinstance(a, Ind)))
     if piece.rest.key:
         return Reason(Mismatch.NOT_LINEAR, "a term that multiplies a partial by another value")
     if any(isinstance(a, Scrambled) for a, _ in body.unit.coeffs):
