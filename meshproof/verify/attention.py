@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from meshproof.model.channels import ChannelTable
+from meshproof.model.problem import Problem
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
@@ -64,7 +65,7 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
         return PropertyResult(
             NAME, Status.PROVED,
             f"{len(a.outputs)} stored output(s) on {ranks} rank(s) equal "
-            f"softmax(scale·q·Kᵀ)·V over their group's keys for all inputs, scale "
+            f"softmax(scale·q·Kᵀ)·V over {_keys(p)} for all inputs, scale "
             f"{p.scale:.6g} ({p.scale_source}); {p.describe_groups()}",
             seconds=time.perf_counter() - start, certificate=CERTIFICATE)
     if not bad:
@@ -146,6 +147,12 @@ def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags), AttentionDetails(None, 0)),
                           time.perf_counter() - start, CERTIFICATE)
+
+
+def _keys(p: Problem) -> str:
+    if p.mask is None:
+        return "their group's keys"
+    return f"the keys the {p.mask.text} mask allows at each query position"
 
 
 def _ranks(schedule: Schedule, a: Analysis, group: int) -> str:

@@ -121,6 +121,15 @@ def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
                                   Role.MERGE))
     if not f.diags and not f.unknown:
         n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
+        mask = a.problem.mask
+        if mask is not None:
+            points = sum(o.counts.points for o in a.outputs if o.counts is not None)
+            return result(Status.PROVED,
+                          f"{len(a.outputs)} stored output(s) each count every key the "
+                          f"{mask.text} mask allows exactly once and every key it hides zero "
+                          f"times, numerator and denominator alike, at every query position "
+                          f"({points} point(s) read at end-point crossings; up to {n} key "
+                          "rows per group)")
         return result(Status.PROVED,
                       f"{len(a.outputs)} stored output(s) each count every key row of their "
                       f"group exactly once, numerator and denominator alike (up to {n} key "
@@ -264,6 +273,11 @@ def _judge_masked(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
     f.counts.append(MergeCount(ep, shard, (w.key_row, w.key_row + 1), w.num, w.den))
     f.add(Diagnostic(f"output {pair_words(a.problem, w)}", Role.MERGE, out.store.source, ep,
                      out.store.index, OpKind.STORE, peer=shard))
+    e = a.mask_event(out)
+    if e is not None and str(e.op.source) not in f.shown_lines:
+        f.shown_lines.add(str(e.op.source))
+        f.add(Diagnostic(e.message, Role.MERGE, e.op.source,
+                         schedule.programs[e.rank].endpoint, e.op.index, e.op.kind))
 
 
 def _bad_runs(c: Counts) -> list[tuple[int, int, float, float | None]]:

@@ -27,6 +27,7 @@ from meshproof.verify.semantics.index import (
 )
 from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
 from meshproof.verify.semantics.layouts import Value, buffer, read
+from meshproof.verify.semantics.mask_departure import mask_departure
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situations import Forms, Held, Situations
@@ -112,6 +113,15 @@ class Analysis:
             out.extend(events.get(key, ()))
         return sorted(out, key=lambda e: (e.op.index, e.rank))
 
+    def mask_event(self, result: OutputResult) -> Event | None:
+        """The tl.where (or dot) that decides the first wrong pair of a masked output."""
+        if result.counts is None or result.counts.wrong is None:
+            return None
+        arg = result.store.args[0]
+        assert isinstance(arg, ValueRef)
+        return mask_departure(self.problem, self.evaluation, self.value, result.rank,
+                              arg.id, result.counts.wrong)
+
     def explain(self, result: OutputResult) -> list[Event]:
         """Where the output departs from attention: the events of its cone that explain
         the judge's findings, at their lines (first occurrence of each line)."""
@@ -124,6 +134,9 @@ class Analysis:
             return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
                                    f"line {op.source.line}: tl.{op.kind.value} "
                                    f"{result.opaque.reason}")]
+        masked = self.mask_event(result)
+        if masked is not None:
+            return [masked]
         wanted = {k for reason in result.verdict.reasons for k in _RELEVANT.get(reason.kind, ())}
         shown: set[tuple[str, str]] = set()
         out: list[Event] = []

@@ -17,6 +17,8 @@ and the reference's numerator and denominator are the guarded row sums of the ru
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -24,11 +26,54 @@ import numpy as np
 from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
+from meshproof.verify.semantics.atoms import Atom
 from meshproof.verify.semantics.guards import Guard, Ind, extremes
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
 
 B_ROW = Aff(0, ((BOUND, 1),))
+
+
+def restrict(p: Poly, sizes: Mapping[int, int]) -> Poly:
+    """`p` with the box of every mask cut to the exact digit ranges `sizes` (each [0, n))
+    and its masked sums cut again: what the judge compares, whatever superset of the
+    ranges the kernel's masks carried through reshapes."""
+    mapping: dict[Atom, Atom | int] = {}
+    for a in set(p.variables()):
+        if isinstance(a, RowSum) and a.guard is not None:
+            g = a.guard.within(sizes)
+            bare = Monomial(a.body.unit, tuple((x, k) for x, k in a.body.vars
+                                               if not isinstance(x, Ind)))
+            if g is False:
+                mapping[a] = 0
+            elif g is True:
+                mapping[a] = RowSum.make(bare, a.lo, a.hi)
+            else:
+                assert isinstance(g, Guard)
+                cut = RowSum.guarded(Monomial(bare.unit, P._powers((*bare.vars,
+                                                                  (Ind.make(g), 1)))),
+                                     a.lo, a.hi)
+                mapping[a] = 0 if cut is None else cut
+        elif isinstance(a, Ind):
+            g = a.guard.within(sizes)
+            mapping[a] = int(g) if isinstance(g, bool) else Ind.make(g)
+    if not mapping:
+        return p
+    out: list[tuple[Monomial, Fraction]] = []
+    for m, c in p.terms:
+        vars_: list[tuple[Atom, int]] = []
+        zero = False
+        for a, k in m.vars:
+            new = mapping.get(a, a)
+            if new == 0:
+                zero = True
+                break
+            if new != 1:
+                assert isinstance(new, Atom)
+                vars_.append((new, k))
+        if not zero:
+            out.append((Monomial(m.unit, P._powers(vars_)), c))
+    return Poly.make(out)
 
 
 @lru_cache(maxsize=64)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
 from meshproof.verify.semantics.atoms import (
@@ -617,48 +617,6 @@ def primitive(p: Poly) -> tuple[Fraction, Lin, Poly]:
         return c, mean, p
     minus = mean.scale(Fraction(-1))
     return c, mean, Poly.make((Monomial(m.unit + minus, m.vars), k / c) for m, k in p.terms)
-
-
-def restrict(p: Poly, sizes: Mapping[int, int]) -> Poly:
-    """`p` with the box of every mask cut to the exact digit ranges `sizes` (each [0, n))
-    and its masked sums cut again: what the judge compares, whatever superset of the
-    ranges the kernel's masks carried through reshapes."""
-    mapping: dict[Atom, Atom | int] = {}
-    for a in set(p.variables()):
-        if isinstance(a, RowSum) and a.guard is not None:
-            g = a.guard.within(sizes)
-            bare = Monomial(a.body.unit, tuple((x, k) for x, k in a.body.vars
-                                               if not isinstance(x, Ind)))
-            if g is False:
-                mapping[a] = 0
-            elif g is True:
-                mapping[a] = RowSum.make(bare, a.lo, a.hi)
-            else:
-                assert isinstance(g, Guard)
-                cut = RowSum.guarded(Monomial(bare.unit, _powers((*bare.vars,
-                                                                  (Ind.make(g), 1)))),
-                                     a.lo, a.hi)
-                mapping[a] = 0 if cut is None else cut
-        elif isinstance(a, Ind):
-            g = a.guard.within(sizes)
-            mapping[a] = int(g) if isinstance(g, bool) else Ind.make(g)
-    if not mapping:
-        return p
-    out: list[tuple[Monomial, Fraction]] = []
-    for m, c in p.terms:
-        vars_: list[tuple[Atom, int]] = []
-        zero = False
-        for a, k in m.vars:
-            new = mapping.get(a, a)
-            if new == 0:
-                zero = True
-                break
-            if new != 1:
-                assert isinstance(new, Atom)
-                vars_.append((new, k))
-        if not zero:
-            out.append((Monomial(m.unit, _powers(vars_)), c))
-    return Poly.make(out)
 
 
 def positive(p: Poly) -> bool:
