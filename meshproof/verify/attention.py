@@ -24,6 +24,7 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
+from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
 from meshproof.verify.semantics.witness import Witness, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
 
@@ -79,8 +80,12 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
     lost = [o for o in bad if (o.opaque is not None and o.opaque.lost) or o.misplaced]
     if lost:
         return _lost(schedule, a, lost, start)
-    witness = find_witness(schedule, table, a.problem,
-                           [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
+    pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in bad
+             if o.counts is not None and o.counts.wrong is not None]
+    witness = pair_witness(schedule, table, a.problem, pairs) if pairs else None
+    if witness is None and (a.problem.mask is None or small_schedule(schedule)):
+        witness = find_witness(schedule, table, a.problem,
+                               [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
     first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
                                                 o.store.index == witness.store.index)
     diags = _diagnostics(schedule, a, first, witness)

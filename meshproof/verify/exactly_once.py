@@ -33,6 +33,7 @@ from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.crossings import pair_words
 from meshproof.verify.semantics.events import Departure, Event
+from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
 from meshproof.verify.semantics.witness import SEEDS, Witness, equal_scores, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
 
@@ -175,6 +176,11 @@ def _witness(schedule: Schedule, table: ChannelTable, a: Analysis,
     """An input under which the named rows' weight in the output differs from their
     softmax weight: Q = 0 (every score equal) and V = 1 on those rows, else Q = 0 and a
     seeded random 0/1 per row (any uneven weight shows)."""
+    pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in f.suspects
+             if o.counts is not None and o.counts.wrong is not None]
+    found = pair_witness(schedule, table, a.problem, pairs) if pairs else None
+    if found is not None or (a.problem.mask is not None and not small_schedule(schedule)):
+        return found
     rows = list(dict.fromkeys(c.rows for c in f.counts))[:MAX_WITNESS_ROWS]
     families = [equal_scores(a.problem, r) for r in rows] + \
         [equal_scores(a.problem, None, seed) for seed in SEEDS]
