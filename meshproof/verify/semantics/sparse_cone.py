@@ -160,7 +160,10 @@ def sparse_needs(ev: Evaluation[Any], rank: int, vid: int, element: int,
         idx = np.unique(np.concatenate(got))
         needs[key] = idx
         op = ev.defining[key[0]][key[1]]
-        work += len(idx) * (op.shape[-1] if op.kind is OpKind.DOT and op.shape else 1)
+        a0 = op.args[0] if op.args else None
+        inner = shapes[(key[0], a0.id)][-1] if op.kind is OpKind.DOT and \
+            isinstance(a0, ValueRef) else 1      # a dot's contraction length
+        work += len(idx) * inner
         if work > budget:
             raise SparseTooLarge(f"the element's cone needs over {budget} scalar operations")
         for dep, m in _arg_needs(ev, key, op, idx, shapes):
