@@ -164,8 +164,8 @@ class Guard:
         """The guard with its bound key rows translated by dk."""
         if not dk or not self.bound:
             return self
-        return Guard(tuple(c.shift(-c.coeff(BOUND) * dk) for c in self.constraints),
-                     self.box)
+        return Guard(tuple(sorted((c.shift(-c.coeff(BOUND) * dk) for c in self.constraints),
+                                  key=aff_key)), self.box)
 
     def within(self, sizes: Mapping[int, int]) -> Guard | bool:
         """The box intersected with the exact ranges [0, size) of `sizes`, decided."""
