@@ -111,8 +111,8 @@ def ring_masked(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                     q_pos = tl.reshape(tl.arange(0, rows) + a * rows, (rows, 1, 1))
                     k_pos = tl.arange(0, rows) + c * rows
                     s4 = tl.reshape(scores, (h_kv, rows, group, rows))
-                    s4 = tl.where(_mask(kind, param, lead, strict, q_pos, k_pos), s4,
-                                  float("-inf"))  # WHERE-LINE
+                    keep = _mask(kind, param, lead, strict, q_pos, k_pos)
+                    s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE
                     scores = tl.reshape(s4, (h_kv, rows * group, rows))
                 states[j] = _fold(states[j], scores, v, tl)  # FOLD-LINE
     for j, state in enumerate(states):

@@ -277,10 +277,10 @@ FULL_PASS_LIMIT = 1 << 22     # elements of the largest value for the float64 se
 def pair_witness(schedule: Schedule, table: ChannelTable, problem: Problem,
                  pairs: list[tuple[int, Op, tuple[int, int] | None, WrongPair]],
                  budget: int = CONE_BUDGET) -> Witness | None:
-    """The first wrong pair (on the ranks with the fewest ops first: the smallest cones)
-    shown on Q = 0, K = 0 and V = 1 on its key row, its output element evaluated in
-    40-digit arithmetic over its sparse cone and compared with the masked reference."""
-    order = sorted(pairs, key=lambda p: (len(schedule.programs[p[0]].ops), p[0]))
+    """The first wrong pair (by query position, then key) shown on Q = 0, K = 0 and V = 1
+    on its key row, its output element evaluated in 40-digit arithmetic over its sparse
+    cone and compared with the masked reference."""
+    order = sorted(pairs, key=lambda p: (p[3].query, p[3].key, p[0]))
     for rank, store, live, w in order[:PAIRS_TRIED]:
         placed = pair_element(problem, rank, store, live, w.query_row)
         arg = store.args[0] if store.args else None
