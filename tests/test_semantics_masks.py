@@ -111,11 +111,13 @@ def test_random_masked_launches_agree_with_the_exact_masked_reference(
         if w is not None:
             assert w.precision == "40-digit" and w.rel_err > 1e-6, (launch, w)
     # unknowns are counted and bounded: only a chunk of one row (S_q = 1, or zigzag with
-    # S_q = 2) has no digit to sum over, so its sums are no row sums (as without masks)
+    # S_q = 2) has no digit to sum over, so its sums are no row sums (as without masks),
+    # and a kernel whose mask hides every block stores nothing
     rows = s // 2 if "@zigzag" in mask else s
     for r in (ae, by[EO]):
         if r.status is Status.UNKNOWN:
-            assert r.message and rows == 1, (launch, r.message)
+            assert rows == 1 or r.message.startswith("no rank stores an output"), \
+                (launch, r.message)
 
 
 # --- each mutation named at the line it touched ------------------------------------------
