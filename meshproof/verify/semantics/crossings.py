@@ -242,10 +242,9 @@ def _check(num: list[Span], den: list[Span] | None, want: list[tuple[int, int, t
         exp = sum(1 for a, e in allowed if a <= b < e)
         counts.append((b, cn, cd, exp))
     base = [cd if den is not None else cn for _, cn, cd, exp in counts if exp]
-    ref = min((x for x in base if x > 0), default=None)
-    if ref is None:
-        ref = min((cd if den is not None else cn for _, cn, cd, _ in counts
-                   if (cd if den is not None else cn) > 0), default=1.0)
+    every = [cd if den is not None else cn for _, cn, cd, _ in counts]
+    ref: float = min((x for x in base if x > 0),
+                     default=min((x for x in every if x > 0), default=1.0))
     for b, cn, cd, exp in counts:
         rn, rd = cn / ref, cd / ref
         if not math.isclose(rn, exp, abs_tol=1e-9) or \

@@ -11,6 +11,7 @@ host classified the block wrong: a fully allowed block that should be masked).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
@@ -46,7 +47,7 @@ def _solve(targets: list[tuple[Aff, int]], sizes: dict[int, int]) -> dict[int, i
     return point
 
 
-def _condition(ev: Evaluation[object], rank: int, op: Op) -> Op | None:
+def _condition(ev: Evaluation[Any], rank: int, op: Op) -> Op | None:
     """The comparison a tl.where's condition comes from (through reshapes and casts)."""
     arg = op.args[0] if op.args else None
     seen = 0
@@ -67,7 +68,7 @@ def _sizes(layout: Layout) -> dict[int, int]:
     return {d.id: d.size for d in layout.digits}
 
 
-def mask_departure(problem: Problem, ev: Evaluation[object], value: Lookup, rank: int,
+def mask_departure(problem: Problem, ev: Evaluation[Any], value: Lookup, rank: int,
                    vid: int, w: WrongPair) -> Event | None:
     """The tl.where (or dot) that decides the pair, as an event at its line."""
     what = "position" if problem.mask is not None else "row"

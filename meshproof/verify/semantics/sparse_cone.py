@@ -88,8 +88,9 @@ def _dot_operands(idx: Index, out: tuple[int, ...], a: tuple[int, ...], b: tuple
         out_rows = []
         for f in range(k):
             fv = np.full(len(idx), f, dtype=np.int64)
-            c = bc + ([row, fv] if row is not None else [fv, col])
-            out_rows.append(_ravel(c, shape, len(idx)))  # type: ignore[list-item]
+            tail: list[Index] = [row, fv] if row is not None else \
+                [fv, col if col is not None else fv]
+            out_rows.append(_ravel([*bc, *tail], shape, len(idx)))
         return np.stack(out_rows, axis=1) if out_rows else np.zeros((len(idx), 0), np.int64)
     return side(a, i, None), side(b, None, j)
 
@@ -123,8 +124,9 @@ def _arg_needs(ev: Evaluation[Any], key: Key, op: Op, idx: Index,
         return [((rank, refs[0][1].id), _ravel(xc, arg[0], len(idx)))]
     if k in (OpKind.MAX, OpKind.SUM, OpKind.SOFTMAX):
         assert op.axis is not None
-        keep = op.keepdims or k is OpKind.SOFTMAX
-        return [((rank, refs[0][1].id), _along(idx, op.shape, arg[0], op.axis, keep).ravel())]
+        keepdims = bool(op.keepdims) or k is OpKind.SOFTMAX
+        return [((rank, refs[0][1].id),
+                 _along(idx, op.shape, arg[0], op.axis, keepdims).ravel())]
     if k is OpKind.DOT:
         ia, ib = _dot_operands(idx, op.shape, arg[0], arg[1])
         return [((rank, op.args[0].id), ia.ravel()),  # type: ignore[union-attr]

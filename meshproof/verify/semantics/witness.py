@@ -226,7 +226,7 @@ def reference_element(problem: Problem, inputs: Inputs, group: int,
     t, h, e = element
     g = h // problem.gqa
     n = problem.kv_rows(group)
-    keys = range(n)
+    keys: list[int] | range = range(n)
     if problem.mask is not None:
         queries, positions = problem.positions(group)
         allowed = problem.mask.allowed(queries[t:t + 1], positions[:n])[0]
