@@ -222,3 +222,24 @@ def test_a_window_one_wider_than_the_kernel_is_violated() -> None:
     r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
     assert r[AE].status is Status.VIOLATED and r[EO].status is Status.VIOLATED
     assert "which the window:4 mask allows (expected 1)" in r[AE].message
+
+
+def _window_chain(window: int, mask: str, s_q: int = 1) -> Schedule:
+    args = {"n_ranks": 8, "S_q": s_q, "S_kv_per_rank": 8, "h_q": 4, "h_kv": 2, "d_head": 8,
+            "window": window}
+    return trace_kernel(kernel_spec("masked_variants.py::decode_window_chain"),
+                        wiring="pe_line", pes=8, harness="decode",
+                        args=tuple(args.items()), mask=mask)
+
+
+@pytest.mark.parametrize("s_q", [1, 4])
+def test_the_sliding_window_decode_chain_is_proved_and_a_wider_window_violated(s_q: int
+                                                                                ) -> None:
+    ok = {p.name: p for p in verify(_window_chain(13, "window:13", s_q),
+                                    SEMANTIC_ONLY).properties}
+    assert ok[AE].status is Status.PROVED and ok[EO].status is Status.PROVED
+    for wrong in ("window:14", "window:12"):
+        bad = {p.name: p for p in verify(_window_chain(13, wrong, s_q),
+                                         SEMANTIC_ONLY).properties}
+        assert bad[AE].status is Status.VIOLATED and bad[EO].status is Status.VIOLATED
+        assert f"the {wrong} mask" in bad[AE].message

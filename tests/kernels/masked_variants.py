@@ -120,3 +120,51 @@ def ring_masked(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
             continue
         _m, ell, o = state
         store_output(o_ptr + j * rows * h_q * d_head, o, ell, rows, h_q, h_kv, d_head, tl)
+
+
+def decode_window_chain(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                        S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, n_ranks: int,
+                        window: int, *, tl: Any) -> None:
+    """Sliding-window decode over a line: rank i holds keys [i·S, (i+1)·S) of the KV cache
+    and the S_q queries are the sequence's last positions; only the last `window` keys up to
+    each query count (--mask window:W). Ranks whose slice the window never reaches load it
+    and stay idle; the others fold their (masked) slice into the partial arriving from W
+    and pass it E; the last rank stores o / ℓ."""
+    rank = tl.program_id(axis=0)
+    if not 0 <= rank < n_ranks:
+        return
+    n_keys = n_ranks * S_kv_per_rank
+    first_q = n_keys - S_q
+    group = gqa_group(h_q, h_kv)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    lo_key = rank * S_kv_per_rank
+    hi_key = lo_key + S_kv_per_rank - 1
+    first_seen = first_q - window + 1          # the smallest key any query sees
+    start = max(0, first_seen) // S_kv_per_rank
+    if rank < start:
+        return                                 # every key of this slice is outside
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    scores = tl.dot(q, k_t, out_dtype="f32") * softmax_scale(d_head, None)
+    full = lo_key > n_keys - 1 - window and hi_key <= first_q
+    if not full:
+        q_pos = tl.reshape(tl.arange(0, S_q) + first_q, (S_q, 1, 1))
+        k_pos = tl.arange(0, S_kv_per_rank) + lo_key
+        keep = (k_pos <= q_pos) * (k_pos > q_pos - window)
+        s4 = tl.reshape(scores, (h_kv, S_q, group, S_kv_per_rank))
+        s4 = tl.where(keep, s4, float("-inf"))  # WINDOW-LINE
+        scores = tl.reshape(s4, (h_kv, S_q * group, S_kv_per_rank))
+    state = _fold(None, scores, v, tl)
+    if rank > start:
+        m_in = tl.recv(dir="W", shape=state[0].shape, dtype="f32")
+        l_in = tl.recv(dir="W", shape=state[1].shape, dtype="f32")
+        o_in = tl.recv(dir="W", shape=state[2].shape, dtype="f32")
+        m, ell, o = state
+        m_new = tl.maximum(m, m_in)
+        alpha, beta = tl.exp(m - m_new), tl.exp(m_in - m_new)
+        state = (m_new, ell * alpha + l_in * beta, o * alpha + o_in * beta)
+    if rank < n_ranks - 1:
+        for x in state:
+            tl.send(dir="E", src=x)
+        return
+    _m, ell, o = state
+    store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
