@@ -185,11 +185,15 @@ def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ..
         return "stores an output on a rank that holds no query rows"
     coords: dict[str, tuple[Aff, Aff, Aff]] = {}
 
+    q_pos = problem.rank_positions(rank)[0] if problem.position_rows else None
+    shift = 0 if q_pos is not None else base
+
     def make(c: tuple[Aff, ...]) -> Rat:
-        coords["c"] = (c[0].shift(base), c[1], c[2])
+        coords["c"] = (c[0].shift(shift), c[1], c[2])
         return ZERO_RAT
 
-    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src)
+    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src,
+                 None if q_pos is None else q_pos.tolist())
     layout = out.layout
     total = layout.size()
     count = math.prod(shape)

@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics.atoms import Input, Score
 from meshproof.verify.semantics.guards import Ind
@@ -218,6 +220,10 @@ def count_masked(form: Rat, problem: Problem, group: int, t: Aff, sizes: dict[in
             row = t.const + sum(k * at[d] for d, k in t.terms)
             b, cn, cd, exp = wrong
             key = b + next(delta for lo, hi, delta in runs if lo <= b < hi)
+            if problem.position_rows:   # the form's rows are positions: name harness rows
+                qpos, kpos = problem.positions(group)
+                row = int(np.flatnonzero(qpos == query)[0])
+                b = int(np.flatnonzero(kpos == key)[0])
             return MaskedCounts(WrongPair(row, query, b, key, cn, cd, exp), None, len(points))
     return MaskedCounts(None, None, len(points))
 

@@ -91,7 +91,8 @@ def mask_departure(problem: Problem, ev: Evaluation[Any], value: Lookup, rank: i
         s = scores[0]
         if s.group != problem.group_of[rank]:
             continue
-        point = _solve([(s.t, w.query_row), (s.j, w.key_row)], _sizes(held.layout))
+        q, k = (w.query, w.key) if problem.position_rows else (w.query_row, w.key_row)
+        point = _solve([(s.t, q), (s.j, k)], _sizes(held.layout))
         if point is None:
             continue
         if op.kind is OpKind.DOT:

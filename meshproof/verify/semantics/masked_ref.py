@@ -81,6 +81,9 @@ def _positions(problem: Problem, group: int) -> tuple[np.ndarray, tuple[tuple[in
                                                                         ...]]:
     """The group's query positions and its key runs (first row, end row, δ_k)."""
     queries, keys = problem.positions(group)
+    if problem.position_rows:      # rows are positions already: one run, the identity
+        n = len(keys)
+        return np.arange(len(queries)), ((0, n, 0),)
     breaks = np.flatnonzero(np.diff(keys) != 1) + 1
     starts = [0, *breaks.tolist()]
     ends = [*breaks.tolist(), len(keys)]

@@ -550,20 +550,22 @@ class Symbolic:
         p = self.problem
         g = p.group_of[rank]
         value: Value | None = None
+        # a zigzag prefill's rows are read as positions (Problem.position_rows)
+        q_pos, k_pos = p.rank_positions(rank) if p.position_rows else (None, None)
         if ptr == "q_ptr" and p.q_base(rank) is not None:
-            base = p.q_base(rank) or 0
+            base = 0 if q_pos is not None else p.q_base(rank) or 0
             value = buffer((p.S_q, p.h_q, p.d_head),
                            lambda c: Rat.atom(Input.make("Q", g, (c[0].shift(base), c[1], c[2]))),
-                           self.src)
+                           self.src, None if q_pos is None else q_pos.tolist())
         elif ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
-            base = p.kv_base(rank) or 0
+            base = 0 if k_pos is not None else p.kv_base(rank) or 0
             # an empty slice (numeric_safety's --empty-shard) holds no keys: its scores
             # are -inf, which the algebra then follows (max = -inf, exp(-inf - x) = 0)
             name = ("K" if ptr == p.k_ptr else "V") + ("x" if rank in p.empty else "")
             value = buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
                            lambda c: Rat.atom(Input.make(name, g, (c[0].shift(base), c[1],
                                                                    c[2]))),
-                           self.src)
+                           self.src, None if k_pos is None else k_pos.tolist())
         self._buffers[(rank, ptr)] = value
         return value
 
