@@ -300,8 +300,9 @@ def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
         if problem.mask is not None or guarded(judged.form):
             counts = count_masked(judged.form, problem, group, coords[0], sizes)
             if not verdict.equal and counts.wrong is not None:
+                rest = tuple(r for r in verdict.reasons if r.kind is not Mismatch.DIFFERS)
                 verdict = Verdict(False, (Reason(Mismatch.MASK, pair_words(
-                    problem, counts.wrong)), *verdict.reasons))
+                    problem, counts.wrong)), *rest))
         out.append(OutputResult(rank, store, verdict, decompose(judged.form), None, False,
                                 judged.form, rows, counts))
     return out
