@@ -84,3 +84,18 @@ def test_proved_testcases_carry_no_location_and_the_suite_is_relative(
     assert suite is not None
     name = suite.get("name") or ""
     assert not name.startswith("/") and name.endswith("proofs.toml")
+
+
+def test_a_property_the_case_skips_is_a_skipped_testcase(tmp_path: Path) -> None:
+    from meshproof.gate.junit import Kind, property_outcome
+    from meshproof.gate.matrix import load_matrix
+    from meshproof.gate.runner import run_gate
+    from meshproof.verify.properties import Property
+
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[[case]]\nname = "naive"\nkernel = "ring_prefill_causal_naive"\n'
+                      'skip = ["numeric_safety"]\nexpect = "proved"\n', encoding="utf-8")
+    gate = run_gate(load_matrix(matrix))
+    (result,) = gate.results
+    assert property_outcome(result, Property.NUMERIC_SAFETY).kind is Kind.SKIPPED
+    assert property_outcome(result, Property.ATTENTION_EQUIVALENCE).kind is Kind.PASS

@@ -1,5 +1,6 @@
 """The causal ring prefill kernels (meshproof/kernels/mesh_causal.py): their natural
-launch, the protocol proved, the semantic properties unknown with the mask's line, and the
+launch, the protocol proved, attention_equivalence and exactly_once_merge proved (the
+off-by-one violated at its tl.where), numeric_safety unknown on masked outputs, and the
 simulator against masked float64 attention (in tolerance, the off-by-one out of it)."""
 
 from __future__ import annotations
@@ -39,15 +40,21 @@ def test_the_natural_launch_is_the_8_pe_ring_with_its_mask(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CAUSAL)
-def test_the_protocol_is_proved_and_the_semantics_unknown_at_the_where(name: str) -> None:
+def test_the_protocol_is_proved_and_the_semantics_judged(name: str) -> None:
     by = {r.name: r for r in verify_kernel(name).properties}
     for prop in PROTOCOL:
         assert by[prop].status is Status.PROVED, (prop, by[prop].message)
-    reason = (f"masks (tl.where at meshproof/kernels/mesh_causal.py:{_where_line()}) are not "
-              "modelled yet: spec/semantics.md §8")
-    for prop in SEMANTIC:
-        assert by[prop].status is Status.UNKNOWN and reason in by[prop].message, \
-            (prop, by[prop].message)
+    bad = name.endswith("off_by_one")
+    want = Status.VIOLATED if bad else Status.PROVED
+    for prop in (Property.EXACTLY_ONCE_MERGE, Property.ATTENTION_EQUIVALENCE):
+        assert by[prop].status is want, (prop, by[prop].message)
+    if bad:
+        ae = by[Property.ATTENTION_EQUIVALENCE]
+        assert ae.counterexample is not None
+        lines = {d.source.line for d in ae.counterexample.diagnostics if d.source}
+        assert _where_line() in lines
+    ns = by[Property.NUMERIC_SAFETY]
+    assert ns.status is Status.UNKNOWN and "do not hold masks yet" in ns.message
 
 
 @pytest.mark.parametrize(("name", "ok"), [(CAUSAL[0], True), (CAUSAL[1], True),
@@ -80,4 +87,5 @@ def test_simulate_and_verify_on_the_cli(run_cli: RunCli) -> None:
     assert bad.code == 1 and "OUT OF TOLERANCE" in bad.out
     assert "reference: dense masked (causal) float64 attention" in bad.out
     ver = run_cli(["verify", CAUSAL[0]])
-    assert "attention_equivalence  unknown" in ver.out and "not modelled yet" in ver.out
+    assert "attention_equivalence  proved" in ver.out and "exactly_once_merge     proved" \
+        in ver.out

@@ -194,3 +194,31 @@ def test_the_memo_equals_the_unmemoised_analysis_on_random_merge_trees(
     if mutation:
         args.update(mutation=mutation, at=0)
     assert_memo_exact(_schedule(TREES, pes=4, args=args))
+
+
+MASKED = [("ring_prefill_causal_naive", {}), ("ring_prefill_causal_zigzag", {}),
+          ("ring_prefill_causal_off_by_one", {}),
+          ("ring_prefill_causal_zigzag", {"mask": "causal"}),
+          ("mesh_kv", {"mask": "causal"})]
+
+
+@pytest.mark.parametrize(("name", "opts"), MASKED, ids=lambda x: str(x))
+def test_the_memo_equals_the_unmemoised_analysis_on_masked_launches(
+        name: str, opts: dict[str, object]) -> None:
+    """Guards on BOUND move with the key part of a frame (γ' = γ - c·δ_k), guards on
+    free digits never move: every value and verdict is the unmemoised one."""
+    assert_memo_exact(_schedule(name, **opts))
+
+
+@pytest.mark.parametrize("args", [
+    {"kind": 1, "param": 5}, {"kind": 2, "param": 19}, {"kind": 0, "param": 1, "lead": 1},
+    {"kind": 1, "param": 3, "zigzag": 1}, {"kind": 0, "param": 0, "nomask": 1}])
+def test_the_memo_equals_the_unmemoised_analysis_on_masked_variants(
+        args: dict[str, int]) -> None:
+    kind = ("causal", "window", "padding")[args["kind"]]
+    mask = kind + (f":{args['param']}" if kind != "causal" or args["param"] else "") + \
+        ("@zigzag" if args.get("zigzag") else "")
+    base = {"n_ranks": 8, "S_q": 8, "S_kv_per_rank": 8, "h_q": 2, "h_kv": 1, "d_head": 4}
+    assert_memo_exact(_schedule(str(KERNELS / "masked_variants.py") + "::ring_masked",
+                                pes=8, wiring="pe_ring", harness="prefill", mask=mask,
+                                args={**base, **args}))

@@ -7,7 +7,8 @@ counterexample carries `file` and `line`, its first diagnostic's kernel line, so
 it there; the suite is named by the matrix path relative to the working directory. A
 property that contradicts its expectation is a <failure> whose text is the
 counterexample in `file:line` form; an unknown property or a case that raised is an
-<error> (not proved is not passing); an expected violation that occurred passes and
+<error> (not proved is not passing), a property the case leaves out (`only` / `skip`)
+<skipped>; an expected violation that occurred passes and
 carries its counterexample in <system-out>. What passes and what fails is the judge's
 (`gate.judge`); this module only words it.
 """
@@ -44,6 +45,7 @@ class Kind(Enum):
     PASS = "pass"
     FAILURE = "failure"
     ERROR = "error"
+    SKIPPED = "skipped"       # a property the case leaves out (`only` / `skip`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,9 @@ def _clean(text: str) -> str:
 
 def property_outcome(result: CaseResult, prop: Property) -> JUnitOutcome:
     case = result.case
+    if prop not in case.checked:
+        return JUnitOutcome(Kind.SKIPPED, f"{case.name}: {prop.value} is not checked (the "
+                            "case's only / skip)")
     judged = result.judgement.of(prop) if result.judgement else None
     if result.status is CaseStatus.ERROR or judged is None:
         return JUnitOutcome(Kind.ERROR, f"{case.name}: {result.error}", result.error)
@@ -122,7 +127,7 @@ def separation_outcome(result: CaseResult) -> JUnitOutcome:
 def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
     suites = ET.Element("testsuites", name="meshproof gate")
     suite = ET.SubElement(suites, "testsuite", name=suite_name or suite_path(gate.matrix))
-    counts = {"tests": 0, "failures": 0, "errors": 0}
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total = 0.0
     for result in gate.results:
         outcomes = [(p.value, property_outcome(result, p)) for p in Property]
@@ -144,7 +149,8 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
                 if outcome.text:
                     ET.SubElement(element, "system-out").text = _clean(outcome.text)
                 continue
-            counts["failures" if outcome.kind is Kind.FAILURE else "errors"] += 1
+            counts["failures" if outcome.kind is Kind.FAILURE else
+                   "skipped" if outcome.kind is Kind.SKIPPED else "errors"] += 1
             child = ET.SubElement(element, outcome.kind.value,
                                   message=_clean(outcome.message), type=outcome.kind.value)
             child.text = _clean(outcome.text) if outcome.text else None

@@ -17,8 +17,10 @@ so its rows t < S/2 are positions b*S/2 + t and the others (2n-1-b)*S/2 + t - S/
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -106,3 +108,28 @@ def block_positions(layout: Layout, block: int, n_blocks: int, rows: int) -> Pos
                           f"chunks, but a block has {rows} rows; use an even S_q and "
                           "S_kv_per_rank")
     return np.where(t < half, block * half + t, (2 * n_blocks - 1 - block) * half + t - half)
+
+
+def masked_attention(q: npt.NDArray[Any], k: npt.NDArray[Any], v: npt.NDArray[Any],
+                     scale: Any, allowed: Allowed,
+                     exp: Callable[[npt.NDArray[Any]], npt.NDArray[Any]] = np.exp
+                     ) -> npt.NDArray[Any]:
+    """The masked reference, defined once for the verifier and the simulator: for q
+    (rows, h_q, d), k and v (keys, h_kv, d) and `allowed` (rows, keys), each query row's
+    softmax over the keys it may see, and 0 for a row that sees none (FlashAttention
+    writes 0 there; it is not nan). Works on float64 arrays and, with `exp` given, on
+    object arrays of high-precision numbers."""
+    h_q, h_kv = q.shape[1], k.shape[1]
+    g = h_q // h_kv
+    out = np.zeros(q.shape, dtype=q.dtype)
+    rows = np.flatnonzero(allowed.any(axis=1))
+    if rows.size == 0:
+        return out
+    sees = allowed[rows]
+    for hq in range(h_q):
+        kk, vv = k[:, hq // g, :], v[:, hq // g, :]
+        s = (q[rows, hq, :] @ kk.T) * scale
+        m = np.where(sees, s, s.min(axis=1, keepdims=True)).max(axis=1, keepdims=True)
+        p = np.where(sees, exp(np.where(sees, s, m) - m), 0)
+        out[rows, hq, :] = (p @ vv) / p.sum(axis=1, keepdims=True)
+    return out

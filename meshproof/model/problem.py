@@ -128,6 +128,14 @@ class Problem:
         k = None if kb is None else keys[kb:kb + self.S_kv_per_rank]
         return q, k
 
+    @property
+    def position_rows(self) -> bool:
+        """Whether the verifier indexes Q, K, V and the output's rows by sequence position
+        (a masked prefill in the zigzag layout: a block's two chunks are affine in the
+        digits (half, row), and the keys a query merges are one interval of positions)."""
+        return self.mask is not None and self.mask.layout is Layout.ZIGZAG and \
+            self.harness is Harness.PREFILL
+
     def allowed(self, group: int) -> Allowed | None:
         """(query rows, key rows) of the group: which keys each query attends to; None
         without a mask (all of them)."""

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.model.inputs import pool64, pool_rows, tile_sources, tile_vectors
+from meshproof.model.masks import masked_attention
 from meshproof.sim.inputs import GroupInput, KVSource
 
 F64 = npt.NDArray[np.float64]
@@ -209,20 +210,11 @@ def masked_reference(q: npt.NDArray[np.floating], k: npt.NDArray[np.floating],
                      v: npt.NDArray[np.floating], scale: float,
                      allowed: npt.NDArray[np.bool_]) -> F64:
     """Dense masked GQA attention in float64: each query row's softmax over the key rows
-    `allowed` (q_rows, kv_rows) lets it see; 0 for a row that sees none."""
-    h_q, h_kv = q.shape[1], k.shape[1]
-    g = h_q // h_kv
-    out = np.zeros(q.shape)
-    seen = allowed.any(axis=1)
-    for hq in range(h_q):
-        kk = k[:, hq // g, :].astype(np.float64)
-        vv = v[:, hq // g, :].astype(np.float64)
-        s = np.where(allowed, scale * (q[:, hq, :].astype(np.float64) @ kk.T), -np.inf)
-        m = np.where(seen, s.max(axis=1), 0.0)
-        p = np.exp(s - m[:, None])
-        ell = np.where(seen, p.sum(axis=1), 1.0)
-        out[:, hq, :] = (p @ vv) / ell[:, None]
-    return out
+    `allowed` (q_rows, kv_rows) lets it see; 0 for a row that sees none (the one
+    definition, model/masks.py `masked_attention`)."""
+    return np.asarray(masked_attention(q.astype(np.float64), k.astype(np.float64),
+                                       v.astype(np.float64), scale, allowed),
+                      dtype=np.float64)
 
 
 def dense_reference(q: npt.NDArray[np.floating], k: npt.NDArray[np.floating],

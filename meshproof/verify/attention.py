@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from meshproof.model.channels import ChannelTable
+from meshproof.model.problem import Problem
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     AttentionDetails,
@@ -24,6 +24,7 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
+from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
 from meshproof.verify.semantics.witness import Witness, WitnessTooLarge, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
 from meshproof.verify.unwritten import never_written, once_complete, violated
@@ -62,9 +63,6 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
         outs = ", ".join(a.problem.outputs)
         return _unknown(f"no rank stores an output ({outs}): nothing to compare with "
                         "attention; name the output buffers with --outputs", start)
-    masked = masked_outputs(schedule, a)
-    if masked is not None:
-        return _unknown(masked, start)
     bad = [o for o in a.outputs if not o.verdict.equal]
     silent = a.silent_groups
     if not bad and a.unwritten:
@@ -75,7 +73,7 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
         return PropertyResult(
             NAME, Status.PROVED,
             f"{len(a.outputs)} stored output(s) on {ranks} rank(s) equal "
-            f"softmax(scale·q·Kᵀ)·V over their group's keys for all inputs, scale "
+            f"softmax(scale·q·Kᵀ)·V over {_keys(p)} for all inputs, scale "
             f"{p.scale:.6g} ({p.scale_source}); {p.describe_groups()}",
             seconds=time.perf_counter() - start, certificate=CERTIFICATE)
     if not bad:
@@ -90,12 +88,16 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
     if lost:
         return _lost(schedule, a, lost, start)
     reason = bad[0].verdict.reasons[0] if bad[0].verdict.reasons else "differs from attention"
-    try:
-        witness = find_witness(schedule, table, a.problem,
-                               [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
-    except WitnessTooLarge as exc:
-        return _unknown(f"cannot certify {len(bad)} of {len(a.outputs)} stored output(s) "
-                        f"({reason}), and {exc}", start)
+    pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in bad
+             if o.counts is not None and o.counts.wrong is not None]
+    witness = pair_witness(schedule, table, a.problem, pairs) if pairs else None
+    if witness is None and (a.problem.mask is None or small_schedule(schedule)):
+        try:
+            witness = find_witness(schedule, table, a.problem,
+                                   [(o.rank, o.store, o.live) for o in bad[:MAX_WITNESS_STORES]])
+        except WitnessTooLarge as exc:
+            return _unknown(f"cannot certify {len(bad)} of {len(a.outputs)} stored output(s) "
+                            f"({reason}), and {exc}", start)
     first = bad[0] if witness is None else next(o for o in bad if o.rank == witness.rank and
                                                 o.store.index == witness.store.index)
     diags = _diagnostics(schedule, a, first, witness)
@@ -162,6 +164,12 @@ def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags), AttentionDetails(None, 0)),
                           time.perf_counter() - start, CERTIFICATE)
+
+
+def _keys(p: Problem) -> str:
+    if p.mask is None:
+        return "their group's keys"
+    return f"the keys the {p.mask.text} mask allows at each query position"
 
 
 def _ranks(schedule: Schedule, a: Analysis, group: int) -> str:

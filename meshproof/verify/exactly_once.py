@@ -18,7 +18,6 @@ from itertools import pairwise
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
-from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -32,7 +31,9 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
+from meshproof.verify.semantics.crossings import pair_words
 from meshproof.verify.semantics.events import Departure, Event
+from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
 from meshproof.verify.semantics.witness import (
     SEEDS,
     Witness,
@@ -99,9 +100,6 @@ def exactly_once_merge(ctx: CheckContext) -> PropertyResult:
         return result(Status.UNKNOWN, f"no rank loads a sharded buffer ({named}), yet the "
                       "kernel computes softmax partials or stores outputs: name its KV "
                       "buffers with --sharded K_PTR,V_PTR")
-    masked = masked_outputs(schedule, a)
-    if masked is not None:
-        return result(Status.UNKNOWN, masked)
     if not a.outputs:
         return result(Status.UNKNOWN, "no rank stores an output "
                       f"({', '.join(a.problem.outputs)}): nothing to count; name the output "
@@ -135,6 +133,15 @@ def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
                                   Role.MERGE))
     if not f.diags and not f.unknown:
         n = max(a.problem.kv_rows(g.index) for g in a.problem.groups)
+        mask = a.problem.mask
+        if mask is not None:
+            points = sum(o.counts.points for o in a.outputs if o.counts is not None)
+            return result(Status.PROVED,
+                          f"{len(a.outputs)} stored output(s) each count every key the "
+                          f"{mask.text} mask allows exactly once and every key it hides zero "
+                          f"times, numerator and denominator alike, at every query position "
+                          f"({points} point(s) read at end-point crossings; up to {n} key "
+                          "rows per group)")
         return result(Status.PROVED,
                       f"{len(a.outputs)} stored output(s) each count every key row of their "
                       f"group exactly once, numerator and denominator alike (up to {n} key "
@@ -184,6 +191,11 @@ def _witness(schedule: Schedule, table: ChannelTable, a: Analysis,
     """An input under which the named rows' weight in the output differs from their
     softmax weight: Q = 0 (every score equal) and V = 1 on those rows, else Q = 0 and a
     seeded random 0/1 per row (any uneven weight shows)."""
+    pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in f.suspects
+             if o.counts is not None and o.counts.wrong is not None]
+    found = pair_witness(schedule, table, a.problem, pairs) if pairs else None
+    if found is not None or (a.problem.mask is not None and not small_schedule(schedule)):
+        return found
     check_witness_size(schedule, a.problem)   # before the families are made
     rows = list(dict.fromkeys(c.rows for c in f.counts))[:MAX_WITNESS_ROWS]
     families = [equal_scores(a.problem, r) for r in rows] + \
@@ -223,6 +235,9 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
         f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value that "
                          f"cannot be placed in the output ({'; '.join(out.verdict.texts)})")
         return
+    if out.counts is not None:
+        _judge_masked(schedule, a, out, f)
+        return
     c = count_rows(out.form, a.problem, a.problem.group_of[out.rank])
     if c is None:
         f.suspects.append(out)
@@ -260,6 +275,31 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
             f.shown_lines.add(str(e.op.source))
             f.add(Diagnostic(e.message, Role.MERGE, e.op.source,
                              schedule.programs[e.rank].endpoint, e.op.index, e.op.kind))
+
+
+def _judge_masked(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findings) -> None:
+    """A masked (or masking) output: each allowed key once and each hidden key zero times
+    at every query (semantics/crossings.py), the first wrong pair named."""
+    assert out.counts is not None
+    ep = schedule.programs[out.rank].endpoint
+    if out.counts.unknown is not None:
+        f.suspects.append(out)
+        f.unknown.append(f"rank {ep.describe()} stores at {out.store.source} a value whose "
+                         f"key counts cannot be read: {out.counts.unknown}")
+        return
+    w = out.counts.wrong
+    if w is None:
+        return
+    f.suspects.append(out)
+    shard = _shard(schedule, a, out.rank, w.key_row)
+    f.counts.append(MergeCount(ep, shard, (w.key_row, w.key_row + 1), w.num, w.den))
+    f.add(Diagnostic(f"output {pair_words(a.problem, w)}", Role.MERGE, out.store.source, ep,
+                     out.store.index, OpKind.STORE, peer=shard))
+    e = a.mask_event(out)
+    if e is not None and str(e.op.source) not in f.shown_lines:
+        f.shown_lines.add(str(e.op.source))
+        f.add(Diagnostic(e.message, Role.MERGE, e.op.source,
+                         schedule.programs[e.rank].endpoint, e.op.index, e.op.kind))
 
 
 def _bad_runs(c: Counts) -> list[tuple[int, int, float, float | None]]:

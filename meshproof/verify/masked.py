@@ -1,19 +1,19 @@
-"""Outputs that depend on masks, which the semantic properties do not judge yet.
+"""Masked launches, where numeric_safety does not judge yet.
 
-`tl.where`, comparisons and `tl.arange` are in the IR (spec/tl.md §4), but not in the
-algebra (spec/semantics.md §8): the symbolic domain makes their values opaque at their
-line. attention_equivalence, exactly_once_merge and numeric_safety are unknown for a launch
-with an output whose value depends on one -- never proved (the unmasked reference is not
-what a masked kernel computes) and never violated (the masked reference is not modelled) --
-and say which op, at which line; and for a launch that declares a mask (`--mask`), whose
-reference is masked attention, whatever the kernel computes.
+Masks are in the algebra (spec/semantics.md §8): attention_equivalence and
+exactly_once_merge judge a masked kernel against masked attention. The interval and
+rounding domains of numeric_safety do not hold masks yet, so numeric_safety is unknown for
+a launch that declares a mask (`--mask`) or stores a value that depends on one, and says
+which op, at which line: never proved (no bound is shown) and never violated.
 """
 
 from __future__ import annotations
 
 from meshproof.model.schedule import MASK_KINDS, Op, Schedule
 from meshproof.verify.semantics.analysis import Analysis
-from meshproof.verify.semantics.symbolic import mask_reason
+
+WHY = ("the interval and rounding domains do not hold masks yet (spec/semantics.md §8): "
+       "numeric_safety is not judged on masked outputs")
 
 
 def _mask_in_cone(a: Analysis, rank: int, store: Op) -> Op | None:
@@ -27,22 +27,15 @@ def _mask_in_cone(a: Analysis, rank: int, store: Op) -> Op | None:
 
 
 def masked_outputs(schedule: Schedule, a: Analysis) -> str | None:
-    """Why the semantic properties are unknown for this launch (None: it declares no mask
-    and no output depends on one). Only opaque outputs are searched: a mask makes every
-    value after it opaque."""
+    """Why numeric_safety is unknown for this launch (None: it declares no mask and no
+    output depends on one)."""
+    declared = schedule.launch.mask
+    if declared is not None:
+        return f"the launch declares --mask {declared.text}; {WHY}"
     for out in a.outputs:
-        if out.opaque is None:
-            continue
-        op = out.opaque.op if out.opaque.op.kind in MASK_KINDS else \
-            _mask_in_cone(a, out.rank, out.store)
+        op = _mask_in_cone(a, out.rank, out.store)
         if op is not None:
             ep = schedule.programs[out.rank].endpoint
             return (f"rank {ep.describe()} stores at {out.store.source} a value that "
-                    f"depends on a mask: {mask_reason(op)}")
-    declared = schedule.launch.mask
-    if declared is not None:
-        # the reference is masked attention, which the algebra does not hold yet: proving
-        # the kernel equal to unmasked attention would prove the wrong thing
-        return (f"the launch declares --mask {declared.text}, and masked attention is not "
-                "modelled yet as a reference: spec/semantics.md §8")
+                    f"depends on a mask (tl.{op.kind.value} at {op.source}); {WHY}")
     return None

@@ -53,3 +53,10 @@ def decode_mask_times_scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q
     scores = scores * (tl.arange(0, S_kv_per_rank) >= 0.0)  # MASK-MUL-LINE
     p = tl.softmax(scores, axis=-1)
     tl.store(o_ptr, tl.cast(tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"), "f16"))
+
+
+def decode_not_equal(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
+                     S_kv_per_rank: int = 16, d_head: int = 8, *, tl: Any) -> None:
+    """Hides one key with != (a disjunction of two guards: outside the algebra)."""
+    _attend(q_ptr, k_ptr, v_ptr, o_ptr, S_kv_per_rank, d_head,
+            lambda p: p != 3, tl)

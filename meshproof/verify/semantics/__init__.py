@@ -10,8 +10,10 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - index.py     digits, affine index forms, mixed-radix layouts
 - reasons.py   why a form is outside the algebra (NotModelled, Undefined)
 - atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
+- guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
 - poly.py      exponential polynomials, row sums over key rows, logarithms
 - rational.py  the normal form: rational functions, exp, log, max
+- masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
 - order.py     max-domination: exp arguments <= 0, lower bounds
@@ -25,8 +27,12 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - canon.py     canonical values (digits renamed, key rows shifted), hash-consed
 - situations.py  the situation memo: forms, intervals and rounding errors once per
                situation, shared by every rank that meets it
+- masked_ref.py  the masked reference (guarded sums over the keys a mask allows)
 - judge.py     the identity with attention, and why not; counts.py: key-row counts
+- crossings.py masked key counts at every query, read at end-point crossings
+- mask_departure.py  the tl.where (or dot) that decides a wrong masked pair
 - numeric.py, cone.py, witness.py   numeric domains and witnesses in 40-digit arithmetic
+- sparse_cone.py, sparse_eval.py   targeted witnesses: one element over a sparse cone
 - hazards.py, safety.py   numeric_safety's checks
 - analysis.py  the analysis the properties share (verify/shared_analysis.py caches it)
 """

@@ -15,6 +15,7 @@ from meshproof.model.evaluate import Dependencies, Evaluation, OpsProgress
 from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
+from meshproof.verify.semantics.crossings import MaskedCounts, count_masked, guarded, pair_words
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.index import (
     Aff,
@@ -26,6 +27,7 @@ from meshproof.verify.semantics.index import (
 )
 from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
 from meshproof.verify.semantics.layouts import Value, buffer, read
+from meshproof.verify.semantics.mask_departure import mask_departure
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situations import Forms, Held, Situations
@@ -43,6 +45,8 @@ class OutputResult:
     form: Rat | None = None      # the judged form (of the live part of the store)
     live: tuple[int, int] | None = None   # the elements still held, when a later store
                                           # rewrote the rest
+    counts: MaskedCounts | None = None    # masked (or masking) outputs: the key counts at
+                                          # every query, and the first wrong pair
 
 
 _D = Departure
@@ -109,6 +113,15 @@ class Analysis:
             out.extend(events.get(key, ()))
         return sorted(out, key=lambda e: (e.op.index, e.rank))
 
+    def mask_event(self, result: OutputResult) -> Event | None:
+        """The tl.where (or dot) that decides the first wrong pair of a masked output."""
+        if result.counts is None or result.counts.wrong is None:
+            return None
+        arg = result.store.args[0]
+        assert isinstance(arg, ValueRef)
+        return mask_departure(self.problem, self.evaluation, self.value, result.rank,
+                              arg.id, result.counts.wrong)
+
     def explain(self, result: OutputResult) -> list[Event]:
         """Where the output departs from attention: the events of its cone that explain
         the judge's findings, at their lines (first occurrence of each line)."""
@@ -121,6 +134,9 @@ class Analysis:
             return [first or Event(Departure.OPAQUE, result.opaque.rank, op,
                                    f"line {op.source.line}: tl.{op.kind.value} "
                                    f"{result.opaque.reason}")]
+        masked = self.mask_event(result)
+        if masked is not None:
+            return [masked]
         wanted = {k for reason in result.verdict.reasons for k in _RELEVANT.get(reason.kind, ())}
         shown: set[tuple[str, str]] = set()
         out: list[Event] = []
@@ -169,11 +185,15 @@ def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ..
         return "stores an output on a rank that holds no query rows"
     coords: dict[str, tuple[Aff, Aff, Aff]] = {}
 
+    q_pos = problem.rank_positions(rank)[0] if problem.position_rows else None
+    shift = 0 if q_pos is not None else base
+
     def make(c: tuple[Aff, ...]) -> Rat:
-        coords["c"] = (c[0].shift(base), c[1], c[2])
+        coords["c"] = (c[0].shift(shift), c[1], c[2])
         return ZERO_RAT
 
-    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src)
+    out = buffer((problem.S_q, problem.h_q, problem.d_head), make, src,
+                 None if q_pos is None else q_pos.tolist())
     layout = out.layout
     total = layout.size()
     count = math.prod(shape)
@@ -274,9 +294,17 @@ def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
             continue
         judged, coords = placed
         sizes = {d.id: d.size for d in judged.layout.digits}
-        verdict = compare(judged.form, problem, problem.group_of[rank], coords, sizes)
+        group = problem.group_of[rank]
+        verdict = compare(judged.form, problem, group, coords, sizes)
+        counts = None
+        if problem.mask is not None or guarded(judged.form):
+            counts = count_masked(judged.form, problem, group, coords[0], sizes)
+            if not verdict.equal and counts.wrong is not None:
+                rest = tuple(r for r in verdict.reasons if r.kind is not Mismatch.DIFFERS)
+                verdict = Verdict(False, (Reason(Mismatch.MASK, pair_words(
+                    problem, counts.wrong)), *rest))
         out.append(OutputResult(rank, store, verdict, decompose(judged.form), None, False,
-                                judged.form, rows))
+                                judged.form, rows, counts))
     return out
 
 

@@ -33,6 +33,7 @@ class Departure(Enum):
     MACHINE_ZERO = "machine_zero"
     SCALE = "scale"                    # scores exponentiated with this coefficient
     MERGE = "merge"                    # an ordinary merge (where rows were last added)
+    MASK = "mask"                      # the tl.where (or dot) that decides a masked pair
 
 
 @dataclass(frozen=True, slots=True)

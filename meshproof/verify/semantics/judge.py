@@ -23,7 +23,9 @@ from fractions import Fraction
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import Input, Lin, Score, Scrambled
+from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.masked_ref import masked_sums, restrict
 from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.views import Piece, describe, linear_terms, pieces, split_value
@@ -49,6 +51,7 @@ class Mismatch(Enum):
     REFERENCE_POINTS = "reference_points"
     UNEVEN = "uneven"                    # rows weigh unevenly (double or missing merges)
     NUM_DEN_DIFFER = "num_den_differ"
+    MASK = "mask"                        # a (query, key) pair counted against the mask
     DIFFERS = "differs"                  # none of the above names it
 
 
@@ -114,6 +117,9 @@ _NO_SCORE = Reason(Mismatch.NOT_A_PARTIAL, "a term with no score in its exponent
 
 def _partial(piece: Piece, with_value: bool) -> Partial | Reason:
     body = piece.body
+    if any(isinstance(a, Ind) for a, _ in body.vars):   # a masked partial: read its body
+        body = Monomial(body.unit, tuple((a, k) for a, k in body.vars
+                                         if not isinstance(a, Ind)))
     if piece.rest.key:
         return Reason(Mismatch.NOT_LINEAR, "a term that multiplies a partial by another value")
     if any(isinstance(a, Scrambled) for a, _ in body.unit.coeffs):
@@ -180,8 +186,11 @@ def decompose(form: Rat) -> Shape:
 
 
 def reference(problem: Problem, group: int, coords: tuple[Aff, Aff, Aff], g: Aff,
-              scale: Fraction) -> tuple[Poly, Poly]:
-    """Numerator and denominator of attention at (t, h, e), scores scaled by `scale`."""
+              scale: Fraction, sizes: dict[int, int] | None = None
+              ) -> tuple[Poly, Poly] | None:
+    """Numerator and denominator of attention at (t, h, e), scores scaled by `scale`; with
+    the launch's mask, over the keys it allows at the query's position (masked_ref.py).
+    None: not expressible (a query position not affine in the output's digits)."""
     t, h, e = coords
     n = problem.kv_rows(group)
     score = Score.make(group, t, h, B_ROW, g, Aff(0), problem.d_head)
@@ -189,6 +198,9 @@ def reference(problem: Problem, group: int, coords: tuple[Aff, Aff, Aff], g: Aff
     v = Input.make("V", group, (B_ROW, g, e))
     if n == 0:
         return P.ZERO_POLY, P.ZERO_POLY
+    if problem.mask is not None:
+        return masked_sums(problem, group, t, sizes or {}, Monomial(weight),
+                           Monomial(weight, ((v, 1),)))
     den = Poly.var(RowSum.make(Monomial(weight), 0, n))
     num = Poly.var(RowSum.make(Monomial(weight, ((v, 1),)), 0, n))
     return num, den
@@ -210,15 +222,23 @@ def _sums_of(form: Rat) -> list[RowSum]:
 
 
 def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
-                 g: Aff | None) -> bool:
-    """num · D_ref == N_ref · den exactly (the den factors are positive by construction)."""
+                 g: Aff | None, sizes: dict[int, int] | None = None) -> bool:
+    """num · D_ref == N_ref · den exactly (the den factors are positive by construction;
+    under a mask, D_ref must be positive at every query too: a query that sees no key is
+    not proved by the identity, which reads 0 = 0 there)."""
     if g is None or form.inf or not form.den:
         return False
-    num_ref, den_ref = reference(problem, group, coords, g, kernel_scale(form, problem))
-    if den_ref.is_zero:
+    ref = reference(problem, group, coords, g, kernel_scale(form, problem), sizes)
+    if ref is None:
         return False
-    left = P.mul(form.num, den_ref)
-    right = P.mul(num_ref, form.expanded_den())
+    num_ref, den_ref = ref
+    if den_ref.is_zero or (problem.mask is not None and not P.positive(den_ref)):
+        return False
+    num, den = form.num, form.expanded_den()
+    if problem.mask is not None:
+        num, den = restrict(num, sizes or {}), restrict(den, sizes or {})
+    left = P.mul(num, den_ref)
+    right = P.mul(num_ref, den)
     a, b = P.common(left, right)
     return a == b
 
@@ -229,7 +249,7 @@ def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff
 def compare(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff],
             sizes: dict[int, int]) -> Verdict:
     g = floordiv(coords[1], problem.gqa, sizes)
-    if is_attention(form, problem, group, coords, g):
+    if is_attention(form, problem, group, coords, g, sizes):
         return Verdict(True, ())
     shape = decompose(form)
     reasons: list[Reason] = []
@@ -263,7 +283,8 @@ def compare(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff, Aff
         reasons.append(Reason(Mismatch.REFERENCE_POINTS,
                               "the partials are scaled by different reference points exp(-m): "
                               "some term is not rescaled by exp(m_old - m_new)"))
-    reasons.extend(_weight_reasons(shape, problem.kv_rows(group)))
+    if problem.mask is None:     # under a mask the crossing reader counts (crossings.py)
+        reasons.extend(_weight_reasons(shape, problem.kv_rows(group)))
     if not reasons:
         reasons.append(Reason(Mismatch.DIFFERS, "the output's normal form is not attention's "
                               "(its numerator and denominator are not the reference's)"))

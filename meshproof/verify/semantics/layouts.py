@@ -7,6 +7,7 @@ both index the same elements the same way) and read buffers through offsets and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshproof.verify.semantics.index import (
@@ -120,10 +121,32 @@ def read(value: Value, offset: int, shape: tuple[int, ...], src: DigitSource) ->
     return Value(layout, value.form.subst(box.subst).subst(s))
 
 
-def buffer(shape: tuple[int, ...], make: object, src: DigitSource) -> Value:
+def buffer(shape: tuple[int, ...], make: object, src: DigitSource,
+           positions: Sequence[int] | None = None) -> Value:
     """A harness buffer of `shape`: `make(coords)` gives the element form at the affine
-    coordinates of the fresh digits."""
+    coordinates of the fresh digits. With `positions` (one per row of axis 0), the row
+    coordinate is the row's sequence position: contiguous, or two contiguous halves (the
+    zigzag layout: the row axis is the digits (half, row) and the position
+    ``p0 + row + half·jump``); anything else is outside the algebra."""
     layout = Layout.fresh(shape, src)
-    coords = tuple(Aff.digit(axis[0].id) if axis else Aff(0) for axis in layout.axes)
+    coords = [Aff.digit(axis[0].id) if axis else Aff(0) for axis in layout.axes]
+    if positions is not None:
+        layout, coords[0] = _position_rows(layout, list(positions), src)
     assert callable(make)
-    return Value(layout, make(coords))
+    return Value(layout, make(tuple(coords)))
+
+
+def _position_rows(layout: Layout, pos: list[int], src: DigitSource) -> tuple[Layout, Aff]:
+    n = len(pos)
+    if all(p - pos[0] == i for i, p in enumerate(pos)):
+        row = layout.axes[0][0] if layout.axes[0] else None
+        return layout, Aff(pos[0], ((row.id, 1),) if row is not None else ())
+    h = n // 2
+    if n % 2 or not all(pos[i] - pos[0] == i and pos[h + i] - pos[h] == i for i in range(h)):
+        raise NotModelled("reads rows whose sequence positions are neither contiguous nor "
+                          "two contiguous halves")
+    half = src.fresh(2)
+    inner = (src.fresh(h),) if h > 1 else ()
+    axes = ((half, *inner), *layout.axes[1:])
+    terms = [(half.id, pos[h] - pos[0])] + [(d.id, 1) for d in inner]
+    return Layout(axes, layout.shape), Aff.of(pos[0], dict(terms))

@@ -22,6 +22,9 @@ from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics.scalars import machine_value
 
 Array = np.ndarray[Any, Any]
+_COMPARE: dict[Compare, Callable[[Array, Array], Array]] = {
+    Compare.LT: np.less, Compare.LE: np.less_equal, Compare.GT: np.greater,
+    Compare.GE: np.greater_equal, Compare.EQ: np.equal, Compare.NE: np.not_equal}
 MP_DIGITS = 40
 
 
@@ -226,16 +229,27 @@ class Numeric:
             return np.asarray(e / np.sum(e, axis=op.axis, keepdims=True))
         return self._guard(op, compute, x)
 
-    # masks are not modelled by the verifier yet (spec/semantics.md §8): no witness value,
-    # so a masked output is never shown wrong against the unmasked reference
+    # masks (spec/semantics.md §8): positions and comparisons depend on no input (what the
+    # machine holds: f32 positions, 0/1 masks); tl.where selects elementwise
     def arange(self, rank: int, op: Op) -> V:
-        return None
+        lo = int(op.fill or 0.0)
+        return Num(self.be.lift(np.arange(lo, lo + op.shape[0], dtype=np.float64)), True)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: V, b: V) -> V:
-        return None
+        if a is None or b is None:
+            return None
+        x = np.asarray(a.data, dtype=np.float64)
+        y = np.asarray(b.data, dtype=np.float64)
+        held = _COMPARE[fn](x, y).astype(np.float64)
+        return Num(self.be.lift(held), a.constant and b.constant)
 
     def where(self, rank: int, op: Op, cond: V, a: V, b: V) -> V:
-        return None
+        if cond is None or a is None or b is None:
+            return None
+        mask = np.asarray(np.asarray(cond.data, dtype=np.float64) != 0)
+        data = np.where(mask, a.data, b.data)
+        return Num(np.asarray(data, dtype=self.be.dtype),
+                   cond.constant and a.constant and b.constant)
 
     def dot(self, rank: int, op: Op, a: V, b: V) -> V:
         def compute() -> Array:

@@ -36,6 +36,7 @@ from meshproof.verify.semantics.atoms import (
     frame_parts,
     merge_spans,
 )
+from meshproof.verify.semantics.guards import Guard, Ind, conjunction
 from meshproof.verify.semantics.index import BOUND, Subst
 
 NO_UNIT = Lin(ZERO)
@@ -238,6 +239,45 @@ class RowSum(Atom):
                               lambda a: _set(a, body=body, lo=lo, hi=hi),
                               frozenset(d for d in body.digits if d != BOUND))
 
+    @staticmethod
+    def guarded(body: Monomial, lo: int, hi: int) -> RowSum | None:
+        """Σ_{b∈[lo,hi)} body(b) with the indicators of its body (masks) conjoined into
+        one guard and cut (guards.Guard.cut): rows no point allows leave the interval,
+        constraints that hold on every row and point leave the guard; None: an empty sum
+        (0 for every input)."""
+        inds = [a for a, _ in body.vars if isinstance(a, Ind)]
+        if not inds:
+            return RowSum.make(body, lo, hi) if hi > lo else None
+        g = conjunction(a.guard for a in inds)
+        if g is False or hi <= lo:
+            return None
+        bare = Monomial(body.unit, tuple((a, k) for a, k in body.vars
+                                         if not isinstance(a, Ind)))
+        if g is True:
+            return RowSum.make(bare, lo, hi)
+        assert isinstance(g, Guard)
+        cut = g.cut(lo, hi)
+        if cut is None:
+            return None
+        guard, lo, hi = cut
+        if guard is None:
+            return RowSum.make(bare, lo, hi)
+        return RowSum.make(Monomial(bare.unit, _powers((*bare.vars, (Ind.make(guard), 1)))),
+                           lo, hi)
+
+    @property
+    def base(self) -> str:
+        """The key of the body without its mask: sums of one base share their cuts."""
+        if not any(isinstance(a, Ind) for a, _ in self.body.vars):
+            return self.body.key
+        return Monomial(self.body.unit, tuple((a, k) for a, k in self.body.vars
+                                              if not isinstance(a, Ind))).key
+
+    @property
+    def guard(self) -> Guard | None:
+        inds = [a for a, _ in self.body.vars if isinstance(a, Ind)]
+        return inds[0].guard if len(inds) == 1 else None
+
     def _subst(self, s: Subst) -> RowSum:
         return RowSum.make(self.body.subst(s), self.lo, self.hi)
 
@@ -260,18 +300,30 @@ class RowSum(Atom):
         for a in self._body_atoms():
             yield from a.groups()
 
-    def at(self, lo: int, hi: int) -> RowSum:
-        return RowSum.make(self.body, lo, hi)
+    def at(self, lo: int, hi: int) -> RowSum | None:
+        """The same body over [lo, hi) (a masked body is cut again: None if empty)."""
+        if self.base == self.body.key:
+            return RowSum.make(self.body, lo, hi)
+        return RowSum.guarded(self.body, lo, hi)
 
     @property
     def count(self) -> int:
         return self.hi - self.lo
 
     @property
+    def nonnegative(self) -> bool:
+        """A sum of exponentials, masked or not: >= 0 for every input."""
+        return all(isinstance(a, Ind) for a, _ in self.body.vars)
+
+    @property
     def positive(self) -> bool:
         """A sum of exponentials is > 0 for every input; a body with other factors
-        (V[b]) has no sign."""
-        return not self.body.vars
+        (V[b]) has no sign. A masked sum of exponentials is > 0 when every point of its
+        guard's box sees one of its rows."""
+        if not self.body.vars:
+            return True
+        g = self.guard
+        return len(self.body.vars) == 1 and g is not None and g.covers(self.lo, self.hi)
 
 
 class Log(Atom):
@@ -385,7 +437,7 @@ def cuts_of(polys: Iterable[Poly]) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {}
     for p in polys:
         for r in _sums(p):
-            out.setdefault(r.body.key, set()).update((r.lo, r.hi))
+            out.setdefault(r.base, set()).update((r.lo, r.hi))
     return out
 
 
@@ -393,10 +445,10 @@ def refine(p: Poly, cuts: dict[str, set[int]]) -> Poly:
     """`p` with every row sum split at the given cut points of its body."""
     pieces: dict[RowSum, list[RowSum]] = {}
     for r in set(_sums(p)):
-        inner = sorted(c for c in cuts.get(r.body.key, ()) if r.lo < c < r.hi)
+        inner = sorted(c for c in cuts.get(r.base, ()) if r.lo < c < r.hi)
         if inner:
             ends = [r.lo, *inner, r.hi]
-            pieces[r] = [r.at(a, b) for a, b in itertools.pairwise(ends)]
+            pieces[r] = [x for a, b in itertools.pairwise(ends) if (x := r.at(a, b))]
     if not pieces:
         return p
     out: list[tuple[Monomial, Fraction]] = []
@@ -454,6 +506,7 @@ def coarsen(p: Poly) -> Poly:
 def _merge(p: Poly, a: RowSum, b: RowSum) -> Poly:
     """p(a + b, 0) with a + b one row sum: p depends on a and b through a + b only."""
     ab = a.at(a.lo, b.hi)
+    assert ab is not None     # the union of two non-empty sums
     out: list[tuple[Monomial, Fraction]] = []
     for m, c in p.terms:
         if m.power(b):
@@ -567,9 +620,15 @@ def primitive(p: Poly) -> tuple[Fraction, Lin, Poly]:
 
 
 def positive(p: Poly) -> bool:
-    """> 0 for every input: positive coefficients and positive variables only."""
-    return bool(p.terms) and all(c > 0 and all(isinstance(a, RowSum) and a.positive
-                                               for a, _ in m.vars) for m, c in p.terms)
+    """> 0 for every input: positive coefficients and positive variables only -- or, with
+    masks, sums of exponentials that are >= 0 (a masked sum may be empty at some query)
+    as long as one term is positive everywhere."""
+    if not p.terms or any(c <= 0 for _, c in p.terms):
+        return False
+    if not all(isinstance(a, RowSum) and a.nonnegative for m, _ in p.terms for a, _ in m.vars):
+        return False
+    return any(all(isinstance(a, RowSum) and a.positive for a, _ in m.vars)
+               for m, _ in p.terms)
 
 
 def as_lin(p: Poly) -> Lin | None:

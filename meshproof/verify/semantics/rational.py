@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import ONE, ZERO, Atom, Elem, Lin, Max, Ranges
+from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf
 from meshproof.verify.semantics.index import Subst
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
@@ -307,12 +308,24 @@ def exp(a: Rat) -> Rat:
 
 
 def exp_lin(lin: Lin) -> Rat:
-    """exp(L): logarithms with integer coefficients become powers of their arguments."""
+    """exp(L): logarithms with integer coefficients become powers of their arguments; a
+    mask's penalty becomes its indicator (exp(L + Pen(G)) = Ind(G)·exp(L)). A running max
+    that can be -inf (every key it covers masked at some query) is refused: exp(-inf -
+    (-inf)) is undefined there."""
     unit: list[tuple[Atom, Fraction]] = []
     num = P.ONE_POLY
     den: list[tuple[Poly, int]] = []
     for atom, c in lin.coeffs:
-        if isinstance(atom, Log) and c.denominator == 1:
+        if isinstance(atom, Pen):
+            if c <= 0:
+                raise Undefined(UndefinedKind.INF_MINUS_INF, "takes exp of a masked score "
+                                "with a negative sign (+inf where the mask hides the key)")
+            num = P.mul(num, Poly.var(Ind.make(atom.guard)))
+        elif isinstance(atom, Max) and may_be_neg_inf(atom):
+            raise NotModelled("takes exp of a running max that is -inf for a query whose "
+                              "keys are all masked (exp(-inf - (-inf)) is undefined there): "
+                              "fold a block that leaves every query a key first")
+        elif isinstance(atom, Log) and c.denominator == 1:
             k = int(c)
             if k > 0:
                 num = P.mul(num, P.power(atom.arg, k))

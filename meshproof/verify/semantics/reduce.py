@@ -28,6 +28,7 @@ from meshproof.verify.semantics.atoms import (
     Scrambled,
     row_of,
 )
+from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat
@@ -136,6 +137,9 @@ def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
                           "those rows")
     items: list[tuple[Monomial, Fraction]] = []
     for m, c in r.num.terms:
+        if any(isinstance(a, Pen) for a, _ in m.vars):
+            raise NotModelled("sums masked scores (-inf where the mask hides a key) without "
+                              "exponentiating them")
         dep = m.digits & digits
         count = math.prod(over[d] for d in digits - dep)
         c = c * count
@@ -150,11 +154,13 @@ def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
         if spans is not None:
             items.append((spans, c))
             continue
-        items.append((_row_sum(m, dep, over), c))
+        summed = _row_sum(m, dep, over)
+        if summed is not None:      # None: a masked sum that no row survives
+            items.append((summed, c))
     return Rat.make(Poly.make(items), r.den)
 
 
-def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial:
+def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial | None:
     if any(isinstance(a, RowSum) and a.digits & dep for a, _ in m.vars):
         raise NotModelled("sums over key rows a value that already sums over key rows")
     unit_b = [(a, c) for a, c in m.unit.coeffs if a.digits & dep]
@@ -167,8 +173,10 @@ def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial:
     rest_unit = Lin(m.unit.const, tuple((a, c) for a, c in m.unit.coeffs
                                         if not a.digits & dep))
     rest_vars = [(a, k) for a, k in m.vars if not a.digits & dep]
-    return Monomial(rest_unit, P._powers([*rest_vars,
-                                          (RowSum.make(body, bound.lo, bound.hi), 1)]))
+    total = RowSum.guarded(body, bound.lo, bound.hi)
+    if total is None:
+        return None
+    return Monomial(rest_unit, P._powers([*rest_vars, (total, 1)]))
 
 
 def max_over(r: Rat, over: Mapping[int, int]) -> Rat:
@@ -189,7 +197,18 @@ def max_over(r: Rat, over: Mapping[int, int]) -> Rat:
     body = Lin.make(Fraction(0), dep).subst(bound.subst)
     if body.digits & used:
         raise NotModelled("takes a max over key rows that are mixed with another index")
-    inner = R.make_max([Elem(body, Ranges.interval(bound.lo, bound.hi))], False)
+    lo, hi = bound.lo, bound.hi
+    masks = pens(body)
+    if masks:      # a masked member: cut to the rows some query sees (-inf if none)
+        g = conjunction(p.guard for p in masks)
+        bare = Lin(body.const, tuple((a, c) for a, c in body.coeffs if not isinstance(a, Pen)))
+        cut = g.cut(lo, hi) if isinstance(g, Guard) else None if g is False else (None, lo, hi)
+        if cut is None:
+            return R.NEG_INF
+        guard, lo, hi = cut
+        body = bare if guard is None else bare + Lin(Fraction(0), ((Pen.make(guard),
+                                                                     Fraction(1)),))
+    inner = R.make_max([Elem(body, Ranges.interval(lo, hi))], False)
     inner_lin = inner.as_lin()
     assert inner_lin is not None
     return Rat.of_lin(inner_lin + rest)

@@ -477,8 +477,8 @@ class Situations:
     def softmax(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, "softmax")
 
-    # masks (spec/semantics.md §8): opaque at their line whatever the operands, so one
-    # situation per op and operands' facts, in the frame of no shift
+    # masks (spec/semantics.md §8): a position depends on no frame; a comparison of
+    # positions neither (its guard is on digits); a tl.where moves with its operands
     def arange(self, rank: int, op: Op) -> Held:
         key = (id(op),)
         hit = self.memo.get(key)
@@ -488,22 +488,31 @@ class Situations:
         return Held(hit)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: Held, b: Held) -> Held:
-        return self._masked(rank, op, (a, b))
+        return self._many(rank, op, (a, b), "compare", (fn,))
 
     def where(self, rank: int, op: Op, cond: Held, a: Held, b: Held) -> Held:
-        return self._masked(rank, op, (cond, a, b))
+        return self._many(rank, op, (cond, a, b), "where", ())
 
-    def _masked(self, rank: int, op: Op, args: tuple[Held, ...]) -> Held:
-        key = (id(op), *(x & _FID for x in args))
+    def _many(self, rank: int, op: Op, args: tuple[Held, ...], method: str,
+              extra: tuple[object, ...]) -> Held:
+        """The situation of an op of several operands: per frame part, the smallest
+        frame of the operands that part moves; each operand's frame relative to it."""
+        fids = [x & _FID for x in args]
+        parts = [frame_parts(x >> _SHIFT) for x in args]
+        hases = [self._has[f] for f in fids]
+        base_parts: list[int] = []
+        for i, bit in enumerate((ROWS, QROWS, GROUPS)):
+            moved = [p[i] for p, h in zip(parts, hases, strict=True) if h & bit]
+            base_parts.append(min(moved) if moved else 0)
+        base = frame(*base_parts)
+        rel = [frame(*((p[i] - base_parts[i]) if h & bit else 0
+                       for i, bit in enumerate((ROWS, QROWS, GROUPS))))
+               for p, h in zip(parts, hases, strict=True)]
+        key = (id(op), *(v for pair in zip(fids, rel, strict=True) for v in pair))
         hit = self.memo.get(key)
-        if hit is None:   # opaque at this op's line, even when an operand is opaque already
-            self.misses += 1
-            self.algebra.private = False
-            fid, _ = self._settle(rank, op, self.algebra.masked(rank, op), lambda: UNBOUNDED,
-                                  lambda: None)
-            hit = self.memo[key] = fid
-        return Held(hit)
-
+        if hit is None:
+            hit = self._miss(key, rank, op, args, base, method, extra)
+        return Held(hit + (base << _SHIFT))
 
 
 class Forms:

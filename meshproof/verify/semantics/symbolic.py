@@ -28,6 +28,7 @@ from meshproof.model.evaluate import (
 )
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
+from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atoms import Input, Lin, Max, Scrambled
 from meshproof.verify.semantics.budget import Budget, unbounded
@@ -36,6 +37,7 @@ from meshproof.verify.semantics.index import (
     Aff,
     DigitSource,
     Layout,
+    Subst,
     compose,
     permute,
     unify_axis,
@@ -224,6 +226,9 @@ class Symbolic:
         return self._run(rank, op, lambda: Value(x.layout, self._unary(op, fn, x.form)))
 
     def _unary(self, op: Op, fn: Unary, f: Rat) -> Rat:
+        if fn not in (Unary.EXP, Unary.EXP2) and M.penalised(f):
+            raise NotModelled(f"takes {fn.value} of masked scores (-inf where the mask hides "
+                              "a key)")
         match fn:
             case Unary.EXP:
                 self.rec.exponent(op, f)
@@ -303,12 +308,17 @@ class Symbolic:
             guarded = _guard(fa, fb, d) or _guard(fb, fa, d)
             if guarded is not None:
                 return Value(layout, guarded)
+        masked = M.penalised(fa) or M.penalised(fb)
+        if masked:
+            M.check_binary(fn.value, fa, fb)
         try:
             out = _BINARY[fn](fa, fb)
         except NotModelled as exc:
             if fn in (Binary.MAXIMUM, Binary.MINIMUM):
                 raise NotModelled(f"of {describe(fa)} and {describe(fb)}: {exc}") from None
             raise
+        if masked and fn is not Binary.MAXIMUM:
+            out = M.penalty_result(out, fa, fb)
         if fn in (Binary.MAXIMUM, Binary.MINIMUM):
             out = self._unreachable_floor(out)
         if op is not None:
@@ -405,22 +415,48 @@ class Symbolic:
             return self._binary(rank, Binary.DIV, e, z, op)
         return self._run(rank, op, compute)
 
-    # masks are not in the algebra yet (spec/semantics.md §8): every value that depends on
-    # a position, a comparison or a tl.where is opaque at that op's line, so the semantic
-    # properties are unknown for it, never proved nor violated
+    # masks (spec/semantics.md §8): positions are Idx atoms, comparisons guards (Ind),
+    # tl.where(mask, s, -inf) the penalty s + Pen(G); masks.py holds the rules
     def arange(self, rank: int, op: Op) -> Result:
-        return self.masked(rank, op)
+        def compute() -> Result:
+            layout = Layout.fresh(op.shape, self.src)
+            return Value(layout, M.positions(layout, op.fill or 0.0))
+        return self._run(rank, op, compute)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: Result, b: Result) -> Result:
-        return self.masked(rank, op)
+        if isinstance(a, Opaque):
+            return a
+        if isinstance(b, Opaque):
+            return b
+
+        def compute() -> Result:
+            layout, fa, fb = self._aligned(a, b)
+            return Value(layout, M.compare(fn, fa, fb, layout))
+        return self._run(rank, op, compute)
 
     def where(self, rank: int, op: Op, cond: Result, a: Result, b: Result) -> Result:
-        return self.masked(rank, op)
+        for x in (cond, a, b):
+            if isinstance(x, Opaque):
+                return x
 
-    def masked(self, rank: int, op: Op) -> Result:
-        def refuse() -> Result:
-            raise NotModelled(mask_reason(op))
-        return self._run(rank, op, refuse)
+        def compute() -> Result:
+            assert isinstance(cond, Value) and isinstance(a, Value) and isinstance(b, Value)
+            layout, fc, fa = self._aligned(cond, a)
+            layout, s_first, fb = self._aligned_subst(Value(layout, fc), b)
+            return Value(layout, M.where(fc.subst(s_first), fa.subst(s_first), fb))
+        return self._run(rank, op, compute)
+
+    def _aligned(self, a: Value, b: Value) -> tuple[Layout, Rat, Rat]:
+        layout, sa, fb = self._aligned_subst(a, b)
+        return layout, a.form.subst(sa), fb
+
+    def _aligned_subst(self, a: Value, b: Value) -> tuple[Layout, Subst, Rat]:
+        """The elementwise layout of a and b, the substitution for a, and b's form."""
+        if a.layout == b.layout:
+            return a.layout, {}, b.form
+        b = separate(a.layout, b, self.src, always=True)
+        layout, sa, sb = broadcast(a.layout, b.layout, self.src)
+        return layout, sa, b.form.subst(sb)
 
     def dot(self, rank: int, op: Op, a: Result, b: Result) -> Result:
         if isinstance(a, Opaque):
@@ -438,6 +474,9 @@ class Symbolic:
         return self._run(rank, op, compute)
 
     def _dot(self, a: Value, b: Value, features: int) -> Value:
+        if M.penalised(a.form) or M.penalised(b.form):
+            raise NotModelled("multiplies masked scores (-inf where the mask hides a key) in "
+                              "a dot: exponentiate them first")
         b = separate(a.layout, b, self.src, always=True)
         la, lb = a.layout, b.layout
         if _empty_keys(a.form) or _empty_keys(b.form):
@@ -511,20 +550,22 @@ class Symbolic:
         p = self.problem
         g = p.group_of[rank]
         value: Value | None = None
+        # a zigzag prefill's rows are read as positions (Problem.position_rows)
+        q_pos, k_pos = p.rank_positions(rank) if p.position_rows else (None, None)
         if ptr == "q_ptr" and p.q_base(rank) is not None:
-            base = p.q_base(rank) or 0
+            base = 0 if q_pos is not None else p.q_base(rank) or 0
             value = buffer((p.S_q, p.h_q, p.d_head),
                            lambda c: Rat.atom(Input.make("Q", g, (c[0].shift(base), c[1], c[2]))),
-                           self.src)
+                           self.src, None if q_pos is None else q_pos.tolist())
         elif ptr in (p.k_ptr, p.v_ptr) and p.kv_base(rank) is not None:
-            base = p.kv_base(rank) or 0
+            base = 0 if k_pos is not None else p.kv_base(rank) or 0
             # an empty slice (numeric_safety's --empty-shard) holds no keys: its scores
             # are -inf, which the algebra then follows (max = -inf, exp(-inf - x) = 0)
             name = ("K" if ptr == p.k_ptr else "V") + ("x" if rank in p.empty else "")
             value = buffer((p.S_kv_per_rank, p.h_kv, p.d_head),
                            lambda c: Rat.atom(Input.make(name, g, (c[0].shift(base), c[1],
                                                                    c[2]))),
-                           self.src)
+                           self.src, None if k_pos is None else k_pos.tolist())
         self._buffers[(rank, ptr)] = value
         return value
 

@@ -20,6 +20,7 @@ from meshproof.model.budget import available_bytes, size_text
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.inputs import normal_block
+from meshproof.model.masks import masked_attention
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule, ValueRef
 from meshproof.verify.semantics.cone import ConeTooLarge, high_precision
@@ -101,13 +102,20 @@ def make_inputs(problem: Problem, seed: int) -> Inputs:
     return Inputs(q, k, v)
 
 
-def reference(problem: Problem, inputs: Inputs, group: int, be: Backend) -> Array:
-    """Attention of group `group`: (q_rows, h_q, d)."""
+def reference(problem: Problem, inputs: Inputs, group: int, be: Backend,
+              rows: tuple[int, int] | None = None) -> Array:
+    """Attention of group `group` at its query rows [lo, hi) (all of them by default):
+    (rows, h_q, d); under the launch's mask, over the keys it allows (model/masks.py)."""
     q, k, v = (be.lift(x[group]) for x in (inputs.q, inputs.k, inputs.v))
+    lo, hi = rows if rows is not None else (0, q.shape[0])
     n = problem.kv_rows(group)
-    k, v = k[:n], v[:n]
-    out = np.empty(q.shape, dtype=q.dtype)
+    q, k, v = q[lo:hi], k[:n], v[:n]
     scale = be.const(problem.scale)
+    if problem.mask is not None:
+        queries, keys = problem.positions(group)
+        allowed = problem.mask.allowed(queries[lo:hi], keys[:n])
+        return masked_attention(q, k, v, scale, allowed, be.exp)
+    out = np.empty(q.shape, dtype=q.dtype)
     for h in range(problem.h_q):
         g = h // problem.gqa
         s = (q[:, h, :] @ k[:, g, :].T) * scale
@@ -221,7 +229,8 @@ def _compare(problem: Problem, ev: Evaluation[Num | None], rank: int, store: Op,
         return None
     domain = ev.domain
     assert isinstance(domain, Numeric)
-    ref = reference(problem, domain.inputs, g, FLOAT64)[base:base + problem.S_q].reshape(-1)
+    ref = reference(problem, domain.inputs, g, FLOAT64, (base, base + problem.S_q)
+                    ).reshape(-1)
     n = math.prod(store.shape)
     if got is None or store.offset + n > ref.size:
         return None
@@ -249,17 +258,25 @@ def _compare(problem: Problem, ev: Evaluation[Num | None], rank: int, store: Op,
 
 def reference_element(problem: Problem, inputs: Inputs, group: int,
                       element: tuple[int, int, int]) -> float:
-    """One element of attention in 40-digit arithmetic."""
+    """One element of attention in 40-digit arithmetic (under the launch's mask, over the
+    keys it allows at the row's position; 0 if it allows none)."""
     t, h, e = element
     g = h // problem.gqa
     n = problem.kv_rows(group)
+    keys: list[int] | range = range(n)
+    if problem.mask is not None:
+        queries, positions = problem.positions(group)
+        allowed = problem.mask.allowed(queries[t:t + 1], positions[:n])[0]
+        keys = [int(j) for j in np.flatnonzero(allowed)]
+        if not keys:
+            return 0.0
     q = [_mp().mpf(float(x)) for x in inputs.q[group][t, h]]
     c = _mp().mpf(problem.scale)
     s = [c * _mp().fdot(q, [_mp().mpf(float(x)) for x in inputs.k[group][j, g]])
-         for j in range(n)]
+         for j in keys]
     top = max(s)
     w = [_mp().exp(x - top) for x in s]
-    v = [_mp().mpf(float(inputs.v[group][j, g, e])) for j in range(n)]
+    v = [_mp().mpf(float(inputs.v[group][j, g, e])) for j in keys]
     return float(_mp().fdot(w, v) / _mp().fsum(w))
 
 
