@@ -106,19 +106,7 @@ def _first_problem(record: dict[str, Any]) -> str:
     n = (record.get("sim") or {}).get("numeric")
     if n and not n["ok"]:
         return f"numerics: {n['message']}"
-    return "all properties proved" + _rounding_note(record) + \
-        (", numerics within tolerance" if n else "")
-
-
-def _rounding_note(record: dict[str, Any]) -> str:
-    """numeric_safety's stated bound and its largest shares, beside the verdict."""
-    for p in record.get("verdict", {}).get("properties", []):
-        if p["name"] == "numeric_safety" and p.get("error_bound") is not None:
-            shares = ", ".join(f"{c['mechanism'].replace('_', ' ')} {c['share']:.0%}"
-                               for c in p.get("culprits", [])[:3])
-            return f" (rounding bound {p['error_bound']:.2g}·max|V|" + \
-                (f": {shares}" if shares else "") + ")"
-    return ""
+    return "all properties proved" + (", numerics within tolerance" if n else "")
 
 
 # a list longer than this (the 1,344 illegal ops of a case name 56 endpoints) is folded
