@@ -32,6 +32,8 @@ def masked_outputs(schedule: Schedule, a: Analysis) -> str | None:
     declared = schedule.launch.mask
     if declared is not None:
         return f"the launch declares --mask {declared.text}; {WHY}"
+    if not MASK_KINDS & {op.kind for prog in schedule.programs for op in prog.ops}:
+        return None   # no mask op anywhere: no output's cone needs walking
     for out in a.outputs:
         op = _mask_in_cone(a, out.rank, out.store)
         if op is not None:
