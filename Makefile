@@ -44,6 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_random.py
 	$(BIN)/python benchmarks/sim_scale.py
 	$(BIN)/python benchmarks/cli_start.py
+	$(BIN)/python benchmarks/numeric_tightness.py
+	$(BIN)/python benchmarks/masked_scale.py
 
 # The API page of meshproof.testing and the public entry points, built offline with pdoc
 # (a dev dependency: it reads the docstrings and type hints already there; no network).
