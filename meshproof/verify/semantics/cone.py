@@ -67,9 +67,10 @@ def _arg_masks(op: Op, out: Mask, shapes: list[tuple[int, ...]]) -> list[Mask]:
     return [_reduce_to(out, s) for s in shapes]
 
 
-def element_cone(ev: Evaluation[Any], rank: int, vid: int, element: int,
-                 budget: int) -> dict[Key, Mask]:
-    """Per value of the cone, the elements one output element needs."""
+def cone_order(ev: Evaluation[Any], rank: int, vid: int
+               ) -> tuple[list[Key], dict[Key, tuple[int, ...]]]:
+    """The cone of one value in dependency order (every value after what it reads), with
+    each value's shape."""
     shapes: dict[Key, tuple[int, ...]] = {}
     order: list[Key] = []
     seen: set[Key] = set()
@@ -85,6 +86,13 @@ def element_cone(ev: Evaluation[Any], rank: int, vid: int, element: int,
         shapes[key] = ev.defining[key[0]][key[1]].shape
         stack.append((key, True))
         stack.extend((d, False) for d in ev.deps(key) if d not in seen)
+    return order, shapes
+
+
+def element_cone(ev: Evaluation[Any], rank: int, vid: int, element: int,
+                 budget: int) -> dict[Key, Mask]:
+    """Per value of the cone, the elements one output element needs."""
+    order, shapes = cone_order(ev, rank, vid)
     masks: dict[Key, Mask] = {k: np.zeros(shapes[k], dtype=bool) for k in order}
     masks[(rank, vid)].reshape(-1)[element] = True
     work = 0

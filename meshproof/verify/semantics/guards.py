@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import ClassVar, Self
 
 from meshproof.verify.semantics.atoms import Atom, Lin, Max, _set, aff_key, frame_parts
 from meshproof.verify.semantics.index import BOUND, Aff, Subst
@@ -295,42 +296,39 @@ class Idx(Atom):
         return Idx.make(self.aff.substitute(s), g.ranges)
 
 
-class Ind(Atom):
+class _Guarded(Atom):
+    """An atom of one guard: Ind and Pen differ only in what they are where it fails."""
+
+    __slots__ = ("guard",)
+    prefix: ClassVar[str] = ""
+    guard: Guard
+
+    @classmethod
+    def make(cls, guard: Guard) -> Self:
+        return cls._intern(f"{cls.prefix}[{guard.key}]", lambda a: _set(a, guard=guard),
+                           guard.digits)
+
+    def _subst(self, s: Subst) -> Self:
+        return self.make(self.guard.subst(s))
+
+    def _shift(self, delta: int) -> Self:
+        dk = frame_parts(delta)[0]
+        return self.make(self.guard.shift(dk)) if dk and self.guard.bound else self
+
+
+class Ind(_Guarded):
     """1 where the guard holds, else 0."""
 
-    __slots__ = ("guard",)
+    __slots__ = ()
     kind = "ind"
-    guard: Guard
-
-    @staticmethod
-    def make(guard: Guard) -> Ind:
-        return Ind._intern(f"[{guard.key}]", lambda a: _set(a, guard=guard), guard.digits)
-
-    def _subst(self, s: Subst) -> Ind:
-        return Ind.make(self.guard.subst(s))
-
-    def _shift(self, delta: int) -> Ind:
-        dk = frame_parts(delta)[0]
-        return Ind.make(self.guard.shift(dk)) if dk and self.guard.bound else self
 
 
-class Pen(Atom):
+class Pen(_Guarded):
     """0 where the guard holds, else -inf (in a linear form, with a positive coefficient)."""
 
-    __slots__ = ("guard",)
+    __slots__ = ()
     kind = "pen"
-    guard: Guard
-
-    @staticmethod
-    def make(guard: Guard) -> Pen:
-        return Pen._intern(f"P[{guard.key}]", lambda a: _set(a, guard=guard), guard.digits)
-
-    def _subst(self, s: Subst) -> Pen:
-        return Pen.make(self.guard.subst(s))
-
-    def _shift(self, delta: int) -> Pen:
-        dk = frame_parts(delta)[0]
-        return Pen.make(self.guard.shift(dk)) if dk and self.guard.bound else self
+    prefix = "P"
 
 
 def conjunction(guards: Iterable[Guard]) -> Guard | bool:

@@ -81,6 +81,7 @@ class ValueNumbers:
         self.logref: dict[int, tuple[int, float]] = {}   # log X -> (X's reference, base)
         self.recip: dict[int, int] = {}                  # c / X -> X
         self._next = 1
+        self._last: tuple[int, Op, list[int | None]] | None = None
 
     def _fresh(self) -> int:
         self._next += 1
@@ -119,7 +120,9 @@ class ValueNumbers:
             return _SAME if n is not None and n in self.diff else NONE
         if k not in (OpKind.MUL, OpKind.ADD, OpKind.DIV) or len(op.args) != 2:
             return NONE
-        a, b = self._numbers(rank, op)
+        numbers = self._numbers(rank, op)
+        self._last = (rank, op, numbers)     # note() numbers this op next: not twice
+        a, b = numbers
         if a is None or b is None:
             return _OTHER
         if k is OpKind.ADD:
@@ -189,7 +192,9 @@ class ValueNumbers:
         assert op.out is not None
         key = (rank, op.out)
         k = op.kind
-        args = self._numbers(rank, op)
+        last = self._last
+        args = last[2] if last is not None and last[1] is op and last[0] == rank else \
+            self._numbers(rank, op)
         first = args[0] if args else None
         if k is OpKind.RECV:
             src = self.vn.get(recv_source) if isinstance(recv_source, tuple) else None

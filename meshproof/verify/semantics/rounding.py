@@ -700,11 +700,10 @@ _RULES: dict[OpKind, Rule] = {
     OpKind.EQ: ErrorBounds._no_rule,
     OpKind.NE: ErrorBounds._no_rule,
     OpKind.WHERE: ErrorBounds._no_rule,
-    OpKind.LOAD: ErrorBounds._no_rule,
-    OpKind.RECV: ErrorBounds._no_rule,
 }
-# handled before the table: views and maxima (they move no value), casts and constants
-HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL})
+# handled before the table: views and maxima (they move no value), casts and constants;
+# loads and recvs by their own methods (an input as loaded, a message as sent)
+HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL, OpKind.LOAD, OpKind.RECV})
 
 
 class ErrorReader(Protocol):

@@ -22,6 +22,7 @@ import numpy as np
 from meshproof.model.evaluate import Evaluation, Key, Lost
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Const, Op, OpKind, ValueRef
+from meshproof.verify.semantics.cone import cone_order
 
 Index = np.ndarray[Any, Any]
 MP_DIGITS = 40
@@ -137,21 +138,7 @@ def _arg_needs(ev: Evaluation[Any], key: Key, op: Op, idx: Index,
 def sparse_needs(ev: Evaluation[Any], rank: int, vid: int, element: int,
                  budget: int) -> dict[Key, Index]:
     """Per value of the cone, the sorted flat indices one output element needs."""
-    shapes: dict[Key, tuple[int, ...]] = {}
-    order: list[Key] = []
-    seen: set[Key] = set()
-    stack: list[tuple[Key, bool]] = [((rank, vid), False)]
-    while stack:
-        key, done = stack.pop()
-        if done:
-            order.append(key)
-            continue
-        if key in seen:
-            continue
-        seen.add(key)
-        shapes[key] = ev.defining[key[0]][key[1]].shape
-        stack.append((key, True))
-        stack.extend((d, False) for d in ev.deps(key) if d not in seen)
+    order, shapes = cone_order(ev, rank, vid)
     parts: dict[Key, list[Index]] = {(rank, vid): [np.array([element], dtype=np.int64)]}
     needs: dict[Key, Index] = {}
     work = 0
