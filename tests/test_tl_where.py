@@ -1,7 +1,6 @@
 """tl.where, tl.arange and comparisons: traced into the IR (model/tl_ops.py, tracer.py,
 tensor.py), evaluated by the simulator (sim/numerics.py), and guards in the verifier's
-algebra (verify/semantics/masks.py, spec/semantics.md §8): numeric_safety alone stays
-unknown on masked outputs (verify/masked.py)."""
+algebra (verify/semantics/masks.py, spec/semantics.md §8), numeric_safety included."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from meshproof.model import tensor
 from meshproof.model.channels import derive_channels
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.machine import Buffers, Machine
-from meshproof.model.schedule import COMPARISONS, MASK_KINDS, Const, DType, OpKind
+from meshproof.model.schedule import COMPARISONS, MASK_KINDS, Const, DType, OpKind, ValueRef
 from meshproof.model.topology import Endpoint
 from meshproof.model.tracer import KernelSite, Pointer, RankTracer
 from meshproof.verify.api import VerifyConfig
@@ -122,8 +121,9 @@ def test_masked_decode_kernels_get_verdicts(func: str, mask: str | None, eo: Sta
         by[Property.EXACTLY_ONCE_MERGE].message
     assert by[Property.ATTENTION_EQUIVALENCE].status is ae, \
         by[Property.ATTENTION_EQUIVALENCE].message
+    # numeric_safety judges what each kernel computes, masked or not
     ns = by[Property.NUMERIC_SAFETY]
-    assert ns.status is Status.UNKNOWN and "do not hold masks yet" in ns.message, ns.message
+    assert ns.status is Status.PROVED, ns.message
     for prop in (Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT,
                  Property.CHANNEL_MATCHING, Property.DEADLOCK_FREEDOM):
         assert by[prop].status is Status.PROVED, (prop, by[prop].message)
@@ -146,9 +146,10 @@ def test_an_unmasked_kernel_keeps_its_verdicts() -> None:
     assert bad[Property.ATTENTION_EQUIVALENCE] is Status.VIOLATED
 
 
-def test_the_machine_replay_gives_masks_no_value() -> None:
-    """numeric_safety's machine replay holds no mask yet (numeric_safety stays unknown on
-    masked outputs); the witness domains do evaluate them (tests/test_semantics_masks.py)."""
+def test_the_machine_replay_computes_masks_as_the_simulator() -> None:
+    """numeric_safety's machine replay holds masks (spec/simulator.md: float32 positions,
+    1.0 / 0.0 comparisons, a select): with Q = K = V = 1 every allowed key weighs alike and
+    the padded decode's output is 1, its ℓ the PAD allowed keys."""
     schedule = trace_kernel(kernel_spec("masked.py::decode_padding"), pes=1)
     buffers = Buffers({0: {"q_ptr": np.ones(8, np.float32), "k_ptr": np.ones(128, np.float32),
                            "v_ptr": np.ones(128, np.float32)}})
@@ -156,7 +157,13 @@ def test_the_machine_replay_gives_masks_no_value() -> None:
     ev.run()
     masks = [op for op in schedule.programs[0].ops if op.kind in MASK_KINDS]
     assert {op.kind for op in masks} == {OpKind.ARANGE, OpKind.LT, OpKind.WHERE}
-    assert all(op.out is not None and ev.values[0][op.out] is None for op in masks)
+    assert all(op.out is not None and ev.values[0][op.out] is not None for op in masks)
+    lt = next(op for op in masks if op.kind is OpKind.LT)
+    assert lt.out is not None and float(np.sum(ev.values[0][lt.out])) == 10.0   # PAD
+    store = next(op for op in schedule.programs[0].ops if op.kind is OpKind.STORE)
+    arg = store.args[0]
+    assert isinstance(arg, ValueRef)
+    assert np.all(ev.values[0][arg.id] == 1.0)
 
 
 def test_a_declared_mask_makes_an_unmasked_kernel_violated() -> None:
@@ -169,7 +176,8 @@ def test_a_declared_mask_makes_an_unmasked_kernel_violated() -> None:
     ae = by[Property.ATTENTION_EQUIVALENCE]
     assert ae.status is Status.VIOLATED and "which the causal mask hides" in ae.message
     assert by[Property.EXACTLY_ONCE_MERGE].status is Status.VIOLATED
-    assert by[Property.NUMERIC_SAFETY].status is Status.UNKNOWN
+    # numeric_safety judges what the kernel computes, which is safe (if not attention)
+    assert by[Property.NUMERIC_SAFETY].status is Status.PROVED
     assert by[Property.DEADLOCK_FREEDOM].status is Status.PROVED
 
 

@@ -53,6 +53,9 @@ _UNARY: dict[Unary, Callable[[Array], Array]] = {
     Unary.LOG1P: np.log1p, Unary.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)),
     Unary.NEG: np.negative,
 }
+_COMPARE: dict[Compare, Callable[[Array, Array], Array]] = {
+    Compare.LT: np.less, Compare.LE: np.less_equal, Compare.GT: np.greater,
+    Compare.GE: np.greater_equal, Compare.EQ: np.equal, Compare.NE: np.not_equal}
 _BINARY: dict[Binary, Callable[[Array, Array], Array]] = {
     Binary.ADD: np.add, Binary.SUB: np.subtract, Binary.MUL: np.multiply,
     Binary.DIV: np.divide, Binary.MAXIMUM: np.maximum, Binary.MINIMUM: np.minimum,
@@ -139,16 +142,23 @@ class Machine:
             e = np.exp(x - np.max(x, axis=op.axis, keepdims=True))
             return self._done(op, e / np.sum(e, axis=op.axis, keepdims=True))
 
-    # masks: the verifier's witnesses do not model them yet (spec/semantics.md §8), so the
-    # machine replay of a witness has no value for them either
+    # masks as the simulator computes them (spec/simulator.md): float32 positions,
+    # comparisons as 1.0 / 0.0, a select rounded to the op's dtype
     def arange(self, rank: int, op: Op) -> V:
-        return None
+        lo = op.fill or 0.0
+        return np.arange(lo, lo + op.shape[0], dtype=np.float32)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: V, b: V) -> V:
-        return None
+        if a is None or b is None:
+            return None
+        held = np.asarray(_COMPARE[fn](a, b), dtype=np.float32)
+        return np.array(np.broadcast_to(held, op.shape))
 
     def where(self, rank: int, op: Op, cond: V, a: V, b: V) -> V:
-        return None
+        if cond is None or a is None or b is None:
+            return None
+        picked = np.where(cond != 0, a, b)
+        return self._done(op, np.array(np.broadcast_to(picked, op.shape)))
 
     def dot(self, rank: int, op: Op, a: V, b: V) -> V:
         if a is None or b is None:

@@ -21,7 +21,6 @@ from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
 from meshproof.model.schedule import Op, Schedule
 from meshproof.model.tolerance import tolerance_for, tolerance_source
-from meshproof.verify.masked import masked_outputs
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -77,9 +76,6 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         return result(Status.UNKNOWN, sem.why_not("no attention problem to bound") +
                       f" ({assumption})")
     a = sem.analysis
-    masked = masked_outputs(schedule, a)
-    if masked is not None:
-        return result(Status.UNKNOWN, masked)
     safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
                           [(o.rank, o.store) for o in a.outputs])
     empty = _empty_partials(schedule, table, sem, input_bound) if a.problem and \

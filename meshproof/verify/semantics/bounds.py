@@ -16,6 +16,7 @@ import math
 from fractions import Fraction
 
 from meshproof.verify.semantics.atoms import Atom, Input, Lin, Max, Ranges, Score, Scrambled
+from meshproof.verify.semantics.guards import may_be_neg_inf, pens, without_pens
 from meshproof.verify.semantics.order import (
     log_exponent,
     lower_bound,
@@ -97,20 +98,38 @@ def _atom_interval(atom: Atom, b: float, d: int, depth: int) -> Interval | None:
     if isinstance(atom, Scrambled):
         return None if atom.bound is None else (-atom.bound * b * b, atom.bound * b * b)
     if isinstance(atom, Max):
-        # a max lies between its members' largest lower and largest upper bound (so a
-        # floor member of -1e30 does not widen it)
-        ivs = [lin_interval(e.body, b, d, depth + 1) for e in atom.elems]
-        if any(iv is None for iv in ivs):
-            return None
-        los = [iv[0] for iv in ivs if iv is not None]
-        his = [iv[1] for iv in ivs if iv is not None]
-        return (min(los), min(his)) if atom.is_min else (max(los), max(his))
+        return _max_interval(atom, b, d, depth)
     if isinstance(atom, Log):
         return log_interval(atom.arg, b, d, depth + 1)
     if isinstance(atom, RowSum):
         hi = _sum_bound(Monomial(), atom, b, d, depth + 1)
         return None if hi is None else (-hi, hi)
     return None
+
+
+def _max_interval(atom: Max, b: float, d: int, depth: int) -> Interval | None:
+    """A max lies between its members' largest lower and largest upper bound (so a floor
+    member of -1e30 does not widen it). A masked member (s + Pen(G)) is at most s and may
+    be -inf: it raises the upper bound like s, and the lower bound only when every member
+    is masked but the max is finite at every point (then it is at least the least s)."""
+    los: list[float] = []
+    masked_los: list[float] = []
+    his: list[float] = []
+    for e in atom.elems:
+        held = pens(e.body)
+        body = without_pens(e.body) if held else e.body
+        iv = lin_interval(body, b, d, depth + 1)
+        if iv is None:
+            return None
+        (masked_los if held else los).append(iv[0])
+        his.append(iv[1])
+    if atom.is_min:
+        return None if masked_los else (min(los), min(his))
+    if not los:
+        if may_be_neg_inf(atom):
+            return None
+        los = [min(masked_los)]
+    return max(los), max(his)
 
 
 def log_interval(p: Poly, b: float, d: int, depth: int = 0) -> Interval | None:

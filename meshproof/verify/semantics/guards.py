@@ -348,6 +348,11 @@ def pens(lin: Lin) -> list[Pen]:
     return [a for a, _ in lin.coeffs if isinstance(a, Pen)]
 
 
+def without_pens(lin: Lin) -> Lin:
+    """The linear form where its penalties are 0 (what it is wherever it is finite)."""
+    return Lin(lin.const, tuple((a, c) for a, c in lin.coeffs if not isinstance(a, Pen)))
+
+
 def may_be_neg_inf(m: Max) -> bool:
     """Whether a max can be -inf at some point: every member is masked there (a member
     without a penalty, or whose guard leaves a row at every point, is finite)."""
@@ -369,4 +374,5 @@ def may_be_neg_inf(m: Max) -> bool:
 
 
 __all__ = ["POSITION_LIMIT", "Guard", "Idx", "Ind", "Pen", "conjunction", "extremes",
-           "may_be_neg_inf", "pens"]
+           "may_be_neg_inf", "pens",
+           "without_pens"]

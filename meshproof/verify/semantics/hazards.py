@@ -79,6 +79,22 @@ def suspects(schedule: Schedule, symbolic: Forms) -> list[Suspect]:
     return out
 
 
+def opaque_suspects(schedule: Schedule, symbolic: Forms) -> list[Suspect]:
+    """The ops whose exact form is not known at the op itself (not inherited, not a lost
+    message): where nothing else is suspect but a value could not be bounded, these are
+    where the machine may fail (a running max that may be -inf for a fully masked query:
+    exp(-inf - (-inf))), to be tried on the machine like any suspect."""
+    out: list[Suspect] = []
+    for r, prog in enumerate(schedule.programs):
+        for op in prog.ops:
+            if op.out is None:
+                continue
+            res = symbolic.canonical((r, op.out))
+            if isinstance(res, Opaque) and res.op is op and not res.lost:
+                out.append(Suspect(r, op, f"it {res.reason}"))
+    return out
+
+
 def _why(symbolic: Forms, r: int, op: Op) -> str:
     assert op.out is not None
     res = symbolic.canonical((r, op.out))

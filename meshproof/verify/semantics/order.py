@@ -16,6 +16,16 @@ from itertools import pairwise
 
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import ZERO, Atom, Elem, Lin, Max, Ranges, Score, Scrambled
+from meshproof.verify.semantics.guards import (
+    Guard,
+    Ind,
+    Pen,
+    conjunction,
+    extremes,
+    may_be_neg_inf,
+    pens,
+    without_pens,
+)
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat, sign
@@ -46,15 +56,30 @@ def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
 
 def _covered(e: Elem, m: Max) -> bool:
     """e <= some member of m: the same linear part with a constant at least e's (s <= s +
-    20, the member of a reference point above the max), over rows that cover e's."""
+    20, the member of a reference point above the max), over rows that cover e's. A masked
+    e (s + Pen(G)) is covered by a member s + Pen(G') when G implies G' (where e is finite,
+    so is the member, and they are equal), or by s."""
+    bare = without_pens(e.body)
     for member in m.elems:
         if member.body != e.body and not _shifted_up(e.body, member.body):
-            continue
+            held = pens(member.body)
+            mine = bare if not held or _implies(pens(e.body), held) else None
+            if mine is None or (without_pens(member.body) != mine and
+                                not _shifted_up(mine, without_pens(member.body))):
+                continue
         if e.rows is None and member.rows is None:
             return True
         if e.rows is not None and member.rows is not None and member.rows.covers(e.rows):
             return True
     return False
+
+
+def _implies(mine: list[Pen], theirs: list[Pen]) -> bool:
+    """Every constraint of `theirs` guards follows from one of `mine` (the same terms, a
+    constant at least as large)."""
+    have = [c for p in mine for c in p.guard.constraints]
+    return all(any(h.terms == c.terms and h.const >= c.const for h in have)
+               for p in theirs for c in p.guard.constraints)
 
 
 def _shifted_up(p: Lin, q: Lin) -> bool:
@@ -64,8 +89,10 @@ def _shifted_up(p: Lin, q: Lin) -> bool:
     return Lin(ZERO, p.coeffs) == Lin(ZERO, q.coeffs)
 
 
-def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
-    """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it."""
+def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None,
+                narrow: bool = True) -> bool:
+    """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it;
+    `narrow`: a masked lin may be judged where its guard holds."""
     if lin.infinite:
         return lin.infinite < 0
     if not lin.coeffs:
@@ -78,7 +105,56 @@ def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None) -> 
         if _below(rest, m, sizes, rows):
             return True
     upper = _log_upper(lin)
-    return upper is not None and upper <= 0
+    if upper is not None and upper <= 0:
+        return True
+    return narrow and _nonpositive_where_finite(lin, sizes, rows)
+
+
+def _nonpositive_where_finite(lin: Lin, sizes: dict[int, int], rows: Ranges | None) -> bool:
+    """s + Pen(G) - M <= 0: -inf where G fails; where G holds, the free digits lie in
+    ranges G leaves them (a superset, from each constraint over the others' sizes), so the
+    value is one of the rows the max holds (it may be over just those rows)."""
+    held = pens(lin)
+    if not held:
+        return False
+    guard = conjunction(p.guard for p in held)
+    if guard is False:
+        return True     # -inf everywhere
+    if not isinstance(guard, Guard):
+        return False
+    narrowed = dict(sizes)
+    shift: dict[int, Aff] = {}
+    ranges = _digit_ranges(guard, sizes)
+    if not ranges:
+        return False
+    for d, (lo, hi) in ranges.items():
+        if lo > hi:
+            return True   # the guard holds nowhere: -inf everywhere
+        narrowed[d] = hi - lo + 1
+        if lo:
+            shift[d] = Aff(lo, ((d, 1),))
+    return nonpositive(lin.subst(shift) if shift else lin, narrowed, rows, narrow=False)
+
+
+def _digit_ranges(guard: Guard, sizes: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """The free digits' ranges where the guard holds, narrower than [0, size): from each
+    constraint Σ k·x + γ <= 0, x's bound given the others' extremes over their sizes."""
+    box = {d: (0, n - 1) for d, n in sizes.items()}
+    out: dict[int, tuple[int, int]] = {}
+    for c in guard.constraints:
+        for d, k in c.terms:
+            if d == BOUND or d not in sizes:
+                continue
+            others = extremes(c.without(frozenset({d})), box)
+            if others is None:
+                continue
+            lo, hi = out.get(d, box[d])
+            if k > 0:        # k·x <= -others: x <= floor(-min others / k)
+                hi = min(hi, (-others[0]) // k)
+            else:            # -k·x >= others: x >= ceil(min others / -k)
+                lo = max(lo, -((-others[0]) // -k))
+            out[d] = (lo, hi)
+    return {d: r for d, r in out.items() if r != box[d]}
 
 
 def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
@@ -226,35 +302,67 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
     """min over the members e of m of what x holds where e attains the max (0 when some
     member is not matched by a term). With `low_of` (a lower bound of a linear form under
     the input bound), a constant member below another member's lower bound never attains
-    the max and needs no term (maximum(m, -1e30) guards)."""
+    the max and needs no term (maximum(m, -1e30) guards). A masked member (one holding
+    Pen(G)) attains a finite max only where G holds: there Pen(G) is 0 and Ind(G) is 1, so
+    its term is the masked row sum's; the max must be finite at every point (some member
+    sees a row everywhere: guards.may_be_neg_inf), else nothing is shown."""
+    if any(pens(e.body) for e in m.elems) and may_be_neg_inf(m):
+        return 0.0
     lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
     above = max((v for v in lows if v is not None), default=-math.inf)
     low = math.inf
-    for whole in m.elems:
+    for member in m.elems:
+        opened = _unmasked(member)
+        if opened is None:
+            return 0.0
+        whole, lit = opened
         if isinstance(whole.body.const, float):
             continue
         if not whole.body.coeffs and float(whole.body.const) < above:
             continue
         # a member ranged over several intervals attains the max on one of them: each
         # interval needs a term of its own
-        parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k)] \
+        parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k, lit)] \
             if whole.rows is not None else [whole]
         for e in parts:
-            floor = max((_term_floor(mono, c, m, k, e) for mono, c in x.terms), default=0.0)
-            floor = max(floor, _sum_floor(x, m, k, e))
+            floor = max((_term_floor(mono, c, m, k, e, lit) for mono, c in x.terms),
+                        default=0.0)
+            if not lit:
+                floor = max(floor, _sum_floor(x, m, k, e))
             if floor <= 0:
                 return 0.0
             low = min(low, floor)
     return 0.0 if low == math.inf else low
 
 
-def _pieces(e: Elem, x: Poly, k: Fraction) -> list[tuple[int, int]]:
+def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:
+    """A member where it attains a finite max: its body without its penalties (each is 0
+    there) and the indicators that are 1 there. None: a penalty not of coefficient 1."""
+    held = [(a, c) for a, c in e.body.coeffs if isinstance(a, Pen)]
+    if not held:
+        return e, frozenset()
+    if any(c != 1 for _, c in held):
+        return None
+    body = Lin(e.body.const, tuple((a, c) for a, c in e.body.coeffs if not isinstance(a, Pen)))
+    return Elem(body, e.rows), frozenset(Ind.make(p.guard) for p, _ in held
+                                         if isinstance(p, Pen))
+
+
+def _is_body(s: RowSum, e: Elem, k: Fraction, lit: frozenset[Ind]) -> bool:
+    """s sums exp(k·e) times exactly the indicators `lit` (none for an unmasked member)."""
+    unit = Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs))
+    if s.body.unit != unit or len(s.body.vars) != len(lit):
+        return False
+    return all(p == 1 and a in lit for a, p in s.body.vars)
+
+
+def _pieces(e: Elem, x: Poly, k: Fraction, lit: frozenset[Ind] = frozenset()
+            ) -> list[tuple[int, int]]:
     """The intervals of a ranged member cut where x's row sums of its body start or end
     (rows merged once and twice are two sums: each piece needs a term of its own)."""
     assert e.rows is not None
-    target = Monomial(Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs)))
     cuts = {p for mono, _ in x.terms for a, _ in mono.vars
-            if isinstance(a, RowSum) and a.body == target for p in (a.lo, a.hi)}
+            if isinstance(a, RowSum) and _is_body(a, e, k, lit) for p in (a.lo, a.hi)}
     out: list[tuple[int, int]] = []
     for lo, hi in e.rows.parts:
         out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
@@ -280,22 +388,25 @@ def _sum_floor(x: Poly, m: Max, k: Fraction, e: Elem) -> float:
     return _exp(float(-e.body.const))
 
 
-def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem) -> float:
-    """A lower bound of one term c·exp(u)·prod(x) where member e attains m (0: none)."""
+def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem,
+                lit: frozenset[Ind] = frozenset()) -> float:
+    """A lower bound of one term c·exp(u)·prod(x) where member e attains m (0: none);
+    `lit`: the indicators that are 1 there (a masked member's)."""
     if c <= 0 or mono.unit.coeff(m) != -k:
         return 0.0
     assert isinstance(e.body.const, Fraction)
     rest = Lin(mono.unit.const, tuple((a, q) for a, q in mono.unit.coeffs if a is not m))
     if e.rows is not None:
         # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser
-        target = Monomial(Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs)))
         for a, p in mono.vars:
-            if isinstance(a, RowSum) and p == 1 and a.body == target and \
+            if isinstance(a, RowSum) and p == 1 and _is_body(a, e, k, lit) and \
                     a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi and \
                     len(mono.vars) == 1 and not rest.coeffs:
                 assert isinstance(rest.const, Fraction)
                 return float(c) * math.exp(float(rest.const - k * e.body.const))
         return 0.0
+    if lit:
+        mono = Monomial(mono.unit, tuple((a, p) for a, p in mono.vars if a not in lit))
     if any(not (isinstance(a, RowSum) and a.positive) for a, _ in mono.vars):
         return 0.0
     # the term as exp(L) with L = u + sum log x; L + k·M - k·e >= a constant

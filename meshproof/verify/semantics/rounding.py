@@ -36,6 +36,7 @@ from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
 from meshproof.verify.semantics.culprits import Mechanism, attributed, mechanism_of
 from meshproof.verify.semantics.layouts import Value
+from meshproof.verify.semantics.mask_exactness import exact_mask_value, finite_magnitude
 from meshproof.verify.semantics.order import at_least_one, lower_bound
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.readers import RoundingReader, WhyStore
@@ -112,6 +113,9 @@ def _positive_terms(form: Rat) -> bool:
 
 
 def _form_kind(form: Rat) -> Kind | None:
+    masked = exact_mask_value(form)
+    if masked is not None:
+        return Kind.EXACT if masked else None
     what = describe(form)
     if what in ("a constant", "an infinite constant") or _pure_input(form):
         return Kind.EXACT   # -inf and exp(-inf) = 0 of a running state started at -inf
@@ -157,6 +161,9 @@ class ErrorBounds:
         if res is None or isinstance(res, Opaque):
             return math.inf
         lo, hi = self.sym.interval(key)
+        if math.isinf(lo) or math.isinf(hi):
+            # a masked value is -inf (exact) or its finite part: round at that's magnitude
+            return finite_magnitude(res.form, self.b, self.d)
         return max(abs(lo), abs(hi))
 
     def _form(self, key: Key) -> Rat:
@@ -280,7 +287,8 @@ class ErrorBounds:
             kind = self._kinds[text]
         if kind is None:
             what = "is outside the algebra" if res is None or isinstance(res, Opaque) else \
-                f"holds {describe(res.form)}"
+                "holds positions that f32 may not hold exactly (at or above 2^24)" \
+                if exact_mask_value(res.form) is False else f"holds {describe(res.form)}"
             self._fail(key, op, f"{op.kind.value} {what}, which the rounding analysis does "
                        "not model")
         return kind
@@ -366,6 +374,10 @@ class ErrorBounds:
         k = op.kind
         if k in _VIEWS:
             return self._view(op, kind, args)
+        if k is OpKind.WHERE:
+            # a select moves one branch's value: its error, never a new rounding (the
+            # condition is an exact indicator, or the op is outside the algebra)
+            return self._view(op, kind, args[1:])
         if k is OpKind.CAST:
             return self._round(args[0], kind, op.dtype, key)
         if k is OpKind.FULL:
@@ -652,6 +664,13 @@ class ErrorBounds:
     def _related(self) -> Related:
         return self.sym.related()
 
+    def _inexact_mask(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
+        """Positions and indicators are exact (_mask_value) and never reach a rule: one
+        that does holds something else (a position at or above 2^24)."""
+        self._fail(key, op, f"{op.kind.value} at {op.source} holds a position or mask value "
+                   "that f32 may not hold exactly (positions must stay below 2^24)")
+        return None
+
     def _no_rule(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         self._fail(key, op, f"no rounding rule for {op.kind.value} at {op.source}")
         return None
@@ -692,18 +711,18 @@ _RULES: dict[OpKind, Rule] = {
     OpKind.DIV: ErrorBounds._div,
     OpKind.LOG1P: ErrorBounds._log1p,
     OpKind.SIGMOID: ErrorBounds._sigmoid,
-    OpKind.ARANGE: ErrorBounds._no_rule,
-    OpKind.LT: ErrorBounds._no_rule,
-    OpKind.LE: ErrorBounds._no_rule,
-    OpKind.GT: ErrorBounds._no_rule,
-    OpKind.GE: ErrorBounds._no_rule,
-    OpKind.EQ: ErrorBounds._no_rule,
-    OpKind.NE: ErrorBounds._no_rule,
-    OpKind.WHERE: ErrorBounds._no_rule,
+    OpKind.ARANGE: ErrorBounds._inexact_mask,
+    OpKind.LT: ErrorBounds._inexact_mask,
+    OpKind.LE: ErrorBounds._inexact_mask,
+    OpKind.GT: ErrorBounds._inexact_mask,
+    OpKind.GE: ErrorBounds._inexact_mask,
+    OpKind.EQ: ErrorBounds._inexact_mask,
+    OpKind.NE: ErrorBounds._inexact_mask,
 }
 # handled before the table: views and maxima (they move no value), casts and constants;
 # loads and recvs by their own methods (an input as loaded, a message as sent)
-HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL, OpKind.LOAD, OpKind.RECV})
+HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL, OpKind.LOAD, OpKind.RECV,
+                            OpKind.WHERE})
 
 
 class ErrorReader(Protocol):

@@ -187,6 +187,13 @@ def signed_v(schedule: Schedule, table: ChannelTable, problem: Problem, start: _
                 machine[lo + e] = flat[row + e]
     kv = h // problem.gqa
     scores = problem.scale * (x.k[g][:n, kv, :] @ x.q[g][t, h, :])
+    if problem.mask is not None:
+        # the keys the mask hides weigh 0 (their machine weight is 0 too)
+        queries, positions = problem.positions(g)
+        allowed = problem.mask.allowed(queries[t:t + 1], positions[:n])[0]
+        if not allowed.any():
+            return start
+        scores = np.where(allowed, scores, -np.inf)
     w = np.exp(scores - scores.max())
     w /= w.sum()
     v = dict(x.v)

@@ -23,7 +23,7 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, SourceLoc, ValueRef
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.bounds import assumption_text, score_cap
-from meshproof.verify.semantics.hazards import suspects, undefined_outputs
+from meshproof.verify.semantics.hazards import opaque_suspects, suspects, undefined_outputs
 from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
@@ -86,7 +86,43 @@ def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     out = [(f"{qk} (every score equal, every weight 1)", constant_inputs(problem, c, c, b)),
            (f"{neg} (every score negative)", constant_inputs(problem, c, -c, b)),
            ("seeded N(0,1) inputs", make_inputs(problem, 0))]
+    hidden = _hidden_above(problem, c, b)
+    if hidden is not None:
+        out.append(hidden)
     return [(name, x) for name, x in out if scores_within(x, cap)]
+
+
+def _hidden_above(problem: Problem, c: float, b: float) -> tuple[str, Inputs] | None:
+    """Under a mask: Q = c, K = c at the keys the mask hides from the first query that has
+    both kinds and -c at the keys it allows (a hidden key scores above every allowed one:
+    what an exp of unmasked scores minus the masked max gets wrong)."""
+    if problem.mask is None:
+        return None
+    base = constant_inputs(problem, c, -c, b)
+    k = dict(base.k)
+    found = False
+    for g in problem.groups:
+        n = problem.kv_rows(g.index)
+        queries, keys = problem.positions(g.index)
+        allowed = problem.mask.allowed(queries, keys[:n])
+        mixed = [row for row in allowed if row.any() and not row.all()]
+        if not mixed or g.index not in k:
+            continue
+        signs = np.where(mixed[0], -c, c)
+        k[g.index] = np.broadcast_to(signs[:, None, None], k[g.index][:n].shape).copy()
+        found = True
+    if not found:
+        return None
+    return (f"Q = {c:g}, K = {c:g} at the keys the mask hides and {-c:g} at those it allows "
+            f"(a hidden key scores above every allowed one), V = {b:g}",
+            Inputs(base.q, k, base.v))
+
+
+def _exp_advice(problem: Problem) -> str:
+    if problem.mask is not None:
+        return ("subtract a max over every key the exp reads: apply the mask (tl.where) "
+                "to the scores before both the max and the exp")
+    return "subtract the running max, e.g. max(m, m_in), not m + m_in"
 
 
 def _largest_q(cap: float, d: int, b: float) -> float:
@@ -208,8 +244,7 @@ class _Checks:
                 Hazard.EXP_POSITIVE, rank, op,
                 f"the argument of {op.kind.value}{scale} is not dominated by a max "
                 f"subtracted from it: with {name} it reaches {top:.4g} > 0 (exp may "
-                "overflow; subtract the running max, e.g. max(m, m_in), not m + m_in)",
-                top, 0.0))
+                f"overflow; {_exp_advice(self.problem)})", top, 0.0))
 
     def check_narrow(self, rank: int, op: Op) -> bool:
         """Whether the 16-bit value is not shown within its dtype's range."""
@@ -254,6 +289,9 @@ class _Checks:
     def check_outputs(self, stores: list[tuple[int, Op]]) -> None:
         """No stored output is nan or infinite on the machine (hazards.py)."""
         found = suspects(self.schedule, self.sym)
+        if not found and self.out.unknown:
+            # a value not bounded may still be undefined on the machine: try them
+            found = opaque_suspects(self.schedule, self.sym)
         if not found:
             return
         bad = undefined_outputs(self.schedule, self.table, self.problem, stores, found,

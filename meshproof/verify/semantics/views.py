@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from meshproof.verify.semantics.atoms import Input, Lin, Max, Score
+from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.poly import NO_UNIT, Log, Monomial, RowSum
 from meshproof.verify.semantics.rational import Rat
 
@@ -153,6 +154,20 @@ def split_value(body: Monomial) -> tuple[Monomial, Input] | None:
     return Monomial(body.unit), v
 
 
+def _weighted_value(body: Monomial) -> tuple[Monomial, Input] | None:
+    """A body exp(g(b))·V[..]·prod Ind(G) as (exp(g(b))·prod Ind(G), the V element): a
+    masked row's weight is the indicator times its exp, still >= 0."""
+    values = [(a, k) for a, k in body.vars if isinstance(a, Input) and a.tensor in ("V", "Vx")]
+    if len(values) != 1 or values[0][1] != 1:
+        return None
+    rest = tuple((a, k) for a, k in body.vars if a is not values[0][0])
+    if any(not isinstance(a, Ind) for a, _ in rest):
+        return None
+    v = values[0][0]
+    assert isinstance(v, Input)
+    return Monomial(body.unit, rest), v
+
+
 def numerator_and_denominator(form: Rat) -> tuple[list[Piece], list[Piece]] | None:
     """Numerator and (single) denominator partials on a common partition, when both are
     linear in row sums."""
@@ -177,7 +192,7 @@ def convex_output(form: Rat) -> bool:
     want = sorted((p.coef, p.unit.key, p.lo, p.hi, p.body.key) for p in den)
     got = []
     for p in num:
-        sv = split_value(p.body)
+        sv = _weighted_value(p.body)
         if sv is None:
             return False
         got.append((p.coef, p.unit.key, p.lo, p.hi, sv[0].key))
