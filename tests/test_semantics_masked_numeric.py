@@ -227,3 +227,18 @@ def test_no_input_tried_exceeds_the_masked_rounding_bound(case: tuple[int, int, 
                   signed_v(schedule, table, sem.problem, worst, b), b, math.inf, 10)
     limit = p.error_bound + (p.error_floor or 0.0) / worst.max_v
     assert worst.error <= limit, (case, worst.family, worst.error, limit)
+
+
+def test_a_max_floored_at_minus_1e30_is_proved_while_every_query_sees_a_key() -> None:
+    schedule = trace_kernel(kernel_spec("masked_numeric.py::padded_floor"), pes=1)
+    assert _numeric(schedule).status is Status.PROVED
+
+
+def test_o_over_l_of_a_row_the_mask_empties_is_violated_at_the_division() -> None:
+    # the -1e30 floor keeps exp finite, but the row sees no key: ℓ = 0 and o / ℓ = 0 / 0
+    schedule = trace_kernel(kernel_spec("masked_numeric.py::padded_floor"), pes=1,
+                            args=(("pad", 0),), mask="padding:1")
+    p = _numeric(schedule)
+    assert p.status is Status.VIOLATED, p.message
+    assert f"masked_numeric.py:{line_of(KERNELS, 'DIV-LINE')}" in p.message
+    assert "divides 0 by 0" in p.message and "is nan on the machine" in p.message

@@ -12,12 +12,13 @@ from typing import Any
 PAD = 10
 
 
-def _scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, n: int, d: int, tl: Any) -> tuple[Any, ...]:
+def _scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, n: int, d: int, tl: Any, pad: int = PAD
+            ) -> tuple[Any, ...]:
     q = tl.load(q_ptr, shape=(1, d), dtype="f16")
     k = tl.load(k_ptr, shape=(n, d), dtype="f16")
     v = tl.load(v_ptr, shape=(n, d), dtype="f16")
     scores = tl.dot(q, tl.trans(k), out_dtype="f32") * (1.0 / math.sqrt(d))
-    keep = tl.arange(0, n) < PAD
+    keep = tl.arange(0, n) < pad
     return scores, tl.where(keep, scores, float("-inf")), v
 
 
@@ -56,3 +57,19 @@ def huge_positions(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
 
 for _kernel in (padded, exp_of_unmasked, huge_positions):
     _kernel.meshproof_mask = f"padding:{PAD}"  # type: ignore[attr-defined]
+
+
+def padded_floor(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
+                 S_kv_per_rank: int = 16, d_head: int = 8, pad: int = PAD, *,
+                 tl: Any) -> None:
+    """The max floored at -1e30 (FlashAttention's guard against exp(-inf - (-inf))): the
+    floor never attains the max while the query sees a key; with `pad` 0 it sees none, ℓ
+    is 0 and o / ℓ is 0/0 (DIV-LINE)."""
+    _, masked, v = _scores(q_ptr, k_ptr, v_ptr, S_kv_per_rank, d_head, tl, pad)
+    m = tl.maximum(tl.max(masked, axis=-1), -1e30)
+    p = tl.exp(masked - m)
+    o = tl.dot(tl.cast(p, "f16"), v, out_dtype="f32") / tl.sum(p, axis=-1)  # DIV-LINE
+    tl.store(o_ptr, tl.cast(o, "f16"))
+
+
+padded_floor.meshproof_mask = f"padding:{PAD}"  # type: ignore[attr-defined]
