@@ -64,7 +64,7 @@ def padded_floor(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
                  tl: Any) -> None:
     """The max floored at -1e30 (FlashAttention's guard against exp(-inf - (-inf))): the
     floor never attains the max while the query sees a key; with `pad` 0 it sees none, ℓ
-    is 0 and o / ℓ is 0/0 (DIV-LINE)."""
+    is 0 and o / ℓ is 0/0 at the division."""
     _, masked, v = _scores(q_ptr, k_ptr, v_ptr, S_kv_per_rank, d_head, tl, pad)
     m = tl.maximum(tl.max(masked, axis=-1), -1e30)
     p = tl.exp(masked - m)
