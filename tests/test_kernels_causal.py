@@ -18,7 +18,7 @@ from meshproof.verify.properties import Property
 from meshproof.verify.result import Status
 
 CAUSAL = ("ring_prefill_causal_naive", "ring_prefill_causal_zigzag",
-          "ring_prefill_causal_off_by_one")
+          "ring_prefill_causal_off_by_one", "ring_prefill_causal_striped")
 PROTOCOL = (Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT,
             Property.CHANNEL_MATCHING, Property.DEADLOCK_FREEDOM)
 SEMANTIC = (Property.EXACTLY_ONCE_MERGE, Property.ATTENTION_EQUIVALENCE,
@@ -58,7 +58,7 @@ def test_the_protocol_is_proved_and_the_semantics_judged(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "ok"), [(CAUSAL[0], True), (CAUSAL[1], True),
-                                          (CAUSAL[2], False)])
+                                          (CAUSAL[2], False), (CAUSAL[3], True)])
 def test_the_simulator_checks_them_against_masked_attention(name: str, ok: bool) -> None:
     result = simulate(trace_kernel(name))
     assert result.numeric is not None and result.ok is ok
@@ -69,6 +69,7 @@ def test_the_simulator_checks_them_against_masked_attention(name: str, ok: bool)
 def test_without_the_mask_the_causal_kernels_are_out_of_tolerance() -> None:
     assert not simulate(trace_kernel(CAUSAL[1], mask="none")).ok
     assert not simulate(trace_kernel(CAUSAL[1], mask="causal")).ok   # zigzag positions
+    assert not simulate(trace_kernel(CAUSAL[3], mask="causal")).ok   # striped positions
 
 
 def test_the_naive_ring_skips_the_blocks_after_the_query_and_zigzag_balances_them() -> None:
@@ -77,6 +78,7 @@ def test_the_naive_ring_skips_the_blocks_after_the_query_and_zigzag_balances_the
                 for p in trace_kernel(name).programs]
     assert dots(CAUSAL[0]) == [1, 2, 3, 4, 5, 6, 7, 8]          # blocks of 8 x 8
     assert dots(CAUSAL[1]) == [17] * 8                          # blocks of 4 x 4
+    assert dots(CAUSAL[3]) == [8] * 8                           # every block partial
 
 
 def test_simulate_and_verify_on_the_cli(run_cli: RunCli) -> None:

@@ -117,7 +117,8 @@ def launch_options(func: F) -> F:
                      "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
         click.option("--mask", default=None, metavar="MASK",
                      help="The attention mask the launch declares: causal, causal:OFFSET, "
-                     "window:W or padding:LEN, optionally @zigzag (positions), or none; "
+                     "window:W or padding:LEN, optionally @zigzag or @striped (positions), or "
+                     "none; "
                      "default: the kernel's (built-ins), else none."),
         click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
                      help="A rank whose KV slice is empty (numeric_safety). Repeatable."),

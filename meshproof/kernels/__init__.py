@@ -69,13 +69,17 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
     _info("ring_prefill_causal_naive", _causal.ring_prefill_causal_naive,
           "causal prefill over a closed ring: rank i holds chunk i, KV circulates E; "
           "diagonal blocks masked with tl.where, blocks after the query skipped (the last "
-          "ranks do most of the work); semantic properties unknown (masks, spec §8)",
+          "ranks do most of the work)",
           harness="prefill", wiring="pe_ring", mask="causal"),
     _info("ring_prefill_causal_zigzag", _causal.ring_prefill_causal_zigzag,
           "causal prefill over a closed ring, zigzag layout: rank i holds chunks i and "
-          "2n-1-i, so every rank computes about the same blocks; semantic properties "
-          "unknown (masks, spec §8)", harness="prefill", wiring="pe_ring",
-          mask="causal@zigzag"),
+          "2n-1-i, so every rank computes about the same blocks", harness="prefill",
+          wiring="pe_ring", mask="causal@zigzag"),
+    _info("ring_prefill_causal_striped", _causal.ring_prefill_causal_striped,
+          "causal prefill over a closed ring, striped layout: rank i holds positions "
+          "i, i+n, i+2n, ...; every block is partial (masked with tl.where), so every rank "
+          "computes the same blocks", harness="prefill", wiring="pe_ring",
+          mask="causal@striped"),
     # at cube_start 0 physical and logical cube ids agree and the bug hides: its own
     # launch starts at cube 8, where it shows
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
@@ -93,8 +97,8 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           harness="prefill", known_bad=True),
     _info("ring_prefill_causal_off_by_one", _causal.ring_prefill_causal_off_by_one,
           "KNOWN BAD: naive causal ring whose diagonal mask lets each query see the next key "
-          "(key <= query + 1); the simulator catches it out of tolerance, the verifier says "
-          "unknown for now (masks, spec §8)", harness="prefill", wiring="pe_ring",
+          "(key <= query + 1); the simulator catches it out of tolerance, the verifier names "
+          "query 0 counting key 1 at the tl.where", harness="prefill", wiring="pe_ring",
           known_bad=True, mask="causal"),
 ]}
 

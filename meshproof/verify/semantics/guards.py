@@ -34,7 +34,7 @@ Box = tuple[tuple[int, int, int], ...]        # (digit, lo, hi) inclusive, sorte
 POSITION_LIMIT = 1 << 24                      # f32 holds integers exactly below this
 
 
-def _normal(c: Aff) -> Aff | bool:
+def normal(c: Aff) -> Aff | bool:
     """`c <= 0` with the gcd of its coefficients divided out (γ -> ⌈γ/g⌉); True or False
     when it has no digit."""
     if not c.terms:
@@ -94,7 +94,7 @@ class Guard:
         constraint left."""
         tight: dict[tuple[tuple[int, int], ...], int] = {}
         for c in constraints:
-            n = _normal(c)
+            n = normal(c)
             if n is True:
                 continue
             if n is False:
@@ -369,4 +369,4 @@ def may_be_neg_inf(m: Max) -> bool:
 
 
 __all__ = ["POSITION_LIMIT", "Guard", "Idx", "Ind", "Pen", "conjunction", "extremes",
-           "may_be_neg_inf", "pens"]
+           "may_be_neg_inf", "normal", "pens"]
