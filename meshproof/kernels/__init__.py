@@ -8,6 +8,7 @@ from typing import Any
 
 from meshproof.kernels import mesh_causal as _causal
 from meshproof.kernels import mesh_kv as _kv
+from meshproof.kernels import mesh_masked as _masked
 from meshproof.kernels import mesh_mlo as _mlo
 from meshproof.model.loader import KernelRef, builtin_ref, register_builtins, resolve_kernel
 from meshproof.model.schedule import GroupMode, Scalar
@@ -42,9 +43,10 @@ class KernelInfo:
 def _info(name: str, func: Callable[..., Any], description: str, **kw: Any) -> KernelInfo:
     harness = kw.get("harness", "decode")
     shapes = _PREFILL_SHAPES if harness == "prefill" else _DECODE_SHAPES
-    if kw.get("mask") is not None:
+    if kw.get("mask") is not None and harness == "prefill":
         shapes = _CAUSAL_SHAPES
-    return KernelInfo(name, func, description, defaults=dict(shapes), **kw)
+    return KernelInfo(name, func, description, defaults={**shapes, **kw.pop("shapes", {})},
+                      **kw)
 
 
 BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
@@ -80,6 +82,21 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           "i, i+n, i+2n, ...; every block is partial (masked with tl.where), so every rank "
           "computes the same blocks", harness="prefill", wiring="pe_ring",
           mask="causal@striped"),
+    _info("mesh_prefill_causal_2d", _causal.mesh_prefill_causal_2d,
+          "causal prefill over a 2x4 cube sub-mesh: cube r holds chunk r; KV fans out along "
+          "the rows, then along the columns; diagonal blocks masked with tl.where, blocks "
+          "after the query skipped", harness="prefill", wiring="cube_mesh", mesh="2x4",
+          mask="causal"),
+    _info("line_decode_window", _masked.line_decode_window,
+          "sliding-window decode over a line: rank i holds a slice of the KV cache, only "
+          "the last W = 20 keys count (--arg window=W with --mask window:W); ranks the "
+          "window never reaches stay idle", wiring="pe_line", mask="window:20",
+          shapes={"S_q": 1, "S_kv_per_rank": 8}),
+    _info("ring_prefill_padded", _masked.ring_prefill_padded,
+          "padded prefill over a closed ring: the first LEN = 45 of 64 keys are real "
+          "(--arg length=LEN with --mask padding:LEN); slices of padding skipped, the one "
+          "the length cuts masked with tl.where", harness="prefill", wiring="pe_ring",
+          mask="padding:45"),
     # at cube_start 0 physical and logical cube ids agree and the bug hides: its own
     # launch starts at cube 8, where it shows
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,

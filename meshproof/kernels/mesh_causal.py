@@ -171,3 +171,93 @@ def ring_prefill_causal_off_by_one(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: An
     """KNOWN BAD: the naive causal ring whose diagonal mask is off by one (key <= q + 1)."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
           sm_scale, "contiguous", 1, tl)  # BUG: off by one at the diagonal
+
+
+class _Folder:
+    """A cube's queries and running state over a 2D sub-mesh: `fold` takes chunk c's
+    slice (skipped when after the query chunk) and keeps it to pass on."""
+
+    def __init__(self, q: Any, mine: Span, shape: tuple[int, int, int], scale: float,
+                 own: tuple[Any, Any], tl: Any) -> None:
+        self.q, self.mine, self.shape, self.scale, self.tl = q, mine, shape, scale, tl
+        self.k_shape, self.v_shape = own[0].shape, own[1].shape
+        chunk: Chunk = (mine, own[0], own[1])
+        # the diagonal block first: every query row has a key before anything is merged
+        self.state = _block(q, mine, chunk, None, scale, shape, 0, tl)
+        self.held: list[Chunk] = [chunk]
+
+    def recv(self, d: str, c: int) -> Chunk:
+        tl = self.tl
+        chunk: Chunk = ((c * self.shape[0], 1), tl.recv(dir=d, shape=self.k_shape, dtype="f16"),
+                        tl.recv(dir=d, shape=self.v_shape, dtype="f16"))
+        self.held.append(chunk)
+        self.state = _block(self.q, self.mine, chunk, self.state, self.scale, self.shape, 0,
+                            tl)
+        return chunk
+
+
+def _send(tl: Any, d: str, chunk: Chunk) -> None:
+    tl.send(dir=d, src=chunk[1])
+    tl.send(dir=d, src=chunk[2])
+
+
+def _along_row(f: _Folder, rank: int, col: int, cols: int) -> None:
+    """The slice of column c reaches columns c ± s at step s (sent before received)."""
+    to_e: Chunk | None = f.held[0]
+    to_w: Chunk | None = f.held[0]
+    for step in range(1, cols):
+        if to_e is not None and col < cols - 1:
+            _send(f.tl, "E", to_e)
+        if to_w is not None and col > 0:
+            _send(f.tl, "W", to_w)
+        to_e = f.recv("W", rank - step) if col - step >= 0 else None
+        to_w = f.recv("E", rank + step) if col + step < cols else None
+
+
+def _along_column(f: _Folder, row: int, rows: int, cols: int) -> None:
+    """A row's slices, in column order, reach rows r ± s at step s, one slice at a time
+    (send one, receive one: a queue of depth 2 is enough)."""
+    line = sorted(f.held, key=lambda c: c[0][0])
+    to_s, to_n = line, line
+    for step in range(1, rows):
+        got_n: list[Chunk] = []
+        got_s: list[Chunk] = []
+        for i in range(cols):
+            if to_s and row < rows - 1:
+                _send(f.tl, "S", to_s[i])
+            if to_n and row > 0:
+                _send(f.tl, "N", to_n[i])
+            if row - step >= 0:
+                got_n.append(f.recv("N", (row - step) * cols + i))
+            if row + step < rows:
+                got_s.append(f.recv("S", (row + step) * cols + i))
+        to_s, to_n = got_n, got_s
+
+
+def mesh_prefill_causal_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                           S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
+                           mesh_rows: int, mesh_cols: int, cube_start: int = 0,
+                           sm_scale: float | None = None, *, tl: Any) -> None:
+    """Causal prefill over a mesh_rows x mesh_cols cube sub-mesh (PE 0 of each cube):
+    cube r (row-major) holds chunk r of the sequence. The KV slices first fan out both
+    ways along each row (every cube then holds its row's slices), then along each column,
+    so every cube sees every slice. The own (diagonal) block is folded first; a slice
+    after the query chunk is skipped, one before it folded unmasked."""
+    if tl.program_id(axis=0) != 0:
+        return
+    rank = tl.program_id(axis=1) - cube_start  # launch-local: program_id is physical
+    if not 0 <= rank < mesh_rows * mesh_cols:
+        return
+    if S_q != S_kv_per_rank:
+        raise ValueError(f"causal prefill needs S_q == S_kv_per_rank (one sequence), got "
+                         f"{S_q} and {S_kv_per_rank}")
+    row, col = divmod(rank, mesh_cols)
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    own = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    f = _Folder(q, (rank * S_q, 1), (S_q, gqa_group(h_q, h_kv), h_kv),
+                softmax_scale(d_head, sm_scale), own, tl)
+    _along_row(f, rank, col, mesh_cols)
+    _along_column(f, row, mesh_rows, mesh_cols)
+    assert f.state is not None   # the diagonal block is always folded
+    _m, ell, o = f.state
+    store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
