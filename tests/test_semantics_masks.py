@@ -267,3 +267,51 @@ def test_the_sliding_window_decode_chain_is_proved_and_a_wider_window_violated(s
                                          SEMANTIC_ONLY).properties}
         assert bad[AE].status is Status.VIOLATED and bad[EO].status is Status.VIOLATED
         assert f"the {wrong} mask" in bad[AE].message
+
+
+# --- != and "or" masks: a sum of disjoint guards, or unknown with the reason -------------
+
+MUTANTS = TEST_KERNELS / "causal_mutants.py"
+
+
+def _or_launch(style: int) -> Schedule:
+    # d_head 4: a scale of 1/2 is exact in f32, so the float64 oracle can ask for equality
+    args = {"n_ranks": 8, "S_q": 8, "S_kv_per_rank": 8, "h_q": 1, "h_kv": 1, "d_head": 4,
+            "style": style}
+    return trace_kernel(kernel_spec("causal_mutants.py::ring_causal_or_masks"),
+                        wiring="pe_ring", pes=8, harness="prefill", args=tuple(args.items()),
+                        mask="causal")
+
+
+@pytest.mark.parametrize("style", [1, 2, 3])
+def test_ne_and_disjoint_or_masks_are_proved(style: int) -> None:
+    """(k < q) + (k == q), (k <= q + 1) * (k != q + 1), where((k > q) + (k < q - 100),
+    -inf, s): each is the causal mask."""
+    schedule = _or_launch(style)
+    r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+    assert r[AE].status is Status.PROVED, r[AE].message
+    assert r[EO].status is Status.PROVED, r[EO].message
+    assert _oracle(schedule)
+
+
+def test_an_or_whose_masks_overlap_is_unknown_with_the_reason() -> None:
+    """(k <= q) + (k == q) is 2 on the diagonal: not a mask of the algebra (the kernel's
+    where treats 2 as true, so its output is right: never a violation here)."""
+    schedule = _or_launch(4)
+    r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+    assert r[AE].status is Status.UNKNOWN
+    assert "of masks that are not shown disjoint" in r[AE].message
+    assert _oracle(schedule)
+
+
+def test_a_penalty_outside_an_or_is_not_proved_and_a_wrong_or_is_named_at_its_line(
+) -> None:
+    for style in (5, 6):
+        schedule = _or_launch(style)
+        r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+        assert r[AE].status is not Status.PROVED
+        assert 'selects -inf outside an "or" of masks' in r[AE].message
+        assert not _oracle(schedule)
+    assert r[AE].status is Status.VIOLATED and r[AE].counterexample is not None
+    lines = {d.source.line for d in r[AE].counterexample.diagnostics if d.source}
+    assert line_of(MUTANTS, "OR-LINE") in lines

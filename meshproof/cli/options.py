@@ -84,7 +84,8 @@ def launch_options(func: F) -> F:
     """Decorate a command with KERNEL and the launch flags."""
     decorators = [
         click.argument("kernel", required=False, shell_complete=_complete_kernel),
-        click.option("--panel", help="Preset kernel + launch: one of the four GQA panels."),
+        click.option("--panel", help="Preset kernel + launch: one of the four GQA panels, or "
+                     "a causal prefill panel (causal_prefill_naive, causal_prefill_zigzag)."),
         click.option("--scale", type=click.Choice(SCALES), default="validation",
                      show_default=True, help="Panel scale."),
         click.option("--system", "system_text", default=None,

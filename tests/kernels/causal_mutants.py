@@ -13,6 +13,20 @@ that the verifier's violation names that line; the markers are comments in capit
   the dot line.
 
 Run on the 8-PE ring with the causal mask (`@zigzag` for the zigzag one).
+
+`ring_causal_or_masks` writes the diagonal mask with `!=` or as an "or" (a sum of
+comparisons), `style`:
+
+- 1 `(k < q) + (k == q)`: a disjoint "or", proved;
+- 2 `(k <= q + 1) * (k != q + 1)`: `!=` inside a conjunction, proved;
+- 3 `tl.where((k > q) + (k < q - 100), -inf, s)`: hides an "or" whose negation is one
+  conjunction (k <= q and k >= q - 100), proved;
+- 4 `(k <= q) + (k == q)`: an "or" that overlaps on the diagonal (the sum is 2 there):
+  unknown, with the reason;
+- 5 `tl.where(k != q + 1 ..., s, -inf)` under a causal declaration: a penalty outside an
+  "or" (not one conjunction): unknown, with the reason;
+- 6 `(k < q) + (k == q + 1)` (BUG: the "or" keeps the key after the query, not the
+  query's own): violated at that tl.where.
 """
 
 from __future__ import annotations
@@ -47,8 +61,24 @@ def _keep(q_pos: Any, k_pos: Any, swapped: bool) -> Any:
     return k_pos <= q_pos
 
 
+def _or_masked(s4: Any, q_pos: Any, k_pos: Any, style: int, tl: Any) -> Any:
+    """The diagonal block's scores under a mask written with != or as an "or"."""
+    ninf = float("-inf")
+    if style == 1:
+        return tl.where((k_pos < q_pos) + (k_pos == q_pos), s4, ninf)
+    if style == 2:
+        return tl.where((k_pos <= q_pos + 1) * (k_pos != q_pos + 1), s4, ninf)
+    if style == 3:
+        return tl.where((k_pos > q_pos) + (k_pos < q_pos - 100), ninf, s4)
+    if style == 4:
+        return tl.where((k_pos <= q_pos) + (k_pos == q_pos), s4, ninf)
+    if style == 5:
+        return tl.where(k_pos != q_pos + 1, s4, ninf)
+    return tl.where((k_pos < q_pos) + (k_pos == q_pos + 1), s4, ninf)  # OR-LINE
+
+
 def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, h_q: int, h_kv: int,
-          d_head: int, n_ranks: int, mutation: str, tl: Any) -> None:
+          d_head: int, n_ranks: int, mutation: str, tl: Any, style: int = 0) -> None:
     rank = tl.program_id(axis=0)
     if not 0 <= rank < n_ranks:
         return
@@ -87,9 +117,12 @@ def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, h_q: int, h_
                 if c == a and mutation != "dropped_mask":
                     q_pos = tl.reshape(tl.arange(0, rows) + a * rows, (rows, 1, 1))
                     k_pos = tl.arange(0, rows) + c * rows
-                    keep = _keep(q_pos, k_pos, mutation == "swapped_comparison")
                     s4 = tl.reshape(scores, (h_kv, rows, group, rows))
-                    s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE
+                    if style:
+                        s4 = _or_masked(s4, q_pos, k_pos, style, tl)
+                    else:
+                        keep = _keep(q_pos, k_pos, mutation == "swapped_comparison")
+                        s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE
                     scores = tl.reshape(s4, (h_kv, rows * group, rows))
                 states[j] = _fold(states[j], scores, v, tl)
     for j, state in enumerate(states):
@@ -121,3 +154,10 @@ def ring_causal_correct(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int
                         *, tl: Any) -> None:
     """The unmutated ring (the mutants' control)."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, h_q, h_kv, d_head, n_ranks, "", tl)
+
+
+def ring_causal_or_masks(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                         S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, n_ranks: int,
+                         style: int = 1, *, tl: Any) -> None:
+    """The ring with its diagonal mask written with != or as an "or" (see the top)."""
+    _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, h_q, h_kv, d_head, n_ranks, "", tl, style)

@@ -12,7 +12,7 @@ denominator at x) must be 1 on the allowed keys and 0 elsewhere.
 The count pattern at x is fixed by the order of the end points, all affine in x: between
 two consecutive crossings of any two end-point functions it does not change. So for a
 guard over one digit the reader checks the crossings (their floor and ceiling), the ends
-of the digit's range and one point between consecutive ones -- a few hundred points
+of the digit's range and the first point after each -- a few hundred points
 instead of every query row, and per point only the keys where a count can change. Several
 digits are enumerated (up to `ENUMERATE_LIMIT` points), a non-unit coefficient of the key
 row is not read (unknown): never a guess.
@@ -159,7 +159,9 @@ def _functions(cons: tuple[Aff, ...], d: int) -> list[tuple[int, int]]:
 
 def crossing_points(funcs: list[tuple[int, int]], size: int) -> list[int]:
     """Every crossing of two end-point functions (floor and ceiling), the ends of the
-    digit's range and one point between consecutive ones."""
+    digit's range and the first point after each (the pattern is the same up to the next
+    crossing, so the first point of each stretch is where a wrong count first shows: the
+    smallest query of the stretch when positions grow with the digit)."""
     crit = {0, size - 1}
     for (a1, c1), (a2, c2) in itertools.combinations(set(funcs), 2):
         if a1 != a2:
@@ -168,7 +170,7 @@ def crossing_points(funcs: list[tuple[int, int]], size: int) -> list[int]:
                 if 0 <= v < size:
                     crit.add(v)
     pts = sorted(crit)
-    mids = [(u + v) // 2 for u, v in itertools.pairwise(pts) if v - u > 1]
+    mids = [u + 1 for u, v in itertools.pairwise(pts) if v - u > 1]
     return sorted(crit | set(mids))
 
 

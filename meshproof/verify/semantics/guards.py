@@ -111,6 +111,8 @@ class Guard:
         if not tight:
             return True
         cons = tuple(sorted((Aff(k, t) for t, k in tight.items()), key=aff_key))
+        if decide and _infeasible(cons, box):
+            return False
         used = {d for c in cons for d in c.digits if d != BOUND}
         kept = tuple(sorted((d, *box[d]) for d in used if d in box))
         return Guard(cons, kept)
@@ -267,6 +269,28 @@ class Guard:
             if ex is None or ex[1] > hi - 1:
                 return False
         return True
+
+
+def _infeasible(cons: tuple[Aff, ...], box: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether two constraints exclude each other at every point of the box: a positive
+    combination of them free of BOUND (Fourier-Motzkin on the key row, or their plain sum
+    when neither holds it) is positive over the box. Shown over a superset of the points,
+    so sound; a real-infeasible pair is integer-infeasible."""
+    for i, c in enumerate(cons):
+        for e in cons[i + 1:]:
+            a, b = c.coeff(BOUND), e.coeff(BOUND)
+            if a * b < 0:
+                comb = c.scale(abs(b)) + e.scale(abs(a))
+            elif a == 0 and b == 0:
+                comb = c + e
+            else:
+                continue
+            if BOUND in comb.digits:
+                continue
+            ex = extremes(comb, box)
+            if ex is not None and ex[0] > 0:
+                return True
+    return False
 
 
 def _trivial(value: bool) -> Guard:
