@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jsonschema
+
 from meshproof.gate.pipeline import Pipeline
 from meshproof.report import figures
 from meshproof.report.causal import (
@@ -13,6 +15,7 @@ from meshproof.report.causal import (
     imbalance_lines,
     imbalance_runs,
 )
+from meshproof.schemas import load_schema
 from meshproof.verify.api import VerifyConfig
 
 
@@ -46,6 +49,8 @@ def test_a_missing_timing_is_said_and_not_drawn() -> None:
 def test_the_validation_panels_are_proved_timed_and_drawn(tmp_path: Path) -> None:
     records = causal_records("validation", Pipeline(), VerifyConfig(), lambda _: None)
     assert [r["layout"] for r in records] == ["naive", "zigzag"]
+    jsonschema.Draft202012Validator(load_schema("sweep-v1")["properties"]["causal"]
+                                    ).validate(records)
     for r in records:
         assert r["properties"] == [{"name": "exactly_once_merge", "status": "proved"},
                                    {"name": "attention_equivalence", "status": "proved"}]
