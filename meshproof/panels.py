@@ -6,6 +6,20 @@ sub-mesh, 64 cubes busy; meshproof.deploy verifies and simulates them together).
 `validation` shapes are small enough to verify and simulate in seconds; `headline` shapes
 are the study's (64 q heads, 8 kv heads, d_head 128, 1M context): the schedule is traced
 and verified at that scale, numerics are simulated by the benchmark (decode) only.
+
+Besides the four study panels (`PANEL_NAMES`), two **causal prefill panels**
+(`CAUSAL_PANEL_NAMES`): Llama-70B prefill of one million tokens under a causal mask on
+64 cubes x 8 PEs, every cube an independent 8-PE ring serving one q head (1 q head per
+cube, d_head 128, 131,072 positions per PE), `causal_prefill_naive` with rank i holding
+chunk i (`ring_prefill_causal_naive`, `--mask causal`) and `causal_prefill_zigzag` with
+rank i holding chunks i and 15-i (`ring_prefill_causal_zigzag`, `--mask causal@zigzag`).
+Two panels rather than one with a layout choice: each is a fixed kernel and mask, so
+`verify --panel`, `simulate --panel` and the gate name the layout without another flag,
+and the report sets them side by side (its per-rank imbalance figure). At validation
+scale all seven properties are proved; at headline scale (one million tokens)
+numeric_safety is unknown: the rounding bound, 1.7e-2·max|V| + 0.13 at |inputs| <= 4,
+passes the tolerance (a million f16 weights in the P·V dot, some of which may flush to
+zero), and no input is tried at that size (spec/semantics.md §8).
 """
 
 from __future__ import annotations
@@ -157,14 +171,41 @@ PANELS: dict[str, dict[str, Panel]] = {
     ]},
 }
 
-PANEL_NAMES = tuple(PANELS["validation"])
+_CAUSAL_VAL = {"h_q": 8, "h_kv": 1, "d_head": 16, "S_kv_per_rank": 32}
+_CAUSAL_HEADLINE = {"h_q": 1, "h_kv": 1, "d_head": 128, "S_kv_per_rank": CONTEXT_HEADLINE // 8}
+CAUSAL_LAYOUTS = {"causal_prefill_naive": "naive", "causal_prefill_zigzag": "zigzag"}
+
+
+def _causal(name: str, scale: str) -> Panel:
+    layout = CAUSAL_LAYOUTS[name]
+    how = "rank i holds chunk i: the last ranks do most of the work" if layout == "naive" \
+        else "rank i holds chunks i and 15-i: every rank the same work"
+    if scale == "validation":
+        return _panel(name, f"causal prefill, {layout} layout, over the 8-PE ring of one "
+                      f"cube ({how})", f"ring_prefill_causal_{layout}", "pe_ring", 32, 8, 0,
+                      _CAUSAL_VAL)
+    return _panel(name, f"Llama-70B causal prefill of 1M tokens, {layout} layout: 64 cubes, "
+                  f"each an independent 8-PE ring (1 q head per cube, 131,072 positions per "
+                  f"PE; {how})", f"ring_prefill_causal_{layout}", "pe_ring",
+                  CONTEXT_HEADLINE // 8, 8, 0, _CAUSAL_HEADLINE, system=HEADLINE_SYSTEM,
+                  input_bound=HEADLINE_INPUT_BOUND, cubes=64)
+
+
+for _scale in SCALES:
+    PANELS[_scale].update({n: _causal(n, _scale) for n in CAUSAL_LAYOUTS})
+
+# the study's four panels (the report's panel table, op-log figures and scaling)
+PANEL_NAMES = ("single_user_prefill", "multi_user_prefill", "single_user_decode",
+               "multi_user_decode")
+CAUSAL_PANEL_NAMES = tuple(CAUSAL_LAYOUTS)
+ALL_PANEL_NAMES = PANEL_NAMES + CAUSAL_PANEL_NAMES
 
 
 def get_panel(name: str, scale: str = "validation") -> Panel:
     if scale not in PANELS:
         raise LaunchError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
     if name not in PANELS[scale]:
-        raise LaunchError(f"unknown panel {name!r}: use one of {', '.join(PANEL_NAMES)}")
+        raise LaunchError(f"unknown panel {name!r}: use one of {', '.join(ALL_PANEL_NAMES)}")
     return PANELS[scale][name]
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.schedule import DType, OpKind
 from meshproof.model.wiring import BUILTIN_WIRINGS
-from meshproof.panels import PANEL_NAMES
+from meshproof.panels import ALL_PANEL_NAMES, PANEL_NAMES
 
 Run = Callable[[Sequence[str]], CliResult]
 BROKEN = "tests/kernels/broken.py"
@@ -32,7 +32,7 @@ def ok(result: CliResult) -> str:
 
 def test_list_text_golden(run_cli: Run, golden: Golden) -> None:
     out = ok(run_cli(["list"]))
-    for name in [*BUILTIN_KERNELS, *BUILTIN_WIRINGS, *PANEL_NAMES]:
+    for name in [*BUILTIN_KERNELS, *BUILTIN_WIRINGS, *ALL_PANEL_NAMES]:
         assert re.search(rf"^  {name} ", out, re.M), name
     golden("list.txt", out)
 
@@ -50,7 +50,7 @@ def test_list_json_schema(run_cli: Run, golden: Golden) -> None:
                                                  "cube_mesh_all_pes", "cube_ring"]
     assert set(doc["panels"]) == {"validation", "headline"}
     for panels in doc["panels"].values():
-        assert [p["name"] for p in panels] == list(PANEL_NAMES)
+        assert [p["name"] for p in panels] == list(ALL_PANEL_NAMES)
     assert out == json.dumps(doc, sort_keys=True, indent=2) + "\n"
     golden("list.json", out)
 

@@ -16,7 +16,14 @@ from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import GroupMode, Harness, OpKind
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.trace import trace
-from meshproof.panels import PANEL_NAMES, PANELS, SCALES, get_panel
+from meshproof.panels import (
+    ALL_PANEL_NAMES,
+    CAUSAL_PANEL_NAMES,
+    PANEL_NAMES,
+    PANELS,
+    SCALES,
+    get_panel,
+)
 
 
 def offsets(sched: Any, ep: Endpoint) -> list[int]:
@@ -241,8 +248,21 @@ def test_panels_table_matches_the_study() -> None:
         assert head.groups is (GroupMode.PE if users == 8 else GroupMode.LAUNCH)
 
 
+def test_the_causal_panels_are_the_naive_and_zigzag_rings_at_1m_tokens() -> None:
+    assert CAUSAL_PANEL_NAMES == ("causal_prefill_naive", "causal_prefill_zigzag")
+    assert ALL_PANEL_NAMES == PANEL_NAMES + CAUSAL_PANEL_NAMES
+    for name, layout in zip(CAUSAL_PANEL_NAMES, ("naive", "zigzag"), strict=True):
+        head = get_panel(name, "headline")
+        assert (head.kernel, head.wiring, head.cubes, head.n_ranks) == \
+            (f"ring_prefill_causal_{layout}", "pe_ring", 64, 8)
+        args = dict(head.args)
+        assert args["S_q"] == args["S_kv_per_rank"] == (1 << 20) // 8
+        assert (args["h_q"], args["h_kv"], args["d_head"]) == (1, 1, 128)
+        assert head.groups is GroupMode.CUBE and head.system.n_cubes == 64
+
+
 @pytest.mark.parametrize("scale", SCALES)
-@pytest.mark.parametrize("name", PANEL_NAMES)
+@pytest.mark.parametrize("name", ALL_PANEL_NAMES)
 def test_every_panel_traces(name: str, scale: str) -> None:
     panel = get_panel(name, scale)
     ref = resolve_kernel(panel.kernel)

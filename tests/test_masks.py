@@ -26,6 +26,7 @@ from meshproof.sim.reference import dense_reference, masked_reference
     ("window:4", Mask(MaskKind.WINDOW, 4)),
     ("padding:10", Mask(MaskKind.PADDING, 10)),
     ("causal@zigzag", Mask(MaskKind.CAUSAL, 0, Layout.ZIGZAG)),
+    ("window:3@striped", Mask(MaskKind.WINDOW, 3, Layout.STRIPED)),
 ])
 def test_masks_parse_and_print_as_written(text: str, mask: Mask) -> None:
     assert Mask.parse(text) == mask and mask.text == text
@@ -33,7 +34,7 @@ def test_masks_parse_and_print_as_written(text: str, mask: Mask) -> None:
 
 @pytest.mark.parametrize(("text", "why"), [
     ("wind:3", "is not a mask: write causal"), ("window", "window needs its size"),
-    ("padding:0", "must be at least 1"), ("causal@striped", "unknown layout @striped"),
+    ("padding:0", "must be at least 1"), ("causal@rows", "unknown layout @rows"),
     ("", "is not a mask"),
 ])
 def test_a_bad_mask_is_one_clear_error(text: str, why: str) -> None:
@@ -60,6 +61,14 @@ def test_zigzag_positions_hold_chunks_b_and_2n_minus_1_minus_b() -> None:
     assert sorted(np.concatenate(blocks).tolist()) == list(range(n * rows))
     with pytest.raises(LaunchError, match="even S_q"):
         block_positions(Layout.ZIGZAG, 0, n, 5)
+
+
+def test_striped_positions_hold_every_nth_position() -> None:
+    n, rows = 4, 3
+    blocks = [block_positions(Layout.STRIPED, b, n, rows) for b in range(n)]
+    assert blocks[0].tolist() == [0, 4, 8] and blocks[3].tolist() == [3, 7, 11]
+    assert sorted(np.concatenate(blocks).tolist()) == list(range(n * rows))
+    assert block_positions(Layout.STRIPED, 1, n, 5).tolist() == [1, 5, 9, 13, 17]
 
 
 def test_the_problem_gives_each_group_its_positions_and_allowed_keys() -> None:
@@ -118,17 +127,17 @@ def test_the_gate_takes_a_mask_key() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(kind=st.sampled_from(["causal", "window", "padding"]), size=st.integers(-3, 12),
-       zigzag=st.booleans(), blocks=st.integers(1, 4), half=st.integers(1, 3),
-       seed=st.integers(0, 2 ** 16))
+       layout=st.sampled_from(["", "@zigzag", "@striped"]), blocks=st.integers(1, 4),
+       half=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
 def test_the_masked_reference_over_random_masks_and_layouts(kind: str, size: int,
-                                                            zigzag: bool, blocks: int,
+                                                            layout: str, blocks: int,
                                                             half: int, seed: int) -> None:
     """Dense masked attention at the layout's positions equals, row by row, the softmax
     over the keys the predicate allows, by brute force over positions."""
     if kind != "causal":
         size = max(1, size)
     text = kind if kind == "causal" and size == 0 else f"{kind}:{size}"
-    mask = Mask.parse(text + ("@zigzag" if zigzag else ""))
+    mask = Mask.parse(text + layout)
     rows = 2 * half
     pos = np.concatenate([block_positions(mask.layout, b, blocks, rows)
                           for b in range(blocks)])

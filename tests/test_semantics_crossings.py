@@ -24,6 +24,11 @@ CASES = [
     ("causal@zigzag", {"zigzag": 1}), ("causal@zigzag", {"zigzag": 1, "swap": 1}),
     ("window:5@zigzag", {"kind": 1, "param": 5, "zigzag": 1}),
     ("causal", {"nomask": 1}),
+    ("causal@striped", {"striped": 1}), ("causal@striped", {"striped": 1, "lead": 1}),
+    ("window:6@striped", {"kind": 1, "param": 6, "striped": 1}),
+    ("window:5@striped", {"kind": 1, "param": 6, "striped": 1}),
+    ("padding:13@striped", {"kind": 2, "param": 13, "striped": 1}),
+    ("causal@striped", {"striped": 1, "strict": 1}), ("causal@striped", {}),
 ]
 
 

@@ -95,3 +95,29 @@ def test_a_substitution_keeps_the_box_a_superset() -> None:
     assert box[10] == (0, 1) and box[11][0] == 0 and box[11][1] >= 3
     renamed = g.subst({X: Aff.digit(12)})
     assert renamed.ranges == {12: (0, 7)}
+
+
+def test_two_constraints_that_exclude_each_other_make_no_guard() -> None:
+    # b <= x and b >= x + 1: empty at every point (Fourier-Motzkin on the key row)
+    assert Guard.make([_aff(0, b=1, x=-1), _aff(1, b=-1, x=1)], {X: (0, 7)}) is False
+    # x <= y and x >= y + 2 on free digits
+    assert Guard.make([_aff(0, x=1, y=-1), _aff(2, x=-1, y=1)], {X: (0, 7), Y: (0, 3)}) \
+        is False
+    # b <= x and b >= x: the diagonal, not empty
+    assert isinstance(Guard.make([_aff(0, b=1, x=-1), _aff(0, b=-1, x=1)], {X: (0, 7)}),
+                      Guard)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_guard_found_empty_holds_at_no_point(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(30):
+        cons = [_aff(rng.randint(-4, 4), b=rng.choice([-1, 0, 1]), x=rng.randint(-2, 2),
+                     y=rng.randint(-1, 1)) for _ in range(rng.randint(2, 3))]
+        box = {X: (0, rng.randint(0, 4)), Y: (0, rng.randint(0, 2)), BOUND: (0, 6)}
+        if Guard.make(cons, box) is not False:
+            continue
+        for x, y, b in itertools.product(range(box[X][1] + 1), range(box[Y][1] + 1),
+                                         range(7)):
+            at = {X: x, Y: y, BOUND: b}
+            assert any(c.const + sum(k * at[d] for d, k in c.terms) > 0 for c in cons)

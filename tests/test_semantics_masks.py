@@ -72,25 +72,30 @@ MASKS = st.sampled_from(["causal", "causal:1", "causal:-1", "window:3", "window:
 @st.composite
 def launches(draw: Any) -> tuple[int, int, str, dict[str, int], int, int]:
     n = draw(st.integers(1, 4))
-    zig = draw(st.booleans())
+    lay = draw(st.sampled_from(["", "@zigzag", "@striped"]))
+    zig = lay == "@zigzag"
     s = draw(st.sampled_from([2, 4] if zig else [1, 2, 3, 4]))
     text = draw(MASKS)
     kind = {"causal": 0, "window": 1, "padding": 2}[text.split(":")[0]]
     param = int(text.split(":")[1]) if ":" in text else 0
-    kernel = {"kind": kind, "param": param, "zigzag": int(zig)}
-    mutation = draw(st.sampled_from(["", "", "lead+", "lead-", "strict", "nomask", "swap"]))
+    kernel = {"kind": kind, "param": param, "zigzag": int(zig),
+              "striped": int(lay == "@striped")}
+    mutation = draw(st.sampled_from(["", "", "lead+", "lead-", "strict", "nomask", "swap",
+                                     "layout"]))
     if mutation.startswith("lead"):
         kernel["lead"] = 1 if mutation == "lead+" else -1
+    elif mutation == "layout":      # the kernel's layout is not the declared one
+        kernel["striped"], kernel["zigzag"] = (0, 0) if lay else (1, 0)
     elif mutation:
         kernel[mutation] = 1
     gqa = draw(st.sampled_from([(1, 1), (2, 1)]))
-    return n, s, text + ("@zigzag" if zig else ""), kernel, gqa[0], gqa[1]
+    return n, s, text + lay, kernel, gqa[0], gqa[1]
 
 
 COUNTS = {"proved": 0, "violated": 0, "unknown": 0}     # for a look with -s
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(launches())
 def test_random_masked_launches_agree_with_the_exact_masked_reference(
@@ -205,16 +210,35 @@ def test_a_strict_comparison_is_never_proved_and_the_exact_reference_differs() -
 
 
 @pytest.mark.parametrize("mask", ["window:3", "window:6", "padding:5", "causal:1",
-                                  "window:3@zigzag"])
+                                  "window:3@zigzag", "causal@striped", "window:5@striped",
+                                  "padding:7@striped", "causal:1@striped"])
 def test_correct_window_padding_and_offset_kernels_are_proved(mask: str) -> None:
     text, _, lay = mask.partition("@")
     kind = {"causal": 0, "window": 1, "padding": 2}[text.split(":")[0]]
-    param = int(text.split(":")[1])
-    schedule = _launch(3, 4, mask, kind=kind, param=param, zigzag=int(bool(lay)))
+    param = int(text.split(":")[1]) if ":" in text else 0
+    schedule = _launch(3, 4, mask, kind=kind, param=param, zigzag=int(lay == "zigzag"),
+                       striped=int(lay == "striped"))
     r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
     assert r[AE].status is Status.PROVED, r[AE].message
     assert r[EO].status is Status.PROVED, r[EO].message
     assert _oracle(schedule)
+
+
+@pytest.mark.parametrize(("mask", "kernel"), [
+    ("causal@striped", {"lead": 1}), ("causal@striped", {"strict": 1}),
+    ("causal@striped", {"nomask": 1}), ("causal", {}), ("window:4@striped", {"param": 3}),
+])
+def test_striped_mutations_are_violated_with_a_40_digit_witness(mask: str,
+                                                                kernel: dict[str, int]
+                                                                ) -> None:
+    kind = {"causal": 0, "window": 1, "padding": 2}[mask.split(":")[0].split("@")[0]]
+    schedule = _launch(3, 4, mask, kind=kind, striped=1, **kernel)
+    r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+    assert r[AE].status is Status.VIOLATED, r[AE].message
+    assert r[EO].status is Status.VIOLATED, r[EO].message
+    assert not _oracle(schedule)
+    w = r[AE].counterexample.details.witness  # type: ignore[union-attr]
+    assert w is not None and w.precision == "40-digit"
 
 
 def test_a_window_one_wider_than_the_kernel_is_violated() -> None:
@@ -243,3 +267,51 @@ def test_the_sliding_window_decode_chain_is_proved_and_a_wider_window_violated(s
                                          SEMANTIC_ONLY).properties}
         assert bad[AE].status is Status.VIOLATED and bad[EO].status is Status.VIOLATED
         assert f"the {wrong} mask" in bad[AE].message
+
+
+# --- != and "or" masks: a sum of disjoint guards, or unknown with the reason -------------
+
+MUTANTS = TEST_KERNELS / "causal_mutants.py"
+
+
+def _or_launch(style: int) -> Schedule:
+    # d_head 4: a scale of 1/2 is exact in f32, so the float64 oracle can ask for equality
+    args = {"n_ranks": 8, "S_q": 8, "S_kv_per_rank": 8, "h_q": 1, "h_kv": 1, "d_head": 4,
+            "style": style}
+    return trace_kernel(kernel_spec("causal_mutants.py::ring_causal_or_masks"),
+                        wiring="pe_ring", pes=8, harness="prefill", args=tuple(args.items()),
+                        mask="causal")
+
+
+@pytest.mark.parametrize("style", [1, 2, 3])
+def test_ne_and_disjoint_or_masks_are_proved(style: int) -> None:
+    """(k < q) + (k == q), (k <= q + 1) * (k != q + 1), where((k > q) + (k < q - 100),
+    -inf, s): each is the causal mask."""
+    schedule = _or_launch(style)
+    r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+    assert r[AE].status is Status.PROVED, r[AE].message
+    assert r[EO].status is Status.PROVED, r[EO].message
+    assert _oracle(schedule)
+
+
+def test_an_or_whose_masks_overlap_is_unknown_with_the_reason() -> None:
+    """(k <= q) + (k == q) is 2 on the diagonal: not a mask of the algebra (the kernel's
+    where treats 2 as true, so its output is right: never a violation here)."""
+    schedule = _or_launch(4)
+    r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+    assert r[AE].status is Status.UNKNOWN
+    assert "of masks that are not shown disjoint" in r[AE].message
+    assert _oracle(schedule)
+
+
+def test_a_penalty_outside_an_or_is_not_proved_and_a_wrong_or_is_named_at_its_line(
+) -> None:
+    for style in (5, 6):
+        schedule = _or_launch(style)
+        r = {p.name: p for p in verify(schedule, SEMANTIC_ONLY).properties}
+        assert r[AE].status is not Status.PROVED
+        assert 'selects -inf outside an "or" of masks' in r[AE].message
+        assert not _oracle(schedule)
+    assert r[AE].status is Status.VIOLATED and r[AE].counterexample is not None
+    lines = {d.source.line for d in r[AE].counterexample.diagnostics if d.source}
+    assert line_of(MUTANTS, "OR-LINE") in lines

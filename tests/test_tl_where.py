@@ -129,12 +129,14 @@ def test_masked_decode_kernels_get_verdicts(func: str, mask: str | None, eo: Sta
         assert by[prop].status is Status.PROVED, (prop, by[prop].message)
 
 
-def test_a_not_equal_mask_is_outside_the_algebra_and_shown_wrong_by_a_witness() -> None:
-    # != is a disjunction of two guards: outside the algebra, with the reason; the kernel
-    # hides a key the unmasked reference counts, which a 40-digit witness shows
+def test_a_penalty_under_a_not_equal_mask_is_outside_the_algebra_and_shown_wrong() -> None:
+    # != is a sum of two disjoint guards; -inf outside it is a penalty over a union, which
+    # the algebra does not hold (a penalty holds one conjunction): the reason is given, and
+    # the kernel hides a key the unmasked reference counts, which a 40-digit witness shows
     verdict = verify_kernel(kernel_spec("masked.py::decode_not_equal"), pes=1)
     r = {p.name: p for p in verdict.properties}[Property.ATTENTION_EQUIVALENCE]
-    assert r.status is Status.VIOLATED and "compares positions with !=" in r.message
+    assert r.status is Status.VIOLATED
+    assert 'selects -inf outside an "or" of masks (!= or a sum of comparisons)' in r.message
 
 
 def test_an_unmasked_kernel_keeps_its_verdicts() -> None:

@@ -84,7 +84,8 @@ def launch_options(func: F) -> F:
     """Decorate a command with KERNEL and the launch flags."""
     decorators = [
         click.argument("kernel", required=False, shell_complete=_complete_kernel),
-        click.option("--panel", help="Preset kernel + launch: one of the four GQA panels."),
+        click.option("--panel", help="Preset kernel + launch: one of the four GQA panels, or "
+                     "a causal prefill panel (causal_prefill_naive, causal_prefill_zigzag)."),
         click.option("--scale", type=click.Choice(SCALES), default="validation",
                      show_default=True, help="Panel scale."),
         click.option("--system", "system_text", default=None,
@@ -117,7 +118,8 @@ def launch_options(func: F) -> F:
                      "else 1/sqrt(d_head)); a kernel's sm_scale parameter receives it."),
         click.option("--mask", default=None, metavar="MASK",
                      help="The attention mask the launch declares: causal, causal:OFFSET, "
-                     "window:W or padding:LEN, optionally @zigzag (positions), or none; "
+                     "window:W or padding:LEN, optionally @zigzag or @striped (positions), or "
+                     "none; "
                      "default: the kernel's (built-ins), else none."),
         click.option("--empty-shard", "empty_shards", multiple=True, metavar="CUBE,PE",
                      help="A rank whose KV slice is empty (numeric_safety). Repeatable."),

@@ -8,6 +8,7 @@ from typing import Any
 
 from meshproof.kernels import mesh_causal as _causal
 from meshproof.kernels import mesh_kv as _kv
+from meshproof.kernels import mesh_masked as _masked
 from meshproof.kernels import mesh_mlo as _mlo
 from meshproof.model.loader import KernelRef, builtin_ref, register_builtins, resolve_kernel
 from meshproof.model.schedule import GroupMode, Scalar
@@ -42,9 +43,10 @@ class KernelInfo:
 def _info(name: str, func: Callable[..., Any], description: str, **kw: Any) -> KernelInfo:
     harness = kw.get("harness", "decode")
     shapes = _PREFILL_SHAPES if harness == "prefill" else _DECODE_SHAPES
-    if kw.get("mask") is not None:
+    if kw.get("mask") is not None and harness == "prefill":
         shapes = _CAUSAL_SHAPES
-    return KernelInfo(name, func, description, defaults=dict(shapes), **kw)
+    return KernelInfo(name, func, description, defaults={**shapes, **kw.pop("shapes", {})},
+                      **kw)
 
 
 BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
@@ -69,13 +71,32 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
     _info("ring_prefill_causal_naive", _causal.ring_prefill_causal_naive,
           "causal prefill over a closed ring: rank i holds chunk i, KV circulates E; "
           "diagonal blocks masked with tl.where, blocks after the query skipped (the last "
-          "ranks do most of the work); semantic properties unknown (masks, spec §8)",
+          "ranks do most of the work)",
           harness="prefill", wiring="pe_ring", mask="causal"),
     _info("ring_prefill_causal_zigzag", _causal.ring_prefill_causal_zigzag,
           "causal prefill over a closed ring, zigzag layout: rank i holds chunks i and "
-          "2n-1-i, so every rank computes about the same blocks; semantic properties "
-          "unknown (masks, spec §8)", harness="prefill", wiring="pe_ring",
-          mask="causal@zigzag"),
+          "2n-1-i, so every rank computes about the same blocks", harness="prefill",
+          wiring="pe_ring", mask="causal@zigzag"),
+    _info("ring_prefill_causal_striped", _causal.ring_prefill_causal_striped,
+          "causal prefill over a closed ring, striped layout: rank i holds positions "
+          "i, i+n, i+2n, ...; every block is partial (masked with tl.where), so every rank "
+          "computes the same blocks", harness="prefill", wiring="pe_ring",
+          mask="causal@striped"),
+    _info("mesh_prefill_causal_2d", _causal.mesh_prefill_causal_2d,
+          "causal prefill over a 2x4 cube sub-mesh: cube r holds chunk r; KV fans out along "
+          "the rows, then along the columns; diagonal blocks masked with tl.where, blocks "
+          "after the query skipped", harness="prefill", wiring="cube_mesh", mesh="2x4",
+          mask="causal"),
+    _info("line_decode_window", _masked.line_decode_window,
+          "sliding-window decode over a line: rank i holds a slice of the KV cache, only "
+          "the last W = 20 keys count (--arg window=W with --mask window:W); ranks the "
+          "window never reaches stay idle", wiring="pe_line", mask="window:20",
+          shapes={"S_q": 1, "S_kv_per_rank": 8}),
+    _info("ring_prefill_padded", _masked.ring_prefill_padded,
+          "padded prefill over a closed ring: the first LEN = 45 of 64 keys are real "
+          "(--arg length=LEN with --mask padding:LEN); slices of padding skipped, the one "
+          "the length cuts masked with tl.where", harness="prefill", wiring="pe_ring",
+          mask="padding:45"),
     # at cube_start 0 physical and logical cube ids agree and the bug hides: its own
     # launch starts at cube 8, where it shows
     _info("mesh_mlo_2d_physical_rank", _mlo.mesh_mlo_2d_physical_rank,
@@ -93,8 +114,8 @@ BUILTIN_KERNELS: dict[str, KernelInfo] = {k.name: k for k in [
           harness="prefill", known_bad=True),
     _info("ring_prefill_causal_off_by_one", _causal.ring_prefill_causal_off_by_one,
           "KNOWN BAD: naive causal ring whose diagonal mask lets each query see the next key "
-          "(key <= query + 1); the simulator catches it out of tolerance, the verifier says "
-          "unknown for now (masks, spec §8)", harness="prefill", wiring="pe_ring",
+          "(key <= query + 1); the simulator catches it out of tolerance, the verifier names "
+          "query 0 counting key 1 at the tl.where", harness="prefill", wiring="pe_ring",
           known_bad=True, mask="causal"),
 ]}
 

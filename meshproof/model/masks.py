@@ -1,7 +1,8 @@
 """Attention masks a launch declares, and the sequence positions of each rank's rows.
 
-`--mask causal|causal:OFFSET|window:W|padding:LEN`, optionally `@zigzag` (spec/simulator.md
-§3): the simulator's reference is then softmax over the keys the predicate allows --
+`--mask causal|causal:OFFSET|window:W|padding:LEN`, optionally `@zigzag` or `@striped`
+(spec/simulator.md §3): the simulator's reference is then softmax over the keys the
+predicate allows --
 
 - causal:   key position <= query position + OFFSET (OFFSET 0 unless given);
 - window:W: query - W < key <= query (the last W keys up to the query's own);
@@ -12,6 +13,8 @@ b of a prefill group holds rows [b*S_q, (b+1)*S_q) -- and by default row r is se
 position r. `@zigzag` is the load-balanced causal layout of ring-flash-attention's zigzag
 ring: with n blocks, block b holds chunks b and 2n-1-b of the sequence (each half a block),
 so its rows t < S/2 are positions b*S/2 + t and the others (2n-1-b)*S/2 + t - S/2.
+`@striped` is the round-robin layout of ring-flash-attention's stripe ring (and of Striped
+Attention): block b of n holds every n-th position, row t being position b + n*t.
 """
 
 from __future__ import annotations
@@ -42,12 +45,14 @@ class Layout(Enum):
 
     CONTIGUOUS = "contiguous"
     ZIGZAG = "zigzag"
+    STRIPED = "striped"
 
 
 _SYNTAX = re.compile(r"^(causal|window|padding)(?::(-?\d+))?(?:@(\w+))?$")
 MASK_HELP = ("causal (key <= query), causal:OFFSET (key <= query + OFFSET), window:W "
              "(query - W < key <= query) or padding:LEN (key < LEN), optionally followed by "
-             "@zigzag (block b holds chunks b and 2n-1-b)")
+             "@zigzag (block b holds chunks b and 2n-1-b) or @striped (block b of n holds "
+             "positions b + n*t)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +81,7 @@ class Mask:
             lay = Layout(layout) if layout is not None else Layout.CONTIGUOUS
         except ValueError:
             raise LaunchError(f"--mask {text!r}: unknown layout @{layout}; the layouts are "
-                              "@zigzag (or none: contiguous)") from None
+                              "@zigzag, @striped (or none: contiguous)") from None
         return Mask(kind, param, lay)
 
     @property
@@ -102,6 +107,8 @@ def block_positions(layout: Layout, block: int, n_blocks: int, rows: int) -> Pos
     t = np.arange(rows, dtype=np.int64)
     if layout is Layout.CONTIGUOUS:
         return block * rows + t
+    if layout is Layout.STRIPED:
+        return block + n_blocks * t
     half = rows // 2
     if 2 * half != rows:
         raise LaunchError(f"the zigzag layout (--mask ...@zigzag) splits each block in two "

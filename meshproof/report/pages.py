@@ -13,6 +13,8 @@ from typing import Any
 from meshproof.model.loader import display_path
 from meshproof.outputs import write_text
 from meshproof.report import figures
+from meshproof.report.causal import FIGURE as CAUSAL_FIGURE
+from meshproof.report.causal import imbalance_lines, imbalance_runs
 from meshproof.report.facts import study_facts
 from meshproof.report.headline_page import headline_section
 from meshproof.report.markdown import render_readme
@@ -155,6 +157,14 @@ def write_pages(sweep: dict[str, Any], out: Path, bench_dir: Path) -> list[str]:
         extra, more, headline_notes = headline_section(sweep, bench_dir, out)
         made += more
         notes += headline_notes
+    runs = imbalance_runs(sweep.get("causal", []))
+    if runs:
+        scale = sweep["scale"]
+        figures.imbalance_figure(runs, out / CAUSAL_FIGURE,
+                                 "64 cubes x 8-PE rings, 1M tokens (one cube shown)"
+                                 if scale == "headline" else "one 8-PE ring (validation)")
+        made.append((CAUSAL_FIGURE, "Causal prefill: per-rank busy time, naive vs zigzag"))
+        extra += imbalance_lines(sweep["causal"])
     readme = render_readme(sweep, made, notes, study_facts(sweep), extra)
     write_text(out / "README.md", readme)
     return notes

@@ -28,7 +28,7 @@ from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.schedule import Schedule
-from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, SCALES
+from meshproof.panels import CAUSAL_PANEL_NAMES, HEADLINE_SYSTEM, PANEL_NAMES, SCALES
 from meshproof.report.cases import (
     STEP_MESHES,
     VALIDATION_CASES,
@@ -37,6 +37,7 @@ from meshproof.report.cases import (
     scaling_cases,
     step_cases,
 )
+from meshproof.report.causal import causal_records
 from meshproof.report.headline import (
     headline_contrasts,
     headline_panels,
@@ -88,6 +89,7 @@ class SweepOptions:
                 (len(BUILTIN_KERNELS) + 2) * self.placements   # + the two contrasts
         else:
             n += len(panel_cases(self.scale)) if self.panels else 0
+        n += len(CAUSAL_PANEL_NAMES) if self.panels else 0
         n += sum(len(scaling_cases(s)) for s in SCALES) if self.scaling else 0
         return n + len(step_cases(self.step_meshes))
 
@@ -220,6 +222,8 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         for rc in panel_cases(options.scale):
             step(f"panel {rc.case.panel} ({options.scale})")
             panels.append(run_report_case(rc, options, drawn))
+    causal = causal_records(options.scale, options.pipeline, options.verify_config, step) \
+        if options.panels else []
     scaling = []
     if options.scaling:
         # both scales: the timing model is cheap, and at validation shapes fixed per-op
@@ -238,6 +242,7 @@ def run_sweep(options: SweepOptions, diagram_dir: Path | None,
         "hardware_profile": DEFAULT_PROFILE.name,
         "cases": cases,
         "panels": panels,
+        "causal": causal,
         "scaling": scaling,
         "steps_1d_vs_2d": _steps(options, step),
     }

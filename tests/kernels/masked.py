@@ -57,6 +57,7 @@ def decode_mask_times_scores(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q
 
 def decode_not_equal(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int = 1,
                      S_kv_per_rank: int = 16, d_head: int = 8, *, tl: Any) -> None:
-    """Hides one key with != (a disjunction of two guards: outside the algebra)."""
+    """Hides one key with != (a sum of two disjoint guards; -inf outside that union is
+    not one penalty: outside the algebra)."""
     _attend(q_ptr, k_ptr, v_ptr, o_ptr, S_kv_per_rank, d_head,
             lambda p: p != 3, tl)

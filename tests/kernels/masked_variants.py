@@ -2,7 +2,8 @@
 masked semantics: tests/test_semantics_masks.py, tests/test_verify_masked_random.py).
 
 `ring_masked` is the causal ring of meshproof/kernels/mesh_causal.py generalised: rank i
-holds query and key chunk i (or, with `zigzag`, chunks i and 2n-1-i), KV circulates E,
+holds query and key chunk i (or, with `zigzag`, chunks i and 2n-1-i; with `striped`,
+positions i, i+n, i+2n, ...), KV circulates E,
 and each (query chunk, key chunk) block is classified on the host from the mask the
 kernel believes in (`kind` 0 causal:`param`, 1 window:`param`, 2 padding:`param`):
 skipped when no pair is allowed, folded unmasked when every pair is, else masked with
@@ -50,6 +51,11 @@ def _mask(kind: int, param: int, lead: int, strict: int, q_pos: Any, k_pos: Any)
     return k_pos < q_pos * 0 + (param + lead - (1 if strict else 0))
 
 
+def _arange(rows: int, step: int, tl: Any) -> Any:
+    """Positions 0, step, 2·step, ... (no multiply when step is 1)."""
+    return tl.arange(0, rows) * step if step != 1 else tl.arange(0, rows)
+
+
 def _fold(state: Any, scores: Any, v: Any, tl: Any) -> Any:
     if state is None:
         m = tl.max(scores, axis=-1)
@@ -66,8 +72,8 @@ def _fold(state: Any, scores: Any, v: Any, tl: Any) -> Any:
 def ring_masked(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                 S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, n_ranks: int,
                 kind: int = 0, param: int = 0, zigzag: int = 0, lead: int = 0,
-                strict: int = 0, nomask: int = 0, swap: int = 0, on_cubes: int = 0, *,
-                tl: Any) -> None:
+                strict: int = 0, nomask: int = 0, swap: int = 0, on_cubes: int = 0,
+                striped: int = 0, *, tl: Any) -> None:
     rank = tl.program_id(axis=1 if on_cubes else 0)   # on_cubes: a cube_ring of n cubes
     if not 0 <= rank < n_ranks:
         return
@@ -81,6 +87,11 @@ def ring_masked(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
             return [r]
         pair = [r, 2 * n_ranks - 1 - r]
         return pair[::-1] if swap else pair
+
+    def first(c: int) -> int:            # a chunk's first position (then every `stride`)
+        return c if striped else c * rows
+
+    stride = n_ranks if striped else 1
 
     mine = chunks_of(rank)
     queries = [load_q(q_ptr + j * rows * h_q * d_head, rows, h_q, h_kv, d_head, tl)
@@ -102,14 +113,15 @@ def ring_masked(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                     for c, (_, k_t, v) in zip(chunks_of(source), held, strict=True)]
         for j, a in enumerate(mine):
             for c, k_t, v in held:
-                pairs = [_allowed(kind, param, lead, strict, a * rows + x, c * rows + y)
+                pairs = [_allowed(kind, param, lead, strict, first(a) + stride * x,
+                                  first(c) + stride * y)
                          for x in range(rows) for y in range(rows)]
                 if not any(pairs):
                     continue
                 scores = tl.dot(queries[j], k_t, out_dtype="f32") * scale
                 if not all(pairs) and not nomask:
-                    q_pos = tl.reshape(tl.arange(0, rows) + a * rows, (rows, 1, 1))
-                    k_pos = tl.arange(0, rows) + c * rows
+                    q_pos = tl.reshape(_arange(rows, stride, tl) + first(a), (rows, 1, 1))
+                    k_pos = _arange(rows, stride, tl) + first(c)
                     s4 = tl.reshape(scores, (h_kv, rows, group, rows))
                     keep = _mask(kind, param, lead, strict, q_pos, k_pos)
                     s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE

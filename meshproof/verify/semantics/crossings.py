@@ -4,14 +4,15 @@ zero times (exactly_once_merge under a mask, spec/semantics.md §6 and §8).
 A stored form's partials are guarded row sums ``w · Σ_{b∈[lo,hi)} Ind(G)·exp(c·QK(b) + R)
 [· V(b)]``. At a point x of the output's digits each covers the key rows
 ``[max(lo, L_i(x)), min(hi - 1, U_i(x))]`` (L, U the guard's bounds on BOUND, affine in x),
-and the declared mask allows, on each run of key rows whose positions are ``b + δ``
-(masked_ref.py), another such interval. The counts (relative to the lightest row of the
+and the declared mask allows, on each run of key rows whose positions are ``σ·b + δ``
+(masked_ref.py; σ = n for a @striped shard, its constraints divided by n), another such
+interval. The counts (relative to the lightest row of the
 denominator at x) must be 1 on the allowed keys and 0 elsewhere.
 
 The count pattern at x is fixed by the order of the end points, all affine in x: between
 two consecutive crossings of any two end-point functions it does not change. So for a
 guard over one digit the reader checks the crossings (their floor and ceiling), the ends
-of the digit's range and one point between consecutive ones -- a few hundred points
+of the digit's range and the first point after each -- a few hundred points
 instead of every query row, and per point only the keys where a count can change. Several
 digits are enumerated (up to `ENUMERATE_LIMIT` points), a non-unit coefficient of the key
 row is not read (unknown): never a guess.
@@ -31,7 +32,12 @@ from meshproof.verify.semantics.atoms import Input, Score
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.judge import B_ROW, ratio
-from meshproof.verify.semantics.masked_ref import _positions, constraints, query_position
+from meshproof.verify.semantics.masked_ref import (
+    _positions,
+    constraints,
+    query_position,
+    unit_key,
+)
 from meshproof.verify.semantics.poly import Monomial, RowSum
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.views import linear_terms, pieces, split_value
@@ -153,7 +159,9 @@ def _functions(cons: tuple[Aff, ...], d: int) -> list[tuple[int, int]]:
 
 def crossing_points(funcs: list[tuple[int, int]], size: int) -> list[int]:
     """Every crossing of two end-point functions (floor and ceiling), the ends of the
-    digit's range and one point between consecutive ones."""
+    digit's range and the first point after each (the pattern is the same up to the next
+    crossing, so the first point of each stretch is where a wrong count first shows: the
+    smallest query of the stretch when positions grow with the digit)."""
     crit = {0, size - 1}
     for (a1, c1), (a2, c2) in itertools.combinations(set(funcs), 2):
         if a1 != a2:
@@ -162,7 +170,7 @@ def crossing_points(funcs: list[tuple[int, int]], size: int) -> list[int]:
                 if 0 <= v < size:
                     crit.add(v)
     pts = sorted(crit)
-    mids = [(u + v) // 2 for u, v in itertools.pairwise(pts) if v - u > 1]
+    mids = [u + 1 for u, v in itertools.pairwise(pts) if v - u > 1]
     return sorted(crit | set(mids))
 
 
@@ -181,7 +189,10 @@ def count_masked(form: Rat, problem: Problem, group: int, t: Aff, sizes: dict[in
         if p is None:
             return MaskedCounts(None, "the output's query positions are not affine in its "
                                 "rows (a store across a zigzag chunk)")
-        want = [(lo, hi, tuple(constraints(problem, p, delta))) for lo, hi, delta in runs]
+        want = [(run[0], run[1], tuple(constraints(problem, p, run))) for run in runs]
+        if not all(unit_key(list(cs)) for _, _, cs in want):
+            return MaskedCounts(None, "the mask's key positions are strided against the "
+                                "query positions (a non-unit coefficient of the key row)")
     else:
         p = t
         want = [(0, n, ())]
@@ -219,7 +230,8 @@ def count_masked(form: Rat, problem: Problem, group: int, t: Aff, sizes: dict[in
         if wrong is not None:
             row = t.const + sum(k * at[d] for d, k in t.terms)
             b, cn, cd, exp = wrong
-            key = b + next(delta for lo, hi, delta in runs if lo <= b < hi)
+            key = next(step * b + delta for lo, hi, step, delta in runs if lo <= b < hi) \
+                if problem.mask is not None else b
             if problem.position_rows:   # the form's rows are positions: name harness rows
                 qpos, kpos = problem.positions(group)
                 row = int(np.flatnonzero(qpos == query)[0])

@@ -34,7 +34,7 @@ Box = tuple[tuple[int, int, int], ...]        # (digit, lo, hi) inclusive, sorte
 POSITION_LIMIT = 1 << 24                      # f32 holds integers exactly below this
 
 
-def _normal(c: Aff) -> Aff | bool:
+def normal(c: Aff) -> Aff | bool:
     """`c <= 0` with the gcd of its coefficients divided out (γ -> ⌈γ/g⌉); True or False
     when it has no digit."""
     if not c.terms:
@@ -94,7 +94,7 @@ class Guard:
         constraint left."""
         tight: dict[tuple[tuple[int, int], ...], int] = {}
         for c in constraints:
-            n = _normal(c)
+            n = normal(c)
             if n is True:
                 continue
             if n is False:
@@ -111,6 +111,8 @@ class Guard:
         if not tight:
             return True
         cons = tuple(sorted((Aff(k, t) for t, k in tight.items()), key=aff_key))
+        if decide and _infeasible(cons, box):
+            return False
         used = {d for c in cons for d in c.digits if d != BOUND}
         kept = tuple(sorted((d, *box[d]) for d in used if d in box))
         return Guard(cons, kept)
@@ -269,6 +271,28 @@ class Guard:
         return True
 
 
+def _infeasible(cons: tuple[Aff, ...], box: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether two constraints exclude each other at every point of the box: a positive
+    combination of them free of BOUND (Fourier-Motzkin on the key row, or their plain sum
+    when neither holds it) is positive over the box. Shown over a superset of the points,
+    so sound; a real-infeasible pair is integer-infeasible."""
+    for i, c in enumerate(cons):
+        for e in cons[i + 1:]:
+            a, b = c.coeff(BOUND), e.coeff(BOUND)
+            if a * b < 0:
+                comb = c.scale(abs(b)) + e.scale(abs(a))
+            elif a == 0 and b == 0:
+                comb = c + e
+            else:
+                continue
+            if BOUND in comb.digits:
+                continue
+            ex = extremes(comb, box)
+            if ex is not None and ex[0] > 0:
+                return True
+    return False
+
+
 def _trivial(value: bool) -> Guard:
     """A guard that always holds (no constraint) or never (0 <= -1 ... kept as 1 <= 0)."""
     return Guard((), ()) if value else Guard((Aff(1),), ())
@@ -374,5 +398,4 @@ def may_be_neg_inf(m: Max) -> bool:
 
 
 __all__ = ["POSITION_LIMIT", "Guard", "Idx", "Ind", "Pen", "conjunction", "extremes",
-           "may_be_neg_inf", "pens",
-           "without_pens"]
+           "may_be_neg_inf", "normal", "pens", "without_pens"]

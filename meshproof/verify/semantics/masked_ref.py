@@ -2,14 +2,21 @@
 
 For an output element at query row t (an affine form of the output's digits) of group G,
 the query's sequence position p (model/problem.py `positions`) must be affine in the same
-digits: ``p = t + δ_q`` over the rows t takes (contiguous rows, a zigzag half-chunk, the
-last S_q positions of a decode). The group's key rows split into runs whose positions are
-``b + δ_k`` (one run when contiguous, two per shard under @zigzag). On each run the mask
-is one guard over (BOUND, the output's digits):
+digits: ``p = σ·t + δ_q`` over the rows t takes (σ = 1: contiguous rows, a zigzag
+half-chunk, the last S_q positions of a decode; σ = n: a block of the @striped layout,
+whose row t is position b + n·t). The group's key rows split into runs whose positions are
+``σ_k·b + δ_k`` (one run when contiguous, two per shard under @zigzag, one per shard of
+stride n under @striped). On each run, with k = σ_k·b + δ_k, the mask is one guard over
+(BOUND, the output's digits):
 
-- causal:OFF   ``b + δ_k - p - OFF <= 0``
-- window:W     ``b + δ_k - p <= 0`` and ``p - W + 1 - b - δ_k <= 0``
-- padding:LEN  ``b + δ_k - LEN + 1 <= 0``
+- causal:OFF   ``k - p - OFF <= 0``
+- window:W     ``k - p <= 0`` and ``p - W + 1 - k <= 0``
+- padding:LEN  ``k - LEN + 1 <= 0``
+
+each divided by the gcd of its coefficients (guards.py): under @striped σ = σ_k = n, so
+``n·b - n·t + c <= 0`` is ``b - t + ⌈c/n⌉ <= 0``, a unit coefficient of the key row again
+(the stride is an exact integer division, nothing is lost). A coefficient of the key row
+that stays above 1 (striped keys against contiguous queries) is not read: unknown.
 
 and the reference's numerator and denominator are the guarded row sums of the runs
 (each cut: rows no query sees leave it, constraints that always hold leave the guard).
@@ -27,7 +34,7 @@ from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import Atom
-from meshproof.verify.semantics.guards import Guard, Ind, extremes
+from meshproof.verify.semantics.guards import Guard, Ind, extremes, normal
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
 
@@ -76,45 +83,90 @@ def restrict(p: Poly, sizes: Mapping[int, int]) -> Poly:
     return Poly.make(out)
 
 
+Run = tuple[int, int, int, int]      # (first row, end row, σ_k, δ_k): position σ_k·b + δ_k
+
+
+def _runs(keys: np.ndarray) -> tuple[Run, ...]:
+    """The key rows split into maximal runs of evenly spaced increasing positions, read
+    from the left (one row alone is a run of stride 1)."""
+    out: list[Run] = []
+    a, n = 0, len(keys)
+    while a < n:
+        step = int(keys[a + 1] - keys[a]) if a + 1 < n else 1
+        if step < 1:
+            step = 1
+        b = a + 1
+        while b < n and int(keys[b] - keys[b - 1]) == step:
+            b += 1
+        if b == a + 1:
+            step = 1
+        out.append((a, b, step, int(keys[a]) - step * a))
+        a = b
+    return tuple(out)
+
+
 @lru_cache(maxsize=64)
-def _positions(problem: Problem, group: int) -> tuple[np.ndarray, tuple[tuple[int, int, int],
-                                                                        ...]]:
-    """The group's query positions and its key runs (first row, end row, δ_k)."""
+def _positions(problem: Problem, group: int) -> tuple[np.ndarray, tuple[Run, ...]]:
+    """The group's query positions and its key runs."""
     queries, keys = problem.positions(group)
     if problem.position_rows:      # rows are positions already: one run, the identity
         n = len(keys)
-        return np.arange(len(queries)), ((0, n, 0),)
-    breaks = np.flatnonzero(np.diff(keys) != 1) + 1
-    starts = [0, *breaks.tolist()]
-    ends = [*breaks.tolist(), len(keys)]
-    runs = tuple((a, b, int(keys[a]) - a) for a, b in zip(starts, ends, strict=True))
-    return queries, runs
+        return np.arange(len(queries)), ((0, n, 1, 0),)
+    return queries, _runs(keys)
 
 
 def query_position(problem: Problem, group: int, t: Aff,
                    sizes: dict[int, int]) -> Aff | None:
-    """The query position of the rows t, when it is t + δ_q over every row t takes."""
+    """The query position of the rows t, when it is σ·t + δ_q (σ >= 1) over every row t
+    takes."""
     queries, _ = _positions(problem, group)
     ex = extremes(t, {d: (0, n - 1) for d, n in sizes.items()})
     if ex is None or ex[0] < 0 or ex[1] >= len(queries):
         return None
     lo, hi = ex
     seg = queries[lo:hi + 1]
-    if not np.array_equal(seg - seg[0], np.arange(hi - lo + 1)):
+    step = int(seg[1] - seg[0]) if hi > lo else 1
+    if step < 1 or not np.array_equal(seg - seg[0], step * np.arange(hi - lo + 1)):
         return None
-    return t.shift(int(queries[lo]) - lo)
+    return t.scale(step).shift(int(queries[lo]) - step * lo)
 
 
-def constraints(problem: Problem, p: Aff, delta: int) -> list[Aff]:
-    """The mask at query position p and key position b + delta, as constraints <= 0."""
+def constraints(problem: Problem, p: Aff, run: Run) -> list[Aff]:
+    """The mask at query position p and key position σ_k·b + δ_k of a run, as constraints
+    <= 0, each divided by the gcd of its coefficients."""
     mask = problem.mask
     assert mask is not None
-    k = B_ROW.shift(delta)
+    k = B_ROW.scale(run[2]).shift(run[3])
     if mask.kind is MaskKind.CAUSAL:
-        return [k + p.scale(-1).shift(-mask.param)]
-    if mask.kind is MaskKind.WINDOW:
-        return [k + p.scale(-1), p.shift(1 - mask.param) + k.scale(-1)]
-    return [k.shift(1 - mask.param)]
+        raw = [k + p.scale(-1).shift(-mask.param)]
+    elif mask.kind is MaskKind.WINDOW:
+        raw = [k + p.scale(-1), p.shift(1 - mask.param) + k.scale(-1)]
+    else:
+        raw = [k.shift(1 - mask.param)]
+    out = []
+    for c in raw:
+        n = normal(c)
+        assert isinstance(n, Aff)       # every constraint holds the key row
+        out.append(n)
+    return out
+
+
+def unit_key(cons: list[Aff]) -> bool:
+    """Whether every constraint's key-row coefficient is -1, 0 or 1 (what is read)."""
+    return all(abs(c.coeff(BOUND)) <= 1 for c in cons)
+
+
+def _empty(cons: list[Aff], box: dict[int, tuple[int, int]]) -> bool:
+    """Whether a lower and an upper bound on the key row never meet at any point of the
+    box (their sum, free of the key row, is positive everywhere): the run holds no key
+    the mask allows (a striped shard outside a window narrower than the stride)."""
+    for up in cons:
+        for down in cons:
+            if up.coeff(BOUND) == 1 and down.coeff(BOUND) == -1:
+                ex = extremes(up + down, box)
+                if ex is not None and ex[0] > 0:
+                    return True
+    return False
 
 
 def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
@@ -127,9 +179,13 @@ def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
     _, runs = _positions(problem, group)
     box = {d: (0, n - 1) for d, n in sizes.items()}
     num, den = P.ZERO_POLY, P.ZERO_POLY
-    for lo, hi, delta in runs:
-        g = Guard.make(constraints(problem, p, delta), box)
-        if g is False:
+    for run in runs:
+        lo, hi = run[0], run[1]
+        cons = constraints(problem, p, run)
+        if not unit_key(cons):
+            return None
+        g = Guard.make(cons, box)
+        if g is False or _empty(cons, box):
             continue
         for body, which in ((den_body, 0), (num_body, 1)):
             if g is True:

@@ -3,11 +3,20 @@
 - `tl.arange(lo, hi)` is the position ``lo + x`` (x the tile's digit, an `Idx` atom);
   adding host constants and reshaping keep positions affine in digits.
 - A comparison of two positions is a guard (guards.py): ``<``, ``<=``, ``>``, ``>=`` one
-  integer constraint, ``==`` two; ``!=`` is a disjunction, outside the algebra. The result
-  is `Ind(G)`, or the constant 0 or 1 when the box decides it.
+  integer constraint, ``==`` two. The result is `Ind(G)`, or the constant 0 or 1 when the
+  box decides it. ``a != b`` is the sum ``Ind(a < b) + Ind(a > b)`` of two disjoint guards.
+- A condition is a mask when it is one product of indicators (a conjunction) or a sum of
+  such products whose guards are pairwise disjoint (shown over the box: then the sum is
+  0 or 1 everywhere, an "or" written as `!=` or as a sum of comparisons); a sum whose
+  guards may overlap (it may be 2) is outside the algebra at its line. Two disjoint
+  guards that bound the same forms alike but one, on which their integer ranges touch,
+  are one guard (``k < q`` or ``k == q`` is ``k <= q``).
 - ``where(G, s, -inf) = s + Pen(G)``; ``where(G, -inf, s) = s + Pen(¬G)`` for a single
-  comparison; ``where(G, a, b) = Ind(G)·a + Ind(¬G)·b`` for finite a and b (``Ind(G)·a``
-  when b is 0).
+  comparison (and ``¬(G1 ∨ … ∨ Gk) = ¬G1 ∧ … ∧ ¬Gk`` for a disjoint sum of single
+  comparisons); ``where(G, a, b) = Ind(G)·a + Ind(¬G)·b`` for finite a and b
+  (``Ind(G)·a`` when b is 0), and ``Σ Ind(Gi)·a + (1 - Σ Ind(Gi))·b`` for a disjoint sum.
+  A penalty holds one conjunction, so ``where(G1 ∨ G2, s, -inf)`` is outside the algebra
+  (mask the probabilities instead: ``tl.where(mask, p, 0)``).
 - A penalised value (one holding Pen) may be added to finite values, scaled by a positive
   constant, compared in a max and exponentiated; anything else (subtracting it, a product,
   a sum over keys, a dot) is outside the algebra at its op, never silently -inf - (-inf).
@@ -91,29 +100,159 @@ def compare(fn: Compare, fa: Rat, fb: Rat, layout: Layout) -> Rat:
             cons = [diff.scale(-1).shift(1)]
         case Compare.EQ:
             cons = [diff, diff.scale(-1)]
-        case Compare.NE:
-            raise NotModelled("compares positions with != (a disjunction of two guards): "
-                              "write the mask as a conjunction of <, <=, >, >=, ==")
+        case Compare.NE:     # a < b or a > b: two disjoint guards, summed
+            parts = [Guard.make([diff.shift(1)], box), Guard.make([diff.scale(-1).shift(1)],
+                                                                  box)]
+            if any(g is True for g in parts):
+                return R.ONE_RAT
+            out = R.ZERO_RAT
+            for g in parts:
+                if isinstance(g, Guard):
+                    out = R.add(out, Rat.atom(Ind.make(g)))
+            return out
     g = Guard.make(cons, box)
     if isinstance(g, bool):
         return R.ONE_RAT if g else R.ZERO_RAT
     return Rat.atom(Ind.make(g))
 
 
-def _condition(fc: Rat) -> Guard | bool:
-    """A mask as one guard: a constant 0/1, or a product of indicators."""
+_NOT_A_MASK = ("selects with a condition that is not a mask (a conjunction of comparisons "
+               "of positions, or a sum of such conjunctions that never overlap)")
+
+
+def _condition(fc: Rat) -> Guard | bool | tuple[Guard, ...]:
+    """A mask as one guard (a constant 0/1, or a product of indicators), or as a union of
+    two or more pairwise disjoint guards (a sum of products: `!=`, or an "or")."""
     c = fc.as_const()
     if isinstance(c, Fraction) and c in (0, 1):
         return bool(c)
-    if fc.inf or fc.den or len(fc.num.terms) != 1:
-        raise NotModelled("selects with a condition that is not a mask (a conjunction of "
-                          "comparisons of positions)")
-    m, k = fc.num.terms[0]
-    if k != 1 or m.unit.coeffs or m.unit.const or \
-            not all(isinstance(a, Ind) for a, _ in m.vars):
-        raise NotModelled("selects with a condition that is not a mask (a conjunction of "
-                          "comparisons of positions)")
-    return conjunction(a.guard for a, _ in m.vars if isinstance(a, Ind))
+    if fc.inf or fc.den or not fc.num.terms:
+        raise NotModelled(_NOT_A_MASK)
+    union: list[Guard] = []
+    for m, k in fc.num.terms:
+        if k != 1 or m.unit.coeffs or m.unit.const or \
+                not all(isinstance(a, Ind) for a, _ in m.vars):
+            raise NotModelled(_NOT_A_MASK)
+        g = conjunction(a.guard for a, _ in m.vars if isinstance(a, Ind))
+        if g is True:
+            if len(fc.num.terms) > 1:
+                raise NotModelled("selects with a sum of masks one of which always holds "
+                                  "(the sum may be 2: the masks overlap)")
+            return True
+        if isinstance(g, Guard):
+            union.append(g)
+    for i, g in enumerate(union):
+        for h in union[i + 1:]:
+            if g.conj(h) is not False:
+                raise NotModelled("selects with a sum (an \"or\") of masks that are not shown "
+                                  "disjoint: where two hold the sum is 2, not a mask; write "
+                                  "the cases so that they exclude each other")
+    if not union:
+        return False
+    union = _join(union)
+    return union[0] if len(union) == 1 else tuple(union)
+
+
+Bounds = dict[tuple[tuple[int, int], ...], list[int | None]]   # terms T: [lo, hi] of T
+
+
+def _bounds(g: Guard) -> Bounds:
+    """A guard as inclusive bounds on linear forms: ``T + γ <= 0`` is T <= -γ, and
+    ``-T + γ <= 0`` is T >= γ (T's first coefficient positive)."""
+    out: Bounds = {}
+    for c in g.constraints:
+        neg = c.terms[0][1] < 0
+        terms = tuple((d, -k) for d, k in c.terms) if neg else c.terms
+        lo_hi = out.setdefault(terms, [None, None])
+        if neg:
+            lo_hi[0] = c.const if lo_hi[0] is None else max(lo_hi[0], c.const)
+        else:
+            lo_hi[1] = -c.const if lo_hi[1] is None else min(lo_hi[1], -c.const)
+    return out
+
+
+def _joined(g: Guard, h: Guard) -> Guard | None:
+    """g ∨ h as one guard when they bound the same forms alike but one, whose two integer
+    ranges touch or overlap (``k < q`` or ``k == q`` is ``k <= q``): exact, else None."""
+    bg, bh = _bounds(g), _bounds(h)
+    if set(bg) != set(bh) or g.box != h.box:
+        return None
+    differ = [t for t in bg if bg[t] != bh[t]]
+    if len(differ) != 1:
+        return None
+    (t,) = differ
+    (l1, u1), (l2, u2) = bg[t], bh[t]
+    if (l1 is None) != (l2 is None) and (u1 is None) != (u2 is None):
+        return None
+    inf, sup = -(1 << 62), 1 << 62
+    a1, b1 = (inf if l1 is None else l1), (sup if u1 is None else u1)
+    a2, b2 = (inf if l2 is None else l2), (sup if u2 is None else u2)
+    if max(a1, a2) > min(b1, b2) + 1:
+        return None           # a gap between the two ranges: not one interval
+    lo, hi = min(a1, a2), max(b1, b2)
+    cons = []
+    for terms, (low, high) in bg.items():
+        if terms == t:
+            low, high = (None if lo == inf else lo), (None if hi == sup else hi)
+        if high is not None:
+            cons.append(Aff(-high, terms))
+        if low is not None:
+            cons.append(Aff(low, tuple((d, -k) for d, k in terms)))
+    out = Guard.make(cons, g.ranges)
+    return out if isinstance(out, Guard) else None
+
+
+def _join(union: list[Guard]) -> list[Guard]:
+    """Disjoint guards joined pairwise while two make one interval of a form."""
+    merged = True
+    while merged and len(union) > 1:
+        merged = False
+        for i, g in enumerate(union):
+            for j in range(i + 1, len(union)):
+                one = _joined(g, union[j])
+                if one is not None:
+                    union = [one, *union[:i], *union[i + 1:j], *union[j + 1:]]
+                    merged = True
+                    break
+            if merged:
+                break
+    return union
+
+
+def _complement(union: tuple[Guard, ...]) -> Guard | bool | None:
+    """¬(G1 ∨ … ∨ Gk) as one conjunction, when every Gi is a single comparison."""
+    out: Guard | bool = True
+    for g in union:
+        neg = g.negate()
+        if neg is None:
+            return None
+        out = neg if out is True else (out.conj(neg) if isinstance(out, Guard) else False)
+    return out
+
+
+def _where_union(union: tuple[Guard, ...], fa: Rat, fb: Rat) -> Rat:
+    if fb.inf < 0:
+        raise NotModelled("selects -inf outside an \"or\" of masks (!= or a sum of "
+                          "comparisons): a penalty holds one conjunction; write the mask as "
+                          "one conjunction, or mask the probabilities (tl.where(mask, p, 0))")
+    if fa.inf < 0:
+        neg = _complement(union)
+        if neg is None or isinstance(neg, bool):
+            raise NotModelled("selects -inf where an \"or\" of masks holds, whose negation "
+                              "is not one conjunction of comparisons")
+        return _penalty(fb, neg)
+    if fa.inf or fb.inf:
+        raise NotModelled("selects +inf under a mask")
+    if penalised(fa) or penalised(fb):
+        raise NotModelled("selects between masked scores under a second mask: nest the "
+                          "conditions in one tl.where (a product of the masks)")
+    ind = R.ZERO_RAT
+    for g in union:
+        ind = R.add(ind, Rat.atom(Ind.make(g)))
+    out = R.mul(ind, fa)
+    if fb.is_zero:
+        return out
+    return R.add(out, R.mul(R.sub(R.ONE_RAT, ind), fb))
 
 
 def _penalty(x: Rat, g: Guard) -> Rat:
@@ -134,7 +273,8 @@ def where(fc: Rat, fa: Rat, fb: Rat) -> Rat:
         return fa
     if g is False:
         return fb
-    assert isinstance(g, Guard)
+    if isinstance(g, tuple):
+        return _where_union(g, fa, fb)
     if fb.inf < 0:
         return _penalty(fa, g)
     neg = g.negate()
