@@ -24,6 +24,7 @@ from meshproof.verify.semantics import semantic_analysis
 from meshproof.verify.semantics.rounding_witness import worst_element
 from meshproof.verify.semantics.rounding_witness_families import (
     aimed,
+    constant_v,
     m_boundary,
     p_boundary,
     score_cells,
@@ -89,3 +90,14 @@ def test_maxima_at_both_ends_of_an_f16_cell_come_close_to_the_bound_of_f16_messa
     found, bound = _found_and_bound("mesh_mlo_1d", {"msg_dtype": "f16"}, 16.0, m_boundary)
     assert 0.75 * bound <= found <= bound, (found, bound)
     assert math.isfinite(found)
+
+
+def test_constant_v_shows_the_16_bit_merge_arithmetic_within_the_bound() -> None:
+    """All-f16 merges at B = 1 (bound 2.3e-2: the merge arithmetic and the rescale
+    factors): V constant along the keys leaves only o's and ℓ's own roundings, which show
+    and stay within the bound."""
+    def family(problem: Any, b: float) -> list[tuple[str, Any]]:
+        return [x for s in range(2) for x in constant_v(problem, b, s, 8)]
+    args = {**DESIGN_ARGS, "msg_dtype": "f16"}
+    found, bound = _found_and_bound(DESIGN, args, 1.0, family, wiring="cube_mesh", cubes=8)
+    assert 1e-4 < found <= bound, (found, bound)

@@ -15,7 +15,9 @@ is held almost exactly). Every value is an f16 value within |x| <= B.
   the exact ones differ by almost a whole spacing; V = ±B by kind;
 - **m boundary** (a max narrowed for a message): whole KV slices alternate between maxima
   just above a midpoint and just below the next one, so each partial is rescaled by almost
-  half a spacing, in opposite directions; V = ±B by slice.
+  half a spacing, in opposite directions; V = ±B by slice;
+- **constant V** (16-bit merge arithmetic): V constant along the keys, one value per
+  feature, so the output shows only o's and ℓ's own roundings and the store's.
 
 These are starting points: `signed_v` and the hill climb (rounding_witness.py) move on
 from the best of them.
@@ -164,9 +166,41 @@ def m_boundary(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     return out
 
 
+def constant_v(problem: Problem, b: float, seed: int, draws: int
+               ) -> list[tuple[str, Inputs]]:
+    """Seeded uniform Q and K, and V constant along the keys, one constant per feature
+    just above a power of two (each output feature is its own trial): the output is then
+    the constant times the quotient of o's and ℓ's merge arithmetic, so only their own
+    roundings and the store's show (16-bit merges)."""
+    e = math.floor(math.log2(b))
+    if 1.2 * 2.0 ** e > b:
+        e -= 1
+    lo = 2.0 ** e
+    rng = np.random.default_rng(300 + seed)
+    d = problem.d_head
+    q = {g.index: _f16(rng.uniform(-b, b, (max(problem.q_rows(g.index), 1), problem.h_q, d)),
+                       b).reshape(max(problem.q_rows(g.index), 1), problem.h_q, d)
+         for g in problem.groups}
+    k = {g.index: _f16(rng.uniform(-b, b, (max(problem.kv_rows(g.index), 1), problem.h_kv,
+                                           d)), b).reshape(max(problem.kv_rows(g.index), 1),
+                                                           problem.h_kv, d)
+         for g in problem.groups}
+    out = []
+    for i in range(draws):
+        row = _f16(rng.uniform(lo, 1.2 * lo, d), b)
+        v = {g.index: np.broadcast_to(row[None, None, :], (max(problem.kv_rows(g.index), 1),
+                                                           problem.h_kv, d)).copy()
+             for g in problem.groups}
+        out.append((f"seeded uniform Q and K in [-{b:g}, {b:g}] (seed {300 + seed}), V "
+                    f"constant along the keys, per feature in [{lo:g}, {1.2 * lo:g}] "
+                    f"(draw {i})", Inputs(q, k, v)))
+    return out
+
+
 def aimed(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     """Every aimed family, for |x| <= b."""
-    return [*p_boundary(problem, b), *score_cells(problem, b), *m_boundary(problem, b)]
+    return [*p_boundary(problem, b), *score_cells(problem, b), *m_boundary(problem, b),
+            *constant_v(problem, b, 0, 4)]
 
 
-__all__ = ["aimed", "m_boundary", "p_boundary", "score_cells"]
+__all__ = ["aimed", "constant_v", "m_boundary", "p_boundary", "score_cells"]
