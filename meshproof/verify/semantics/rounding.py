@@ -358,13 +358,18 @@ class ErrorBounds:
             return replace(e, kind=kind, dtype=dtype, floor=e.floor + TINY[dtype])
         return self._rounded(replace(e, kind=kind, dtype=dtype), key)
 
-    def _rounded(self, e: Err, key: Key, shared: bool = False) -> Err:
+    def _rounded(self, e: Err, key: Key, shared: bool = False, twice: bool = False) -> Err:
         """The rounding of an op's result to its dtype: absolute at the result's magnitude
         (monotone rounding, rule H), else one relative rounding in log space -- shared by
-        partners (`shared`: a weight before o and ℓ part ways) or the value's own."""
+        partners (`shared`: a weight before o and ℓ part ways) or the value's own.
+        `twice`: an op computed in f32 and then rounded to a 16-bit dtype (the f32 result
+        of a sum of 16-bit values need not be exact): both roundings count."""
+        extra = twice and e.dtype is not DType.F32
         if e.kind is Kind.ABS:
-            return replace(e, eps=e.eps + half_ulp(e.dtype, self._mag(key)))
-        u, tiny = UNIT[e.dtype], TINY[e.dtype]
+            mag = self._mag(key)
+            return replace(e, eps=e.eps + half_ulp(e.dtype, mag) +
+                           (half_ulp(DType.F32, mag) if extra else 0.0))
+        u, tiny = UNIT[e.dtype] + (UNIT[DType.F32] if extra else 0.0), TINY[e.dtype]
         if e.kind is Kind.OUT:
             return replace(e, eps=e.eps + u * (1.0 + e.eps), floor=e.floor + tiny)
         if shared or e.kind is Kind.EXACT:   # an input's rounding: relative, in eps
@@ -387,7 +392,7 @@ class ErrorBounds:
         out = None if rule is None else rule(self, op, kind, args, key)
         if out is None:
             return None
-        return self._rounded(out, key, shared=k in (OpKind.EXP, OpKind.EXP2))
+        return self._rounded(out, key, shared=k in (OpKind.EXP, OpKind.EXP2), twice=True)
 
     def _view(self, op: Op, kind: Kind, args: list[Err]) -> Err:
         """Views and maxima move no value: the worst operand's error. A max of exact
