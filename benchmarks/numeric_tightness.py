@@ -4,7 +4,10 @@ simulator's arithmetic, and their ratio. A found error above the bound would be 
 "proved": the script exits 1 if it ever sees one.
 
 The search: the verdict's witness families (seeded uniform in [-B, B]; ±B with V split in
-sign) plus `--seeds` more seeded uniform draws and ±B draws, then `--climb` steps of a hill
+sign; the families aimed at the bound's mechanisms, rounding_witness_families.py: p at f16
+midpoints, keys and maxima at both ends of an f16 cell, V constant along the keys) plus
+`--seeds` more seeded uniform draws and ±B draws and 24 constant-V draws per seed, then
+`--climb` steps of a hill
 climb from the worst (one input element at a time, kept when the error grows), evaluated with
 model/machine.py against float64 attention. It is a lower bound of the true worst error,
 so the ratio is an upper bound of the bound's slack.
@@ -44,6 +47,7 @@ from meshproof.verify.semantics.rounding_witness import (
     signed_v,
     worst_element,
 )
+from meshproof.verify.semantics.rounding_witness_families import constant_v
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = str(ROOT / "examples" / "f16_design.py") + "::mesh_f16_design"
@@ -73,7 +77,8 @@ def _draw(rng: np.random.Generator, x: dict[int, np.ndarray], b: float, signs: b
 
 
 def _extra(problem: object, b: float, seeds: int) -> list[tuple[str, Inputs]]:
-    out = []
+    out = [x for s in range(seeds)   # V constant along the keys: 24 draws per seed
+           for x in constant_v(problem, b, 1 + s, 24)]  # type: ignore[arg-type]
     base = families(problem, b, float("inf"))[0][1]  # type: ignore[arg-type]
     for s in range(seeds):
         rng = np.random.default_rng(1000 + s)

@@ -200,20 +200,21 @@ def test_correct_kernels_are_proved_and_within_their_bound(name: str) -> None:
     assert err <= limit
 
 
-def test_f16_scores_are_unknown_above_the_tolerance_and_proved_at_a_small_score_bound(
+def test_f16_scores_are_violated_above_the_tolerance_and_proved_at_a_small_score_bound(
         ) -> None:
     """Scores kept in f16 (spacing 2^-11 relative): at |inputs| <= 4 the bound is 1.6e-2,
-    above the simulator's 1e-2, and no input tried exceeds it, so unknown; stating the
-    score range |scale·q·kᵀ| <= 1 brings it under: proved, the assumption in the verdict."""
+    above the simulator's 1e-2, and the aimed witness families (KV slices whose maxima sit
+    at the two ends of one f16 cell) reach 1.5e-2, within the bound: violated; stating
+    the score range |scale·q·kᵀ| <= 1 brings it under: proved, the assumption in the
+    verdict."""
     v = ROUND.verify("f16_scores", 4.0)
     assert v.property(AE).status is v.property(EO).status is Status.PROVED
     ns = v.property(NS)
-    assert ns.status is Status.UNKNOWN
-    assert ns.message.startswith("the rounding bound 1.6e-2·max|V| exceeds the "
-                                 "tolerance 1e-2·max|V| (the simulator's for a schedule "
-                                 "using f16) for |inputs| <= 4: ")
-    err, limit = _within_bound("f16_scores", 4.0, InputKind.NORMAL, 1)
-    assert err <= limit
+    assert isinstance(ns, NumericResult) and ns.status is Status.VIOLATED, ns.message
+    assert "(rounding bound 1.6e-2·max|V|)" in ns.message
+    assert ns.counterexample is not None and ns.error_bound is not None
+    found = ns.counterexample.to_json()["witness"]["error"]
+    assert 1e-2 < found <= ns.error_bound
     s = ROUND.schedule("f16_scores")
     capped = verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
                                     input_bound=4.0, score_bound=1.0)).property(NS)

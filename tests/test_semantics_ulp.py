@@ -59,3 +59,23 @@ def test_the_tilt_lemma(rows: list[tuple[float, float, float]], spread: float) -
     exact = float(w @ v / w.sum())
     tilted = float((w * np.exp(t)) @ v / (w * np.exp(t)).sum())
     assert abs(tilted - exact) <= (v.max() - v.min()) * math.tanh(spread / 4.0) + 1e-12
+
+
+def test_a_16_bit_op_computed_in_f32_rounds_twice_and_the_bound_counts_both() -> None:
+    """The machine computes a 16-bit op in f32 and rounds the f32 result to 16 bits: the
+    difference of two f16 values need not be an f32 number, and rounding it twice can be
+    off by more than f16's half ulp (a tie made by the f32 rounding), never by more than
+    the two half ulps (rounding.py's `twice`)."""
+    import numpy as np
+
+    from meshproof.model.schedule import DType
+    from meshproof.verify.semantics.ulp import half_ulp
+
+    big = 2.0 - 2.0 ** -10                   # magnitudes in [1, 2): f16 spacing 2^-10
+    x = 1.0 + 3 * 2.0 ** -11 - 2.0 ** -26    # just below the tie between 1 + 2^-10 and
+    # 1 + 2^-9: f32 rounds it onto the tie, which goes to the even neighbour, up
+    twice = float(np.float16(np.float32(x)))
+    once = float(np.float16(x))
+    assert abs(twice - x) > half_ulp(DType.F16, big)    # more than f16's half ulp ...
+    assert abs(once - x) <= half_ulp(DType.F16, big)
+    assert abs(twice - x) <= half_ulp(DType.F16, big) + half_ulp(DType.F32, big)

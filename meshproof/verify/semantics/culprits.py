@@ -111,6 +111,18 @@ def attributed(args: Sequence[tuple[float, Parts]], total: float, mech: Mechanis
     return tuple(inherited)
 
 
+def moved(parts: Parts, mech: Mechanism, taken: float, rest: float, added: float
+          ) -> Parts:
+    """Parts of a bound in which `taken` of `mech`'s share is bounded another way: the
+    remaining parts scaled to `rest`, then `added` at `mech` (rule E's K* replacing the
+    exp argument's rounding in the tilt)."""
+    left = list(parts) if parts else [0.0] * len(ORDER)
+    left[_INDEX[mech]] = max(left[_INDEX[mech]] - taken, 0.0)
+    out = list(attributed([(sum(left), tuple(left))], rest, mech, False))
+    out[_INDEX[mech]] += added
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Culprit:
     """One mechanism's share of the bound, with the kernel lines where it happens."""
@@ -175,6 +187,7 @@ __all__ = [
     "Mechanism",
     "attributed",
     "mechanism_of",
+    "moved",
     "ranked",
     "sentence",
     "sites",

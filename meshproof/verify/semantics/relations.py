@@ -44,6 +44,7 @@ class Relation(IntEnum):
     NARROWED = 2    # a rescale from a narrowing of the partial's reference point
     PARTNERS = 3    # o / ℓ built from the same weights by the same factors
     OTHER = 4       # nothing shared is known
+    MAXED = 5       # exp(x - max(x)): SAME, and the max key's argument is 0 (rule E)
 
 
 class Related(NamedTuple):
@@ -53,6 +54,7 @@ class Related(NamedTuple):
     relation: Relation
     offset: float = 0.0      # NARROWED: |narrowed - reference| <= offset
     factor: int = 1          # MUL: the operand that is the rescale factor
+    keys: int = 0            # MAXED: the keys of the block (the max's axis)
 
 
 NONE = Related(Relation.NONE)
@@ -80,6 +82,7 @@ class ValueNumbers:
         self.zero: set[int] = set()                      # numbers known to be exactly 0
         self.logref: dict[int, tuple[int, float]] = {}   # log X -> (X's reference, base)
         self.recip: dict[int, int] = {}                  # c / X -> X
+        self.maximum_of: dict[int, tuple[int, int]] = {}  # max(x, axis) -> (x, axis)
         self._next = 1
         self._last: tuple[int, Op, list[int | None]] | None = None
 
@@ -117,7 +120,14 @@ class ValueNumbers:
         k = op.kind
         if k in (OpKind.EXP, OpKind.EXP2):
             n = self.number(rank, op.args[0])
-            return _SAME if n is not None and n in self.diff else NONE
+            move = self.diff.get(n) if n is not None else None
+            if move is None:
+                return NONE
+            mx = self.maximum_of.get(move[1])
+            if mx is not None and mx[0] == move[0] and mx[1] == len(op.shape) - 1:
+                # x - max(x) over the kept last axis: the max key's argument is exactly 0
+                return Related(Relation.MAXED, keys=op.shape[-1])
+            return _SAME
         if k not in (OpKind.MUL, OpKind.ADD, OpKind.DIV) or len(op.args) != 2:
             return NONE
         numbers = self._numbers(rank, op)
@@ -206,6 +216,8 @@ class ValueNumbers:
             return
         if k in _VIEWS and first is not None:
             self.vn[key] = first
+            if first in self.maximum_of:   # a view may move the max's axis: no rule E
+                del self.maximum_of[first]
             return
         if k is OpKind.CAST and first is not None:
             self._cast(key, op, first, mag)
@@ -224,6 +236,8 @@ class ValueNumbers:
                 args[1] is not None:
             self.recip[out] = args[1]     # c / X: X's reference point and tilt, inverted
             self._keep(out, args[1])
+        elif k is OpKind.MAX and first is not None and op.keepdims and op.axis is not None:
+            self.maximum_of[out] = (first, op.axis)   # the machine max: exact
         elif k in (OpKind.LOG, OpKind.LOG2) and first is not None:
             ref = self.ref.get(first)
             if ref is not None:

@@ -28,19 +28,20 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Protocol
 
 from meshproof.model.evaluate import Binary, Compare, Key, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
 from meshproof.verify.semantics.atoms import Input, Lin
 from meshproof.verify.semantics.bounds import lin_interval
-from meshproof.verify.semantics.culprits import Mechanism, attributed, mechanism_of
+from meshproof.verify.semantics.culprits import Mechanism, attributed, mechanism_of, moved
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.mask_exactness import exact_mask_value, finite_magnitude
 from meshproof.verify.semantics.order import at_least_one, lower_bound
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.readers import RoundingReader, WhyStore
 from meshproof.verify.semantics.relations import Related, Relation
+from meshproof.verify.semantics.rounding_rules_exparg import exp_argument_bound
+from meshproof.verify.semantics.rounding_rules_partners import PartnersBound, partners_bound
 from meshproof.verify.semantics.symbolic import Opaque
 from meshproof.verify.semantics.ulp import EXP_ULP, TINY, UNIT, accumulation, half_ulp
 from meshproof.verify.semantics.views import convex_output, describe
@@ -69,6 +70,10 @@ class Err:
     own: float = 0.0        # REL/OSCALE: this value's own log error
     ref: float = 0.0        # REL/OSCALE: |log C|; ABS: the subtracted operand's part of eps
     lead: float = 0.0       # ABS: the leading operand's part; REL of an exp: the same, in log
+    # REL/OSCALE: the part of eps that is the rounding of exp arguments s̃ - max s̃, which
+    # moves the weights by at most kstar in total variation (rule E); 0: no rule E
+    arg: float = 0.0
+    kstar: float = 0.0
     # eps and own by mechanism (culprits.py), each summing to its error; not part of the
     # facts' identity, so attribution never splits a situation of the memo
     parts: tuple[float, ...] = field(default=(), compare=False)
@@ -78,26 +83,6 @@ class Err:
     def total(self) -> float:
         """REL/OSCALE: the whole log error of one term, the reference point included."""
         return self.eps + self.own + self.ref
-
-
-@dataclass(frozen=True, slots=True)
-class OutputBound:
-    """|computed - exact| <= eta·max|V| + tau for one stored output."""
-
-    eta: float
-    tau: float
-    parts: tuple[float, ...] = ()     # η by mechanism (culprits.py)
-
-
-@dataclass(frozen=True, slots=True)
-class NoBound:
-    """Why no rounding bound is stated for one stored output. `attention` is whether the
-    output's exact value is a normalised attention output (then the missing bound matters:
-    numeric_safety is unknown); else attention_equivalence judges it and no bound is due."""
-
-    reason: str
-    attention: bool
-    parts: tuple[float, ...] = ()     # a bound too large to state, by mechanism
 
 
 def _pure_input(form: Rat) -> bool:
@@ -326,10 +311,13 @@ class ErrorBounds:
         if out.kind is Kind.OUT and op.kind is OpKind.DIV and len(weights) == 2 and \
                 rel is Relation.PARTNERS:
             o, ell = weights
-            shared = 2.0 * math.tanh(max(o.eps, ell.eps) / 2.0)
-            mine = _expm1(o.own + ell.own)
+            bound = _partners(o, ell)
+            shared, mine = bound.tilt + bound.argument, bound.own
             tilted = o if o.eps >= ell.eps else ell
-            tilt_parts = attributed([(tilted.eps, tilted.parts)], shared, mech, False)
+            # rule E's share goes to the exp argument, the rest of the tilt keeps its own
+            tilt_parts = attributed([(tilted.eps, tilted.parts)], shared, mech, False) \
+                if not bound.argument else moved(tilted.parts, Mechanism.EXP, tilted.arg,
+                                                 bound.tilt, bound.argument)
             own_parts = attributed([(o.own, o.own_parts), (ell.own, ell.own_parts)], mine,
                                    mech, False)
             both = _sum_parts(tilt_parts, own_parts)
@@ -357,13 +345,18 @@ class ErrorBounds:
             return replace(e, kind=kind, dtype=dtype, floor=e.floor + TINY[dtype])
         return self._rounded(replace(e, kind=kind, dtype=dtype), key)
 
-    def _rounded(self, e: Err, key: Key, shared: bool = False) -> Err:
+    def _rounded(self, e: Err, key: Key, shared: bool = False, twice: bool = False) -> Err:
         """The rounding of an op's result to its dtype: absolute at the result's magnitude
         (monotone rounding, rule H), else one relative rounding in log space -- shared by
-        partners (`shared`: a weight before o and ℓ part ways) or the value's own."""
+        partners (`shared`: a weight before o and ℓ part ways) or the value's own.
+        `twice`: an op computed in f32 and then rounded to a 16-bit dtype (the f32 result
+        of a sum of 16-bit values need not be exact): both roundings count."""
+        extra = twice and e.dtype is not DType.F32
         if e.kind is Kind.ABS:
-            return replace(e, eps=e.eps + half_ulp(e.dtype, self._mag(key)))
-        u, tiny = UNIT[e.dtype], TINY[e.dtype]
+            mag = self._mag(key)
+            return replace(e, eps=e.eps + half_ulp(e.dtype, mag) +
+                           (half_ulp(DType.F32, mag) if extra else 0.0))
+        u, tiny = UNIT[e.dtype] + (UNIT[DType.F32] if extra else 0.0), TINY[e.dtype]
         if e.kind is Kind.OUT:
             return replace(e, eps=e.eps + u * (1.0 + e.eps), floor=e.floor + tiny)
         if shared or e.kind is Kind.EXACT:   # an input's rounding: relative, in eps
@@ -390,12 +383,14 @@ class ErrorBounds:
         out = None if rule is None else rule(self, op, kind, args, key)
         if out is None:
             return None
-        return self._rounded(out, key, shared=k in (OpKind.EXP, OpKind.EXP2))
+        return self._rounded(out, key, shared=k in (OpKind.EXP, OpKind.EXP2), twice=True)
 
     def _view(self, op: Op, kind: Kind, args: list[Err]) -> Err:
         """Views and maxima move no value: the worst operand's error. A max of exact
         machine numbers is exact; of inexact ones off by at most the larger error."""
         if len(args) == 1:
+            if op.kind in (OpKind.RESHAPE, OpKind.TRANS) and args[0].kstar:
+                args = [replace(args[0], arg=0.0, kstar=0.0)]   # the key axis may move
             return replace(args[0], kind=kind, dtype=op.dtype) if kind is not Kind.ABS or \
                 args[0].kind is Kind.ABS else Err(kind, args[0].eps, op.dtype, args[0].floor)
         worst = max(args, key=lambda a: a.eps + a.own + a.ref)
@@ -410,10 +405,20 @@ class ErrorBounds:
         if a.kind not in (Kind.ABS, Kind.EXACT):
             return None
         arg = self._abs_err(op, key, 0, a) * scale
-        if self._related().relation is Relation.SAME and a.kind is Kind.ABS:
+        rel = self._related()
+        if rel.relation in (Relation.SAME, Relation.MAXED) and a.kind is Kind.ABS:
             # exp(x̃ - ỹ): the error of ỹ is a common factor of every key (C), x̃'s a tilt
             ref = a.ref * scale
-            return Err(Kind.REL, arg - ref + EXP_ULP, op.dtype, ref=ref, lead=a.lead * scale)
+            out = Err(Kind.REL, arg - ref + EXP_ULP, op.dtype, ref=ref, lead=a.lead * scale)
+            x = op.args[0]
+            dt = self._dtype_of(key[0], x.id) if isinstance(x, ValueRef) else None
+            if rel.relation is not Relation.MAXED or dt is None:
+                return out
+            # exp(s̃ - max s̃): the subtraction's rounding (the rest of a's error beyond s̃'s
+            # and m̃'s) weighed by the keys it moves (rule E); z = m̃ - s̃ <= |s - m| + both
+            k = exp_argument_bound(rel.keys, dt, self._arg_mag(op, key, 0) + a.lead + a.ref,
+                                   scale, a.lead)
+            return replace(out, arg=max(a.eps - a.lead - a.ref, 0.0) * scale, kstar=k)
         # |exp(x + δ)/exp(x)| = e^δ exactly: the argument's error as a tilt
         return Err(Kind.REL, arg + EXP_ULP, op.dtype)
 
@@ -449,9 +454,12 @@ class ErrorBounds:
             return Err(kind, n * self._abs_err(op, key, 0, a) +
                        accumulation(n, self._arg_mag(op, key, 0)), op.dtype)
         if kind in (Kind.REL, Kind.OSCALE) and a.kind is kind:
-            # each term passes at most n - 1 f32 roundings, in any order (rule G)
+            # each term passes at most n - 1 f32 roundings, in any order (rule G); rule E
+            # only over the keys' (last) axis
+            last = op.axis is not None and op.axis == len(self._shape_of(op, key)) - 1
             return replace(a, dtype=op.dtype, own=a.own + max(n - 1, 0) * UNIT[DType.F32],
-                           floor=n * a.floor, lead=0.0)
+                           floor=n * a.floor, lead=0.0, arg=a.arg if last else 0.0,
+                           kstar=a.kstar if last else 0.0)
         return None
 
     def _log(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
@@ -515,8 +523,11 @@ class ErrorBounds:
         shift = 0.0 if len(kept) == 1 or self._related().relation is Relation.SAME else \
             sum(a.ref for a in kept)   # other keys' C relative to the first's
         tilt = max([first.eps, *(a.eps + shift for a in kept[1:])])
+        # rule E over a union: the rest of the tilt is the worst operand's, K* the largest
+        # (a mediant of the blocks' ratios)
+        rest = max([first.eps - first.arg, *(a.eps - a.arg + shift for a in kept[1:])])
         return Err(kind, tilt, dt, sum(a.floor for a in kept), max(a.own for a in kept),
-                   first.ref)
+                   first.ref, arg=max(tilt - rest, 0.0), kstar=max(a.kstar for a in kept))
 
     def _mul(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
@@ -574,11 +585,16 @@ class ErrorBounds:
                 # no rescale known: both common factors join the tilt, C = 1
                 return Err(kind, x.eps + x.ref + f.eps + f.ref, op.dtype, floor,
                            x.own + f.own)
-            return Err(kind, tilt, op.dtype, floor, x.own, f.ref)
+            return Err(kind, tilt, op.dtype, floor, x.own, f.ref, arg=x.arg, kstar=x.kstar)
         # by exact values (constants, inputs): the terms keep their errors
         w = weights[0] if weights else args[0]
         extra = sum(a.eps for a in args if a is not w and a.kind is Kind.EXACT)
-        return Err(kind, w.eps, op.dtype, floor, w.own + extra, w.ref)
+        # rule E survives a product by V (o's terms) or by constants; per-key exact
+        # factors of weights (a mask) could drop a block's max key
+        keep = kind is Kind.OSCALE or all(not isinstance(x, ValueRef) for x, e in zip(
+            op.args, args, strict=True) if e is not w)
+        return Err(kind, w.eps, op.dtype, floor, w.own + extra, w.ref,
+                   arg=w.arg if keep else 0.0, kstar=w.kstar if keep else 0.0)
 
     def _div(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         num, den = args
@@ -592,7 +608,7 @@ class ErrorBounds:
                 return None
             c = abs(op.args[0].value)
             return Err(kind, den.eps, op.dtype, c * den.floor / (low_m * low_m), den.own,
-                       den.ref)
+                       den.ref, arg=den.arg, kstar=den.kstar)
         if den.kind is Kind.EXACT:
             c = self._arg_mag(op, key, 1)
             if not c:
@@ -644,7 +660,8 @@ class ErrorBounds:
             # every term passes at most n - 1 f32 roundings, in any order
             prod = 0.0 if self._narrow_operands(op, key) else UNIT[DType.F32]
             return Err(kind, a.eps, op.dtype, n * a.floor * self.b,
-                       a.own + b.eps + prod + max(n - 1, 0) * UNIT[DType.F32], a.ref)
+                       a.own + b.eps + prod + max(n - 1, 0) * UNIT[DType.F32], a.ref,
+                       arg=a.arg, kstar=a.kstar)   # p·V contracts p's key axis
         return None
 
     def _narrow_operands(self, op: Op, key: Key) -> bool:
@@ -682,6 +699,11 @@ class ErrorBounds:
         if res is None or isinstance(res, Opaque) or not res.layout.shape:
             return 1
         return res.layout.shape[-1]
+
+    def _shape_of(self, op: Op, key: Key) -> tuple[int, ...]:
+        arg = op.args[0]
+        res = self._res((key[0], arg.id)) if isinstance(arg, ValueRef) else None
+        return () if res is None or isinstance(res, Opaque) else res.layout.shape
 
     def _axis_size(self, op: Op, key: Key) -> int:
         arg = op.args[0]
@@ -725,52 +747,6 @@ HANDLED_BEFORE = frozenset({*_VIEWS, OpKind.CAST, OpKind.FULL, OpKind.LOAD, OpKi
                             OpKind.WHERE})
 
 
-class ErrorReader(Protocol):
-    """The finished analysis, as the output bound reads it."""
-
-    def canonical(self, key: Key) -> Value | Opaque | None: ...
-
-    def err(self, key: Key) -> Err | None: ...
-
-    def why(self, key: Key) -> str | None: ...
-
-
-def output_error_bounds(forms: ErrorReader, stores: list[tuple[int, Op]],
-                        input_bound: float) -> list[OutputBound | NoBound]:
-    """Per stored output, (η, τ) with |computed - exact| <= η·max|V| + τ, or why not."""
-    out: list[OutputBound | NoBound] = []
-    for rank, store in stores:
-        arg = store.args[0]
-        assert isinstance(arg, ValueRef)
-        key = (rank, arg.id)
-        res = forms.canonical(key)
-        attention = res is not None and not isinstance(res, Opaque) and convex_output(res.form)
-        e = forms.err(key)
-        if e is None or e.kind is not Kind.OUT:
-            out.append(NoBound(forms.why(key) or f"{store.source}: the stored value is not a "
-                               "normalised output", attention))
-            continue
-        if UNIT[store.dtype] > UNIT[e.dtype]:
-            # the store's own rounding, at most u·|stored| <= u·(1 + η)·max|V|
-            grown = e.eps + UNIT[store.dtype] * (1.0 + e.eps)
-            e = Err(e.kind, grown, store.dtype, e.floor + TINY[store.dtype],
-                    parts=attributed([(e.eps, e.parts)], grown, Mechanism.STORE, False))
-        if not (math.isfinite(e.eps) and math.isfinite(e.floor)) or e.eps >= 1:
-            out.append(NoBound(f"{store.source}: the rounding bound is {e.eps:.3g}·max|V| "
-                               "or more: no digit of the output is guaranteed", attention,
-                               e.parts))
-            continue
-        if e.floor >= (1 - e.eps) * input_bound:
-            # η·max|V| + τ >= max|V| even at the largest max|V| the inputs allow
-            out.append(NoBound(f"{store.source}: the rounding bound's absolute part "
-                               f"{e.floor:.3g} is at least max|V| can be (|inputs| <= "
-                               f"{input_bound:g}): no digit of the output is guaranteed",
-                               attention))
-            continue
-        out.append(OutputBound(e.eps, e.floor, e.parts))
-    return out
-
-
 def _prod(xs: Iterable[float]) -> float:
     """A product of magnitudes (inf where unbounded)."""
     return math.prod(xs)
@@ -792,12 +768,16 @@ def _normalised(o: Err, ell: Err, rel: Relation) -> float:
     only 2·tanh(S/4)·max|V| (S <= twice the tilt bound); otherwise every per-key error
     counts, and the reference points' common factors unless they are the same number."""
     if rel is Relation.PARTNERS:
-        spread = 2.0 * max(o.eps, ell.eps)
-        return 2.0 * math.tanh(spread / 4.0) + _expm1(o.own + ell.own)
+        return _partners(o, ell).eta
     t = o.eps + o.own + ell.eps + ell.own
     if rel is not Relation.SAME:
         t += o.ref + ell.ref
     return _expm1(t)
+
+
+def _partners(o: Err, ell: Err) -> PartnersBound:
+    return partners_bound(max(o.eps, ell.eps), max(o.eps - o.arg, ell.eps - ell.arg),
+                          max(o.kstar, ell.kstar), o.own + ell.own)
 
 
 def _out_times(args: list[Err]) -> float | None:

@@ -24,6 +24,7 @@ from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, Schedule, ValueRef
 from meshproof.verify.semantics.hazards import machine_buffers
 from meshproof.verify.semantics.numeric import FLOAT64, Inputs
+from meshproof.verify.semantics.rounding_witness_families import aimed
 from meshproof.verify.semantics.safety import scores_within
 from meshproof.verify.semantics.witness import reference, reference_element
 
@@ -106,6 +107,7 @@ def families(problem: Problem, b: float, cap: float) -> list[tuple[str, Inputs]]
         out.append((f"Q = {b:g} and K in [{b / 2:g}, {b:g}] (every score near the largest, "
                     f"where 16-bit spacing is widest), V = +{b:g} on the first half of the "
                     f"keys and -{b:g} on the rest (seed {200 + seed})", top))
+    out.extend(aimed(problem, b))
     return [(name, x) for name, x in out if scores_within(x, cap)]
 
 
