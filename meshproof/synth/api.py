@@ -27,6 +27,7 @@ from meshproof.synth.order import Ordered, Rule, schedule_plan
 from meshproof.synth.plan import CheckedPlan, check_plan
 
 SYNTH_SCHEMA = "meshproof/synthesis-v1"
+SECOND_RULE_PLANS = 4
 
 
 class Objective(Enum):
@@ -103,17 +104,23 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     bound = lower_bound(graph, costs)
     found: list[tuple[Candidate, CheckedPlan, Ordered]] = []
     rejected: list[str] = []
+    checked_plans: list[CheckedPlan] = []
     for plan in candidate_plans(graph):
         try:
-            checked = check_plan(plan, graph)
+            checked_plans.append(check_plan(plan, graph))
         except PlanError as exc:
             rejected.append(str(exc))
-            continue
-        for rule in Rule:
+    # every plan under the forward rule; the best few under the critical rule too
+    for rule in Rule:
+        if rule is not Rule.FORWARD:
+            found.sort(key=lambda f: _rank_key(f[0], objective))
+            checked_plans = [f[1] for f in found[:SECOND_RULE_PLANS]]
+        for checked in checked_plans:
             ordered = schedule_plan(checked, graph, costs, spec.queue_depth, rule)
-            found.append((Candidate(plan.name, plan.family.value, rule.value,
-                                    ordered.latency_s, checked.depth, ordered.max_link_bytes,
-                                    ordered.total_bytes), checked, ordered))
+            found.append((Candidate(checked.plan.name, checked.plan.family.value,
+                                    rule.value, ordered.latency_s, checked.depth,
+                                    ordered.max_link_bytes, ordered.total_bytes),
+                          checked, ordered))
     if not found:
         raise SynthesisError(f"no plan of any family fits the {graph.n} ranks of wiring "
                              f"{launch.wiring.name}: {'; '.join(rejected[:2])}")
@@ -122,7 +129,8 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     info = EmitInfo(best.plan, best.rule, hw.name, sizes, spec.queue_depth,
                     launch.wiring.name, launch_flags, best.latency_s, bound.latency_s,
                     len(found))
-    text = emit_kernel(graph, program_rows(checked, ordered), info)
+    rows, merges = program_rows(checked, ordered)
+    text = emit_kernel(graph, rows, merges, info)
     return Synthesis(tuple(f[0] for f in found), tuple(rejected), bound, objective, graph.n,
                      spec.queue_depth, hw.name, sizes, launch.wiring.name, text)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from meshproof.model.schedule import Scalar
 from meshproof.synth.graph import RankGraph
-from meshproof.synth.order import Ordered, TaskKind
-from meshproof.synth.plan import CheckedPlan
+from meshproof.synth.order import COMPONENTS, Ordered, TaskKind
+from meshproof.synth.plan import CheckedPlan, RowKind
 
 KERNEL_NAME = "synthesized"
 
@@ -34,30 +34,35 @@ class EmitInfo:
     candidates: int
 
 
-def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[str, ...]:
-    """One instruction string per rank: S<dir><state> send, R<dir><state> receive into,
-    M<out>=<a>+<b> merge, O<state> store."""
+def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...],
+                                                              tuple[tuple[int, int, int], ...]]:
+    """One instruction string per rank, and the merges (out, a, b). Words: S<dir><c><state>
+    sends component c (m, l or o) of a state; R<dir><c><state> receives it; M<p>:<out> runs
+    op p of attention_parts.merge's 11 for state out; O<state> stores."""
     rows = checked.plan.rows
     out: list[str] = []
+    merges = sorted((r.out, r.args[0], r.args[1]) for r in rows
+                    if r.kind is RowKind.MERGE and r.out is not None)
     for program in ordered.programs:
         words: list[str] = []
         for task in program:
             row = rows[task.row]
             if task.kind is TaskKind.SEND:
                 assert task.dir is not None
-                words.append(f"S{task.dir.value}{row.args[0]}")
+                words.append(f"S{task.dir.value}{COMPONENTS[task.part]}{row.args[0]}")
             elif task.kind is TaskKind.RECV:
                 assert task.dir is not None
-                words.append(f"R{task.dir.value}{row.out}")
-            elif task.kind is TaskKind.MERGE:
-                words.append(f"M{row.out}={row.args[0]}+{row.args[1]}")
+                words.append(f"R{task.dir.value}{COMPONENTS[task.part]}{row.out}")
+            elif task.kind is TaskKind.MERGE_OP:
+                words.append(f"M{task.part}:{row.out}")
             else:
                 words.append(f"O{row.args[0]}")
         out.append(" ".join(words))
-    return tuple(out)
+    return tuple(out), tuple(merges)
 
 
-def emit_kernel(graph: RankGraph, rows: tuple[str, ...], info: EmitInfo) -> str:
+def emit_kernel(graph: RankGraph, rows: tuple[str, ...],
+                merges: tuple[tuple[int, int, int], ...], info: EmitInfo) -> str:
     """The kernel file's text: the same bytes for the same inputs."""
     sizes = dict(info.sizes)
     size_params = ", ".join(f"{k}: int = {sizes[k]!r}" for k in
@@ -73,6 +78,7 @@ def emit_kernel(graph: RankGraph, rows: tuple[str, ...], info: EmitInfo) -> str:
     gap = info.predicted_s / info.bound_s if info.bound_s > 0 else 0.0
     size_text = ", ".join(f"{k}={v!r}" for k, v in info.sizes)
     table = "\n".join(f"    {row!r}," for row in rows)
+    merge_table = "\n".join(f"    {c}: ({a}, {b})," for c, a, b in merges)
     return f'''"""Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
 
 plan: {info.plan} (list-scheduled, {info.rule} rule; {info.candidates} candidate(s) ranked)
@@ -94,19 +100,23 @@ from typing import Any
 from meshproof.kernels.attention_parts import (
     load_kv,
     load_q,
-    merge,
     partial_attention,
     softmax_scale,
     store_output,
 )
 
 N_RANKS = {graph.n}
-# One row per launch-local rank, in program order: S<dir><state> sends a state's m, l, o;
-# R<dir><state> receives one into <state>; M<out>=<a>+<b> merges; O<state> stores it.
+# One row per launch-local rank, in program order: S<dir><c><state> sends component c (m,
+# l or o) of a state; R<dir><c><state> receives it; M<p>:<state> runs op p of the merge
+# that makes <state> (attention_parts.merge's ops, one at a time); O<state> stores it.
 # State r (< N_RANKS) is rank r's own partial.
 PLAN = (
 {table}
 )
+# merged state: (its two inputs)
+MERGES = {{
+{merge_table}
+}}
 
 
 def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, {size_params},
@@ -130,20 +140,47 @@ def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, {size_params},
     q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
     k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
     own = partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl)
-    states = {{rank: own}}
+    values: dict[tuple[int, str], Any] = {{(rank, c): own[i] for i, c in enumerate("mlo")}}
     for word in PLAN[rank].split():
         code = word[0]
         if code == "S":
-            for value in states[int(word[2:])]:
-                tl.send(dir=word[1], src=value)
+            tl.send(dir=word[1], src=values[(int(word[3:]), word[2])])
         elif code == "R":
-            states[int(word[2:])] = tuple(
-                tl.recv(dir=word[1], shape=like.shape, dtype="f32") for like in own)
+            like = own["mlo".index(word[2])]
+            values[(int(word[3:]), word[2])] = tl.recv(dir=word[1], shape=like.shape,
+                                                       dtype="f32")
         elif code == "M":
-            out, _, pair = word[1:].partition("=")
-            a, _, b = pair.partition("+")
-            states[int(out)] = merge(states[int(a)], states[int(b)], tl)
+            op, _, out = word[1:].partition(":")
+            _merge_op(int(op), int(out), values, tl)
         else:
-            _m, ell, o = states[int(word[1:])]
-            store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
+            state = int(word[1:])
+            store_output(o_ptr, values[(state, "o")], values[(state, "l")], S_q, h_q, h_kv,
+                         d_head, tl)
+
+
+def _merge_op(op: int, c: int, v: dict[tuple[int, str], Any], tl: Any) -> None:
+    """Op `op` of attention_parts.merge(state a, state b) -> state c, in its order."""
+    a, b = MERGES[c]
+    if op == 0:
+        v[(c, "m")] = tl.maximum(v[(a, "m")], v[(b, "m")])
+    elif op == 1:
+        v[(c, "d_a")] = v[(a, "m")] - v[(c, "m")]
+    elif op == 2:
+        v[(c, "alpha")] = tl.exp(v[(c, "d_a")])
+    elif op == 3:
+        v[(c, "d_b")] = v[(b, "m")] - v[(c, "m")]
+    elif op == 4:
+        v[(c, "beta")] = tl.exp(v[(c, "d_b")])
+    elif op == 5:
+        v[(c, "l_a")] = v[(a, "l")] * v[(c, "alpha")]
+    elif op == 6:
+        v[(c, "l_b")] = v[(b, "l")] * v[(c, "beta")]
+    elif op == 7:
+        v[(c, "l")] = v[(c, "l_a")] + v[(c, "l_b")]
+    elif op == 8:
+        v[(c, "o_a")] = v[(a, "o")] * v[(c, "alpha")]
+    elif op == 9:
+        v[(c, "o_b")] = v[(b, "o")] * v[(c, "beta")]
+    else:
+        v[(c, "o")] = v[(c, "o_a")] + v[(c, "o_b")]
 '''

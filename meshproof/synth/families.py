@@ -24,25 +24,29 @@ from meshproof.synth.plan import Family, Plan, PlanBuilder
 
 Parent = list[int | None]
 Pair = tuple[int, int]
-# past this many ranks only central meeting segments and roots are searched (design §7)
-FULL_SEARCH_RANKS = 64
+# past this many ranks on an axis only the central meeting segments are searched: the best
+# segments are the central 1-2 ranks (design note synthesis §7)
+FULL_SEARCH_AXIS = 4
+# breadth-first trees are tried on wirings no structured family fits (a dead link), and
+# alongside them up to this many ranks
+TREE_ALONGSIDE_RANKS = 16
+TREE_MAX_RANKS = 256
 
 
 def candidate_plans(graph: RankGraph) -> Iterator[Plan]:
     """Every plan of every family that fits the graph, in a deterministic order."""
     line = _is_line(graph)
+    mesh = graph.mesh is not None and _is_mesh(graph)
     if line:
         yield from _line_segments(graph)
         yield from _fanouts(graph, [list(range(graph.n))], "fanout line")
-    if graph.mesh is not None and _is_mesh(graph):
+    if mesh and graph.mesh is not None:
         yield from _mesh_segments(graph)
-        rows, cols = graph.mesh
-        plan = _fanout_2d(graph, rows, cols)
-        if plan is not None:
-            yield plan
+        yield _fanout_2d(graph, *graph.mesh)
     if graph.n > 2 and _links(graph, [(i, (i + 1) % graph.n) for i in range(graph.n)]):
         yield _ring_fanout(graph)
-    yield from _trees(graph)
+    if not (line or mesh) or graph.n <= TREE_ALONGSIDE_RANKS:
+        yield from _trees(graph)
 
 
 def _links(graph: RankGraph, pairs: Sequence[Pair]) -> bool:
@@ -63,7 +67,7 @@ def _is_mesh(graph: RankGraph) -> bool:
 
 def _segments(count: int) -> list[tuple[int, int]]:
     """Meeting segments [a, b] (one or two ranks) along an axis of `count` ranks."""
-    if count <= FULL_SEARCH_RANKS // 4 or count <= 4:
+    if count <= FULL_SEARCH_AXIS:
         starts = range(count)
     else:
         mid = (count - 1) // 2
@@ -158,8 +162,8 @@ def _mesh_segments(graph: RankGraph) -> Iterator[Plan]:
 def _trees(graph: RankGraph) -> Iterator[Plan]:
     """Breadth-first trees rooted at the most central ranks and links of any wiring."""
     n = graph.n
-    if n > FULL_SEARCH_RANKS * 4:
-        return  # the structured families cover large meshes; all-pairs BFS would not pay
+    if n > TREE_MAX_RANKS:
+        return  # all-pairs breadth-first search would not pay
     dist = [graph.distances(s) for s in range(n)]
     ecc = [max(d) for d in dist]
     nodes = sorted(range(n), key=lambda v: (ecc[v], v))[:2]
@@ -232,7 +236,7 @@ def _fanout_line(b: PlanBuilder, acc: list[int], line: list[int]) -> None:
         acc[v] = state
 
 
-def _fanout_2d(graph: RankGraph, rows: int, cols: int) -> Plan | None:
+def _fanout_2d(graph: RankGraph, rows: int, cols: int) -> Plan:
     lines = [[r * cols + c for c in range(cols)] for r in range(rows)]
     b = PlanBuilder(graph.n)
     acc = list(range(graph.n))
