@@ -28,6 +28,7 @@ from meshproof.synth.plan import CheckedPlan, check_plan
 
 SYNTH_SCHEMA = "meshproof/synthesis-v1"
 SECOND_RULE_PLANS = 4
+SECOND_RULE_MAX_RANKS = 1024     # past this, one list schedule per plan (each is ~n·25 ops)
 
 
 class Objective(Enum):
@@ -112,6 +113,8 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
             rejected.append(str(exc))
     # every plan under the forward rule; the best few under the critical rule too
     for rule in Rule:
+        if rule is not Rule.FORWARD and graph.n > SECOND_RULE_MAX_RANKS:
+            break
         if rule is not Rule.FORWARD:
             found.sort(key=lambda f: _rank_key(f[0], objective))
             checked_plans = [f[1] for f in found[:SECOND_RULE_PLANS]]

@@ -27,6 +27,10 @@ Pair = tuple[int, int]
 # past this many ranks on an axis only the central meeting segments are searched: the best
 # segments are the central 1-2 ranks (design note synthesis §7)
 FULL_SEARCH_AXIS = 4
+# past this many, only the central one or two (a list schedule at 64x64 is ~100k ops)
+CENTRAL_AXIS = 16
+# the fan-out sends every partial to every rank: O(n·(rows+cols)) transfers
+FANOUT_MAX_RANKS = 256
 # breadth-first trees are tried on wirings no structured family fits (a dead link), and
 # alongside them up to this many ranks
 TREE_ALONGSIDE_RANKS = 16
@@ -39,10 +43,12 @@ def candidate_plans(graph: RankGraph) -> Iterator[Plan]:
     mesh = graph.mesh is not None and _is_mesh(graph)
     if line:
         yield from _line_segments(graph)
-        yield from _fanouts(graph, [list(range(graph.n))], "fanout line")
+        if graph.n <= FANOUT_MAX_RANKS:
+            yield from _fanouts(graph, [list(range(graph.n))], "fanout line")
     if mesh and graph.mesh is not None:
         yield from _mesh_segments(graph)
-        yield _fanout_2d(graph, *graph.mesh)
+        if graph.n <= FANOUT_MAX_RANKS:
+            yield _fanout_2d(graph, *graph.mesh)
     if graph.n > 2 and _links(graph, [(i, (i + 1) % graph.n) for i in range(graph.n)]):
         yield _ring_fanout(graph)
     if not (line or mesh) or graph.n <= TREE_ALONGSIDE_RANKS:
@@ -67,11 +73,13 @@ def _is_mesh(graph: RankGraph) -> bool:
 
 def _segments(count: int) -> list[tuple[int, int]]:
     """Meeting segments [a, b] (one or two ranks) along an axis of `count` ranks."""
+    mid = (count - 1) // 2
     if count <= FULL_SEARCH_AXIS:
         starts = range(count)
-    else:
-        mid = (count - 1) // 2
+    elif count <= CENTRAL_AXIS:
         starts = range(max(0, mid - 1), min(count, mid + 2))
+    else:   # the centre: two ranks on an even axis, one on an odd one
+        return [(mid, mid + 1)] if count % 2 == 0 else [(mid, mid)]
     out = [(a, a) for a in starts] + [(a, a + 1) for a in starts if a + 1 < count]
     return sorted(set(out))
 

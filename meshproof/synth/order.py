@@ -86,6 +86,7 @@ def schedule_plan(checked: CheckedPlan, graph: RankGraph, costs: BlockCosts, dep
 
 
 Key = tuple[float, float, float, int, int]
+_SEND, _RECV, _MERGE, _STORE = (k.value for k in TaskKind)
 
 
 class _Scheduler:
@@ -101,18 +102,39 @@ class _Scheduler:
         self._build(graph)
         n = graph.n
         self.clock = [BlockCosts.total(costs.partial)] * n
+        self._arrays()
         self.left = [0] * n
-        for t in self.tasks:
-            self.left[t.rank] += 1
+        for r in self.t_rank:
+            self.left[r] += 1
         self.enabled: list[list[int]] = [[] for _ in range(n)]
         for i, w in enumerate(self.waits):
             if w == 0:
-                self.enabled[self.tasks[i].rank].append(i)
-        self.sent: dict[tuple[int, Direction], list[int]] = {}    # task ids in send order
-        self.got: dict[tuple[int, Direction], int] = {}
-        self.arrival: dict[int, float] = {}                       # send task -> arrival
-        self.recv_end: dict[tuple[int, Direction], list[float]] = {}
+                self.enabled[self.t_rank[i]].append(i)
+        n_ch = len(self.ch_src)
+        self.sent: list[list[int]] = [[] for _ in range(n_ch)]   # send tasks in order
+        self.got = [0] * n_ch                                    # messages received
+        self.recv_end: list[list[float]] = [[] for _ in range(n_ch)]
+        self.arrival = [0.0] * len(self.tasks)                   # per send task
         self.done: list[list[Task]] = [[] for _ in range(n)]
+
+    def _arrays(self) -> None:
+        """The hot loop reads plain lists, not the Task records (enum hashing is slow)."""
+        ids: dict[tuple[int, Direction], int] = {}
+        self.ch_src: list[int] = []
+        self.ch_bw: list[float] = []
+        self.ch_lat: list[float] = []
+        for key in sorted(self.cls, key=lambda k: (k[0], k[1].value)):
+            ids[key] = len(self.ch_src)
+            link = self.costs.link(self.cls[key])
+            self.ch_src.append(key[0])
+            self.ch_bw.append(link.bandwidth_Bps)
+            self.ch_lat.append(link.latency_s)
+        self.t_kind = [t.kind.value for t in self.tasks]
+        self.t_rank = [t.rank for t in self.tasks]
+        self.t_row = [t.row for t in self.tasks]
+        self.t_part = [t.part for t in self.tasks]
+        self.t_ch = [ids[self.chan[t.row]] if t.kind.value <= 1 else -1 for t in self.tasks]
+        self.t_dst = [self.plan.rows[t.row].dst or 0 for t in self.tasks]
 
     def _build(self, graph: RankGraph) -> None:
         """Tasks in plan-row order, each with the tasks it waits for by value."""
@@ -137,14 +159,16 @@ class _Scheduler:
                 assert d is not None
                 self.chan[r_i] = (row.rank, d)
                 self.cls[(row.rank, d)] = graph.link_class(row.rank, d)
-                prev: int | None = None
+                sends: list[int] = []
                 for p, comp in enumerate(COMPONENTS):
                     # m, ℓ, o leave in that order
-                    prev = add(Task(TaskKind.SEND, row.rank, r_i, p, d),
-                               [maker.get((row.args[0], comp)), prev])
+                    sends.append(add(Task(TaskKind.SEND, row.rank, r_i, p, d),
+                                     [maker.get((row.args[0], comp)),
+                                      sends[-1] if sends else None]))
                 for p, comp in enumerate(COMPONENTS):
+                    # a recv is considered once its message is sent (then in FIFO order)
                     maker[(row.out, comp)] = add(Task(TaskKind.RECV, row.dst, r_i, p,
-                                                      d.opposite), [])
+                                                      d.opposite), [sends[p]])
             elif row.kind is RowKind.MERGE:
                 assert row.out is not None
                 side = {"a": row.args[0], "b": row.args[1]}
@@ -210,87 +234,80 @@ class _Scheduler:
 
     def _best(self, r: int) -> tuple[Key, int] | None:
         found: tuple[Key, int] | None = None
+        forward = self.rule is Rule.FORWARD
         for i in self.enabled[r]:
             start = self._ready(i)
             if start is None:
                 continue
-            task = self.tasks[i]
-            kind, urgency = float(task.kind.value), -self.level[i]
-            key: Key = (start, kind, urgency, task.row, i) if self.rule is Rule.FORWARD \
-                else (start, urgency, kind, task.row, i)
+            kind, urgency = float(self.t_kind[i]), -self.level[i]
+            key: Key = (start, kind, urgency, self.t_row[i], i) if forward \
+                else (start, urgency, kind, self.t_row[i], i)
             if found is None or key < found[0]:
                 found = (key, i)
         return found
 
     def _ready(self, i: int) -> float | None:
         """When task i could start, or None if a message or queue room is not committed."""
-        task = self.tasks[i]
-        r = task.rank
-        if task.kind is TaskKind.STORE:
-            return self.clock[r] if self.left[r] == 1 else None
-        if task.kind is TaskKind.MERGE_OP:
+        kind = self.t_kind[i]
+        r = self.t_rank[i]
+        if kind == _MERGE:
             return self.clock[r]
-        ch = self.chan[task.row]
-        if task.kind is TaskKind.SEND:
-            k = len(self.sent.get(ch, []))
-            if k < self.depth:
+        if kind == _STORE:
+            return self.clock[r] if self.left[r] == 1 else None
+        ch = self.t_ch[i]
+        if kind == _SEND:
+            k = len(self.sent[ch]) - self.depth
+            if k < 0:
                 return self.clock[r]
-            done = self.recv_end.get(ch, [])
-            return max(self.clock[r], done[k - self.depth]) if k - self.depth < len(done) \
-                else None
-        order = self.sent.get(ch, [])
-        at = self.got.get(ch, 0)
-        if at >= len(order):
-            return None
-        head = self.tasks[order[at]]
-        if (head.row, head.part) != (task.row, task.part):
+            done = self.recv_end[ch]
+            return max(self.clock[r], done[k]) if k < len(done) else None
+        order = self.sent[ch]
+        at = self.got[ch]
+        # a transfer's recvs are its sends' ids + 3 (they are built in that order)
+        if at >= len(order) or order[at] + 3 != i:
             return None
         return max(self.clock[r], self.arrival[order[at]])
 
     def _commit(self, i: int) -> set[int]:
         """Run task i as run_timing does; the ranks whose readiness may change."""
-        task = self.tasks[i]
-        r = task.rank
+        kind = self.t_kind[i]
+        r = self.t_rank[i]
         start = self._ready(i)
         assert start is not None
         touched: set[int] = set()
-        if task.kind is TaskKind.MERGE_OP:
-            t = start + self.costs.merge[task.part]
-        elif task.kind is TaskKind.STORE:
+        if kind == _MERGE:
+            t = start + self.costs.merge[self.t_part[i]]
+        elif kind == _STORE:
             t = BlockCosts.total(self.costs.store, start)
-        elif task.kind is TaskKind.SEND:
-            ch = self.chan[task.row]
-            link = self.costs.link(self.cls[ch])
+        elif kind == _SEND:
+            ch = self.t_ch[i]
             t = start + self.costs.send + \
-                self.costs.message_bytes[task.part] / link.bandwidth_Bps
-            self.arrival[i] = t + link.latency_s
-            self.sent.setdefault(ch, []).append(i)
-            dst = self.plan.rows[task.row].dst
-            assert dst is not None
-            touched.add(dst)
+                self.costs.message_bytes[self.t_part[i]] / self.ch_bw[ch]
+            self.arrival[i] = t + self.ch_lat[ch]
+            self.sent[ch].append(i)
+            touched.add(self.t_dst[i])
         else:
-            ch = self.chan[task.row]
+            ch = self.t_ch[i]
             t = start + self.costs.recv
-            self.recv_end.setdefault(ch, []).append(t)
-            self.got[ch] = self.got.get(ch, 0) + 1
-            touched.add(ch[0])
+            self.recv_end[ch].append(t)
+            self.got[ch] += 1
+            touched.add(self.ch_src[ch])
         self.clock[r] = t
         self.left[r] -= 1
         self.enabled[r].remove(i)
-        self.done[r].append(task)
+        self.done[r].append(self.tasks[i])
         for s in self.succ[i]:
             self.waits[s] -= 1
             if self.waits[s] == 0:
-                self.enabled[self.tasks[s].rank].append(s)
-                touched.add(self.tasks[s].rank)
+                self.enabled[self.t_rank[s]].append(s)
+                touched.add(self.t_rank[s])
         return touched
 
     def _result(self) -> Ordered:
-        per_link: dict[tuple[int, Direction], int] = {}
-        for ch, ids in self.sent.items():
-            per_link[ch] = sum(self.costs.message_bytes[self.tasks[i].part] for i in ids)
+        per_link = [sum(self.costs.message_bytes[self.t_part[i]] for i in ids)
+                    for ids in self.sent]
         return Ordered(tuple(tuple(d) for d in self.done), max(self.clock), self.rule,
-                       max(per_link.values(), default=0), sum(per_link.values()))
+                       max(per_link, default=0), sum(per_link))
 
 
 assert len(MERGE_DEPS) == MERGE_OPS
