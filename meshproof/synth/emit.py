@@ -79,7 +79,7 @@ def emit_kernel(graph: RankGraph, rows: tuple[str, ...],
     size_text = ", ".join(f"{k}={v!r}" for k, v in info.sizes)
     table = "\n".join(f"    {row!r}," for row in rows)
     merge_table = "\n".join(f"    {c}: ({a}, {b})," for c, a, b in merges)
-    return f'''"""Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
+    text = f'''"""Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
 
 plan: {info.plan} (list-scheduled, {info.rule} rule; {info.candidates} candidate(s) ranked)
 launch: {info.launch_flags}
@@ -106,6 +106,10 @@ from meshproof.kernels.attention_parts import (
 )
 
 N_RANKS = {graph.n}
+# ops the interpreter makes are attributed to the rank's PLAN row (model/tracer.py), so a
+# counterexample names the row: rank r's row is line PLAN_LINE + r of this file
+MESHPROOF_PLAN_ROWS = True
+PLAN_LINE = @PLAN_LINE@
 # One row per launch-local rank, in program order: S<dir><c><state> sends component c (m,
 # l or o) of a state; R<dir><c><state> receives it; M<p>:<state> runs op p of the merge
 # that makes <state> (attention_parts.merge's ops, one at a time); O<state> stores it.
@@ -141,6 +145,7 @@ def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, {size_params},
     k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
     own = partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl)
     values: dict[tuple[int, str], Any] = {{(rank, c): own[i] for i, c in enumerate("mlo")}}
+    meshproof_plan_row = PLAN_LINE + rank  # noqa: F841 (read by the tracer)
     for word in PLAN[rank].split():
         code = word[0]
         if code == "S":
@@ -184,3 +189,6 @@ def _merge_op(op: int, c: int, v: dict[tuple[int, str], Any], tl: Any) -> None:
     else:
         v[(c, "o")] = v[(c, "o_a")] + v[(c, "o_b")]
 '''
+    lines = text.split("\n")
+    first = lines.index("PLAN = (") + 2     # 1-based line of rank 0's row
+    return text.replace("@PLAN_LINE@", str(first))

@@ -28,9 +28,9 @@ Pair = tuple[int, int]
 # segments are the central 1-2 ranks (design note synthesis §7)
 FULL_SEARCH_AXIS = 4
 # past this many, only the central one or two (a list schedule at 64x64 is ~100k ops)
-CENTRAL_AXIS = 16
+CENTRAL_AXIS = 8
 # the fan-out sends every partial to every rank: O(n·(rows+cols)) transfers
-FANOUT_MAX_RANKS = 256
+FANOUT_MAX_RANKS = 64
 # breadth-first trees are tried on wirings no structured family fits (a dead link), and
 # alongside them up to this many ranks
 TREE_ALONGSIDE_RANKS = 16
