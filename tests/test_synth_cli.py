@@ -88,3 +88,13 @@ def test_the_8x8_kernel_is_proved(run_cli: RunCli, tmp_path: Path) -> None:
                    str(tmp_path / "k.py"), "--verify", "--json"])
     assert res.code == 0, res.err
     assert _proved(json.loads(res.out)) == SEVEN
+
+
+def test_the_committed_example_regenerates_byte_for_byte(run_cli: RunCli,
+                                                          tmp_path: Path) -> None:
+    # the synthesised kernel is a committed certificate: CI regenerates it and compares
+    # bytes, as `make demo` reproduces reports/
+    out = tmp_path / "synthesized_2x4.py"
+    res = run_cli(["synthesize", "--wiring", "cube_mesh", "--mesh", "2x4", "--out", str(out)])
+    assert res.code == 0, res.err
+    assert out.read_bytes() == (REPO_ROOT / "examples" / "synthesized_2x4.py").read_bytes()

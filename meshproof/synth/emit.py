@@ -92,6 +92,7 @@ predicted latency: {info.predicted_s * 1e6:.3f} us; lower bound: {info.bound_s *
 The synthesiser is not trusted: this file plus its `meshproof verify` verdict is the
 certificate. The numbers above are a note; `meshproof simulate` re-measures.
 """
+# ruff: noqa: E501  (each rank's PLAN row is one line: counterexamples name that line)
 
 from __future__ import annotations
 
@@ -123,9 +124,10 @@ MERGES = {{
 }}
 
 
-def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, {size_params},
-                {shape}, sm_scale: float | None = None, msg_dtype: str = "f32", *,
-                tl: Any) -> None:
+def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any,
+                {size_params},
+                {shape},
+                sm_scale: float | None = None, msg_dtype: str = "f32", *, tl: Any) -> None:
     """Synthesised all-reduce of (m, l, o) triplets: {info.plan}."""
     if {count} != N_RANKS or rank_axis != {graph.rank_axis}:
         raise ValueError(f"this kernel was synthesised for {{N_RANKS}} ranks on rank_axis "
