@@ -98,3 +98,28 @@ def test_the_committed_example_regenerates_byte_for_byte(run_cli: RunCli,
     res = run_cli(["synthesize", "--wiring", "cube_mesh", "--mesh", "2x4", "--out", str(out)])
     assert res.code == 0, res.err
     assert out.read_bytes() == (REPO_ROOT / "examples" / "synthesized_2x4.py").read_bytes()
+
+
+def test_slow_links_make_the_reordered_fan_out_win(run_cli: RunCli, tmp_path: Path) -> None:
+    # the best plan depends on the profile (design note §5): with inter-cube hops 4x
+    # slower, the hand-written fan-out plan, re-ordered, beats the meeting segments
+    hw = tmp_path / "slow.toml"
+    hw.write_text('name = "slow links"\n[inter_cube]\nlatency_s = 2e-6\nbandwidth_Bps = 5e10\n'
+                  '[intra_cube]\nlatency_s = 5e-7\nbandwidth_Bps = 1e11\n')
+    res = run_cli(["synthesize", "--wiring", "cube_mesh", "--mesh", "2x4", "--hw", str(hw),
+                   "--out", str(tmp_path / "k.py")])
+    assert res.code == 0, res.err
+    assert "chosen: fanout rows then columns (forward order)" in res.out
+    assert "predicted latency: 12.005 us; lower bound: 11.355 us (D = 4 hops); gap 1.06x" \
+        in res.out
+    assert "profile: slow links" in (tmp_path / "k.py").read_text()
+
+
+def test_the_bytes_objective_ranks_by_the_busiest_link(run_cli: RunCli,
+                                                       tmp_path: Path) -> None:
+    res = run_cli(["synthesize", "--pes", "6", "--objective", "bytes", "--json", "--out",
+                   str(tmp_path / "k.py")])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    loads = [c["max_link_bytes"] for c in doc["candidates"]]
+    assert loads == sorted(loads) and doc["objective"] == "bytes"
