@@ -22,7 +22,7 @@ from meshproof.synth.bounds import LowerBound, lower_bound
 from meshproof.synth.costs import SIZE_NAMES, block_costs
 from meshproof.synth.emit import KERNEL_NAME, EmitInfo, emit_kernel, program_rows
 from meshproof.synth.families import candidate_plans
-from meshproof.synth.graph import RankGraph, rank_graph
+from meshproof.synth.graph import rank_graph
 from meshproof.synth.order import Ordered, Rule, schedule_plan
 from meshproof.synth.plan import CheckedPlan, check_plan
 
@@ -154,7 +154,3 @@ def measure(path: Path, opts: LaunchOptions, hw: HardwareProfile) -> float:
     schedule = trace(kernel, launch)
     run = run_timing(schedule, derive_channels(schedule), hw, launch.spec.queue_depth)
     return run.latency_s
-
-
-def graph_of(launch: Launch) -> RankGraph:
-    return rank_graph(launch)

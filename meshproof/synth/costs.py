@@ -27,7 +27,7 @@ from meshproof.model.loader import KernelRef, site_of
 from meshproof.model.schedule import Op, OpKind, Scalar
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
-from meshproof.sim.timing import op_cost
+from meshproof.sim.timing import arg_shapes, op_cost
 
 SIZE_NAMES = ("S_q", "S_kv_per_rank", "h_q", "h_kv", "d_head")
 MERGE_OPS = 11      # attention_parts.merge: maximum, 2 x (sub, exp), 3 on ℓ, 3 on o
@@ -92,10 +92,5 @@ def block_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
 
 
 def _priced(ops: tuple[Op, ...], hw: HardwareProfile) -> tuple[float, ...]:
-    shapes: dict[int, tuple[int, ...]] = {}
-    out: list[float] = []
-    for op in ops:
-        out.append(op_cost(op, tuple(shapes[v] for v in op.value_args if v in shapes), hw))
-        if op.out is not None:
-            shapes[op.out] = op.shape
-    return tuple(out)
+    return tuple(op_cost(op, shapes, hw) for op, shapes in zip(ops, arg_shapes(ops),
+                                                                strict=True))
