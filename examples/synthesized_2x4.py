@@ -25,8 +25,8 @@ from meshproof.kernels.attention_parts import (
 )
 
 N_RANKS = 8
-# ops the interpreter makes are attributed to the rank's PLAN row (model/tracer.py), so a
-# counterexample names the row: rank r's row is line PLAN_LINE + r of this file
+# if True, ops the interpreter makes are attributed to the rank's PLAN row (model/tracer.py),
+# so a counterexample names the row: rank r's row is line PLAN_LINE + r of this file
 MESHPROOF_PLAN_ROWS = True
 PLAN_LINE = 37
 # One row per launch-local rank, in program order: S<dir><c><state> sends component c (m,
