@@ -1,11 +1,11 @@
 """Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
 
-plan: columns first, segments [0,1]x[1,2] (list-scheduled, forward rule; 59 candidate(s) ranked)
+plan: columns then rows, segments [0,1]x[1,2] (list-scheduled, forward rule; 101 candidate(s) ranked)
 launch: --system 1x4x4 --wiring cube_mesh --mesh 2x4 --cube-start 0 --queue-depth 4
 wiring: cube_mesh; 8 ranks; queue depth D = 4
 profile: default (assumed, not measured)
 sizes: S_q=1, S_kv_per_rank=16, h_q=1, h_kv=1, d_head=8
-predicted latency: 6.358 us; lower bound: 5.355 us (gap 1.19x)
+predicted latency: 6.307 us; lower bound: 5.355 us (gap 1.18x)
 
 The synthesiser is not trusted: this file plus its `meshproof verify` verdict is the
 certificate. The numbers above are a note; `meshproof simulate` re-measures.
@@ -34,29 +34,33 @@ PLAN_LINE = 37
 # that makes <state> (attention_parts.merge's ops, one at a time); O<state> stores it.
 # State r (< N_RANKS) is rank r's own partial.
 PLAN = (
-    'SEm0 SEl0 SEo0 REm32 REl32 REo32 O32',
-    'RWm14 M0:15 SSm15 RWl14 RWo14 M1:15 M3:15 M2:15 M4:15 M5:15 M6:15 M8:15 M9:15 RSm17 M7:15 SSl15 M10:15 SSo15 M0:20 SEm20 M1:20 M3:20 M2:20 M4:20 M5:20 M8:20 RSl17 M6:20 RSo17 M9:20 REm25 M7:20 SEl20 M10:20 SEo20 M0:28 SWm28 M1:28 M3:28 M2:28 M4:28 M5:28 M8:28 REl25 M6:28 REo25 M9:28 M7:28 SWl28 M10:28 SWo28 O28',
-    'REm12 M0:13 SSm13 REl12 REo12 M1:13 M3:13 M2:13 M4:13 M5:13 M6:13 M8:13 M9:13 RSm19 M7:13 SSl13 M10:13 SSo13 M0:22 SWm22 M1:22 M3:22 M2:22 M4:22 M5:22 M8:22 RSl19 M6:22 RSo19 M9:22 RWm24 M7:22 SWl22 M10:22 SWo22 M0:29 SEm29 M1:29 M3:29 M2:29 M4:29 M5:29 M8:29 RWl24 M6:29 RWo24 M9:29 M7:29 SEl29 M10:29 SEo29 O29',
-    'SWm3 SWl3 SWo3 RWm33 RWl33 RWo33 O33',
-    'SEm4 SEl4 SEo4 REm34 REl34 REo34 O34',
-    'RWm10 M0:11 SNm11 RWl10 RWo10 M1:11 M3:11 M2:11 M4:11 M5:11 M6:11 M8:11 M9:11 RNm16 M7:11 SNl11 M10:11 SNo11 M0:21 SEm21 M1:21 M3:21 M2:21 M4:21 M5:21 M8:21 RNl16 M6:21 RNo16 M9:21 REm27 M7:21 SEl21 M10:21 SEo21 M0:30 SWm30 M1:30 M3:30 M2:30 M4:30 M5:30 M8:30 REl27 M6:30 REo27 M9:30 M7:30 SWl30 M10:30 SWo30 O30',
-    'REm8 M0:9 SNm9 REl8 REo8 M1:9 M3:9 M2:9 M4:9 M5:9 M6:9 M8:9 M9:9 RNm18 M7:9 SNl9 M10:9 SNo9 M0:23 SWm23 M1:23 M3:23 M2:23 M4:23 M5:23 M8:23 RNl18 M6:23 RNo18 M9:23 RWm26 M7:23 SWl23 M10:23 SWo23 M0:31 SEm31 M1:31 M3:31 M2:31 M4:31 M5:31 M8:31 RWl26 M6:31 RWo26 M9:31 M7:31 SEl31 M10:31 SEo31 O31',
-    'SWm7 SWl7 SWo7 RWm35 RWl35 RWo35 O35',
+    'SSm0 SSl0 SSo0 RSm9 M0:10 SEm10 RSl9 RSo9 M1:10 M3:10 M2:10 M4:10 M5:10 M6:10 M8:10 M9:10 M7:10 SEl10 M10:10 SEo10 REm32 REl32 REo32 O32',
+    'SSm1 SSl1 SSo1 RSm13 M0:14 RSl13 RSo13 M1:14 M3:14 M2:14 M4:14 M5:14 M6:14 M8:14 M9:14 M7:14 RWm24 M0:25 SEm25 M1:25 M3:25 M2:25 M4:25 M10:14 M5:25 M8:25 RWl24 REm29 M6:25 RWo24 M9:25 M7:25 SEl25 M10:25 SEo25 M0:30 SWm30 M1:30 M3:30 M2:30 M4:30 M5:30 M8:30 REl29 M6:30 REo29 M9:30 M7:30 SWl30 M10:30 SWo30 O30',
+    'SSm2 SSl2 SSo2 RSm17 M0:18 RSl17 RSo17 M1:18 M3:18 M2:18 M4:18 M5:18 M6:18 M8:18 M9:18 M7:18 REm26 M0:27 SWm27 M1:27 M3:27 M2:27 M4:27 M10:18 M5:27 M8:27 REl26 RWm28 M6:27 REo26 M9:27 M7:27 SWl27 M10:27 SWo27 M0:31 SEm31 M1:31 M3:31 M2:31 M4:31 M5:31 M8:31 RWl28 M6:31 RWo28 M9:31 M7:31 SEl31 M10:31 SEo31 O31',
+    'SSm3 SSl3 SSo3 RSm21 M0:22 SWm22 RSl21 RSo21 M1:22 M3:22 M2:22 M4:22 M5:22 M6:22 M8:22 M9:22 M7:22 SWl22 M10:22 SWo22 RWm33 RWl33 RWo33 O33',
+    'SNm4 SNl4 SNo4 RNm8 M0:11 SEm11 RNl8 RNo8 M1:11 M3:11 M2:11 M4:11 M5:11 M6:11 M8:11 M9:11 M7:11 SEl11 M10:11 SEo11 REm42 REl42 REo42 O42',
+    'SNm5 SNl5 SNo5 RNm12 M0:15 RNl12 RNo12 M1:15 M3:15 M2:15 M4:15 M5:15 M6:15 M8:15 M9:15 M7:15 RWm34 M0:35 SEm35 M1:35 M3:35 M2:35 M4:35 M10:15 M5:35 M8:35 RWl34 REm39 M6:35 RWo34 M9:35 M7:35 SEl35 M10:35 SEo35 M0:40 SWm40 M1:40 M3:40 M2:40 M4:40 M5:40 M8:40 REl39 M6:40 REo39 M9:40 M7:40 SWl40 M10:40 SWo40 O40',
+    'SNm6 SNl6 SNo6 RNm16 M0:19 RNl16 RNo16 M1:19 M3:19 M2:19 M4:19 M5:19 M6:19 M8:19 M9:19 M7:19 REm36 M0:37 SWm37 M1:37 M3:37 M2:37 M4:37 M10:19 M5:37 M8:37 REl36 RWm38 M6:37 REo36 M9:37 M7:37 SWl37 M10:37 SWo37 M0:41 SEm41 M1:41 M3:41 M2:41 M4:41 M5:41 M8:41 RWl38 M6:41 RWo38 M9:41 M7:41 SEl41 M10:41 SEo41 O41',
+    'SNm7 SNl7 SNo7 RNm20 M0:23 SWm23 RNl20 RNo20 M1:23 M3:23 M2:23 M4:23 M5:23 M6:23 M8:23 M9:23 M7:23 SWl23 M10:23 SWo23 RWm43 RWl43 RWo43 O43',
 )
 # merged state: (its two inputs)
 MERGES = {
-    9: (6, 8),
-    11: (5, 10),
-    13: (2, 12),
-    15: (1, 14),
-    20: (15, 17),
-    21: (11, 16),
-    22: (13, 19),
-    23: (9, 18),
-    28: (20, 25),
-    29: (22, 24),
-    30: (21, 27),
-    31: (23, 26),
+    10: (0, 9),
+    11: (4, 8),
+    14: (1, 13),
+    15: (5, 12),
+    18: (2, 17),
+    19: (6, 16),
+    22: (3, 21),
+    23: (7, 20),
+    25: (14, 24),
+    27: (18, 26),
+    30: (25, 29),
+    31: (27, 28),
+    35: (15, 34),
+    37: (19, 36),
+    40: (35, 39),
+    41: (37, 38),
 }
 
 
@@ -64,7 +68,7 @@ def synthesized(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any,
                 S_q: int = 1, S_kv_per_rank: int = 16, h_q: int = 1, h_kv: int = 1, d_head: int = 8,
                 mesh_rows: int = 2, mesh_cols: int = 4, cube_start: int = 0, rank_axis: int = 1,
                 sm_scale: float | None = None, msg_dtype: str = "f32", *, tl: Any) -> None:
-    """Synthesised all-reduce of (m, l, o) triplets: columns first, segments [0,1]x[1,2]."""
+    """Synthesised all-reduce of (m, l, o) triplets: columns then rows, segments [0,1]x[1,2]."""
     if mesh_rows * mesh_cols != N_RANKS or rank_axis != 1:
         raise ValueError(f"this kernel was synthesised for {N_RANKS} ranks on rank_axis "
                          f"1; run meshproof synthesize for this launch")

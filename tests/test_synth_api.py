@@ -72,8 +72,8 @@ def test_the_same_launch_gives_the_same_bytes() -> None:
                         Objective.LATENCY, "--mesh 2x4").kernel_text for _ in range(2)}
     assert len(texts) == 1
     text = texts.pop()
-    assert "plan: columns first, segments [0,1]x[1,2]" in text
-    assert "predicted latency: 6.358 us; lower bound: 5.355 us (gap 1.19x)" in text
+    assert "plan: columns then rows, segments [0,1]x[1,2]" in text
+    assert "predicted latency: 6.307 us; lower bound: 5.355 us (gap 1.18x)" in text
 
 
 def test_the_bytes_objective_prefers_the_least_loaded_link() -> None:

@@ -65,8 +65,8 @@ def test_the_table_names_the_plan_bound_and_gap(run_cli: RunCli, tmp_path: Path)
     res = run_cli(["synthesize", "--wiring", "cube_mesh", "--mesh", "2x4", "--out",
                    str(tmp_path / "k.py")])
     assert res.code == 0, res.err
-    assert "chosen: columns first, segments [0,1]x[1,2] (forward order)" in res.out
-    assert "predicted latency: 6.358 us; lower bound: 5.355 us (D = 4 hops); gap 1.19x" \
+    assert "chosen: columns then rows, segments [0,1]x[1,2] (forward order)" in res.out
+    assert "predicted latency: 6.307 us; lower bound: 5.355 us (D = 4 hops); gap 1.18x" \
         in res.out
 
 

@@ -2,9 +2,11 @@
 
 - line segments: a line reduces towards a 1-2 rank meeting segment, which exchanges, then
   broadcasts back;
-- 2D segments, rows first or columns first: each rank's state travels along its row to the
-  meeting columns, then along its column to the meeting rows; the meeting block exchanges
-  (E/W, then N/S), then the result is broadcast back down the same tree;
+- 2D segments, nested (rows then columns, or the transpose): every row all-reduces into its
+  meeting columns, those columns all-reduce the whole rows, the rows broadcast back;
+- 2D segments as one tree (rows first or columns first): each rank's state travels along
+  its row to the meeting columns, then along its column to the meeting rows; the meeting
+  block exchanges (E/W, then N/S), then the result is broadcast back down the same tree;
 - tree: the same reduce-exchange-broadcast over a breadth-first spanning tree of any
   wiring, rooted at a rank or a link (a wafer with a dead link);
 - fan-out: the hand-written kernels' plan (each rank forwards what it received and merges
@@ -140,37 +142,97 @@ def _line_segments(graph: RankGraph) -> Iterator[Plan]:
 def _mesh_segments(graph: RankGraph) -> Iterator[Plan]:
     assert graph.mesh is not None
     rows, cols = graph.mesh
-    orders: tuple[Family, ...] = (Family.ROWS_FIRST, Family.COLUMNS_FIRST)
-    if graph.n > CENTRAL_AXIS ** 2 * 4 and rows == cols and \
-            len({e.cls for e in graph.edges}) == 1:
-        # a large square mesh of one link class: rows first is the transpose of columns
-        # first, with the same timing; one list schedule of ~n·25 ops is enough
-        orders = (Family.COLUMNS_FIRST,)
+    large = graph.n > CENTRAL_AXIS ** 2 * 4
     for r1, r2 in _segments(rows):
         for c1, c2 in _segments(cols):
-            for family in orders:
-                parent: Parent = []
-                for r in range(rows):
-                    for c in range(cols):
-                        along_row = c + 1 if c < c1 else c - 1 if c > c2 else None
-                        along_col = r + 1 if r < r1 else r - 1 if r > r2 else None
-                        if family is Family.ROWS_FIRST:
-                            parent.append(r * cols + along_row if along_row is not None else
-                                          along_col * cols + c if along_col is not None
-                                          else None)
-                        else:
-                            parent.append(along_col * cols + c if along_col is not None else
-                                          r * cols + along_row if along_row is not None
-                                          else None)
-                east_west = [(r * cols + c1, r * cols + c2) for r in range(r1, r2 + 1)] \
-                    if c2 > c1 else []
-                north_south = [(r1 * cols + c, r2 * cols + c) for c in range(c1, c2 + 1)] \
-                    if r2 > r1 else []
-                rounds = [east_west, north_south] if family is Family.ROWS_FIRST else \
-                    [north_south, east_west]
-                label = "rows first" if family is Family.ROWS_FIRST else "columns first"
-                yield tree_plan(graph, f"{label}, segments [{r1},{r2}]x[{c1},{c2}]", family,
-                                parent, [p for p in rounds if p])
+            yield _nested(graph, (r1, r2), (c1, c2), rows_first=True)
+            if large:
+                # one list schedule of ~n·25 ops per plan; and rows first keeps every
+                # merged state a run of whole rows, contiguous launch-local ranks (and key
+                # rows), which keeps the semantic analysis's forms small
+                continue
+            yield _nested(graph, (r1, r2), (c1, c2), rows_first=False)
+            for family in (Family.ROWS_FIRST, Family.COLUMNS_FIRST):
+                yield _mesh_tree(graph, (r1, r2), (c1, c2), family)
+
+
+def _mesh_tree(graph: RankGraph, rseg: tuple[int, int], cseg: tuple[int, int],
+               family: Family) -> Plan:
+    """One tree into the meeting block: along rows then columns (or the other way)."""
+    assert graph.mesh is not None
+    rows, cols = graph.mesh
+    (r1, r2), (c1, c2) = rseg, cseg
+    parent: Parent = []
+    for r in range(rows):
+        for c in range(cols):
+            along_row = c + 1 if c < c1 else c - 1 if c > c2 else None
+            along_col = r + 1 if r < r1 else r - 1 if r > r2 else None
+            if family is Family.ROWS_FIRST:
+                parent.append(r * cols + along_row if along_row is not None else
+                              along_col * cols + c if along_col is not None else None)
+            else:
+                parent.append(along_col * cols + c if along_col is not None else
+                              r * cols + along_row if along_row is not None else None)
+    east_west = [(r * cols + c1, r * cols + c2) for r in range(r1, r2 + 1)] if c2 > c1 else []
+    north_south = [(r1 * cols + c, r2 * cols + c) for c in range(c1, c2 + 1)] if r2 > r1 else []
+    rounds = [east_west, north_south] if family is Family.ROWS_FIRST else \
+        [north_south, east_west]
+    label = "rows first" if family is Family.ROWS_FIRST else "columns first"
+    return tree_plan(graph, f"{label}, segments [{r1},{r2}]x[{c1},{c2}]", family, parent,
+                     [p for p in rounds if p])
+
+
+def _nested(graph: RankGraph, rseg: tuple[int, int], cseg: tuple[int, int],
+            rows_first: bool) -> Plan:
+    """Design note §4's 2D segments: every row all-reduces into its meeting columns (they
+    exchange, so both hold the whole row), each meeting column all-reduces those rows
+    (into its meeting rows, which exchange, then back along the column), then each row's
+    meeting ranks broadcast along the row. Columns first is the transpose."""
+    assert graph.mesh is not None
+    rows, cols = graph.mesh
+    outer = [[r * cols + c for c in range(cols)] for r in range(rows)]
+    inner_of = [[r * cols + c for r in range(rows)] for c in range(cols)]
+    (a1, a2), (b1, b2) = (cseg, rseg) if rows_first else (rseg, cseg)
+    if not rows_first:
+        outer, inner_of = inner_of, outer
+    b = PlanBuilder(graph.n)
+    acc = list(range(graph.n))
+    for line in outer:
+        _reduce_to_segment(b, acc, line, a1, a2)
+    for k in range(a1, a2 + 1):
+        line = inner_of[k]
+        _reduce_to_segment(b, acc, line, b1, b2)
+        _broadcast_from_segment(b, acc, line, b1, b2)
+    for line in outer:
+        _broadcast_from_segment(b, acc, line, a1, a2)
+    for v in range(graph.n):
+        b.output(acc[v])
+    label = "rows then columns" if rows_first else "columns then rows"
+    family = Family.ROWS_THEN_COLUMNS if rows_first else Family.COLUMNS_THEN_ROWS
+    return b.build(f"{label}, segments [{rseg[0]},{rseg[1]}]x[{cseg[0]},{cseg[1]}]", family)
+
+
+def _reduce_to_segment(b: PlanBuilder, acc: list[int], line: list[int], s1: int,
+                       s2: int) -> None:
+    """Prefixes travel up to s1 and suffixes down to s2; the segment ends exchange, so
+    acc[line[s1]] and acc[line[s2]] hold the whole line."""
+    for i in range(s1):
+        acc[line[i + 1]] = b.merge(acc[line[i + 1]], b.transfer(acc[line[i]], line[i + 1]))
+    for i in range(len(line) - 1, s2, -1):
+        acc[line[i - 1]] = b.merge(acc[line[i - 1]], b.transfer(acc[line[i]], line[i - 1]))
+    if s2 > s1:
+        x, y = line[s1], line[s2]
+        to_y, to_x = b.transfer(acc[x], y), b.transfer(acc[y], x)
+        acc[x], acc[y] = b.merge(acc[x], to_x), b.merge(acc[y], to_y)
+
+
+def _broadcast_from_segment(b: PlanBuilder, acc: list[int], line: list[int], s1: int,
+                            s2: int) -> None:
+    """The segment ends send the whole line's state outwards, forwarded unchanged."""
+    for i in range(s1 - 1, -1, -1):
+        acc[line[i]] = b.transfer(acc[line[i + 1]], line[i])
+    for i in range(s2 + 1, len(line)):
+        acc[line[i]] = b.transfer(acc[line[i - 1]], line[i])
 
 
 def _trees(graph: RankGraph) -> Iterator[Plan]:

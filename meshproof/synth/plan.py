@@ -28,6 +28,8 @@ class Family(Enum):
     LINE_SEGMENT = "line_segment"
     ROWS_FIRST = "rows_first"
     COLUMNS_FIRST = "columns_first"
+    ROWS_THEN_COLUMNS = "rows_then_columns"
+    COLUMNS_THEN_ROWS = "columns_then_rows"
     TREE = "tree"
     FANOUT = "fanout"
     RING = "ring"
