@@ -105,3 +105,13 @@ class TimeBudgetExceeded(MeshproofError):
 
 class OptionError(BadInput):
     """An option that cannot be used (an unknown property name, an empty selection)."""
+
+
+class SynthesisError(BadInput):
+    """`meshproof synthesize` cannot build a schedule for this launch (ranks the wiring
+    does not connect, a queue depth of 0, a message dtype it does not emit)."""
+
+
+class PlanError(MeshproofError):
+    """A synthesis plan fails its plan-level check (a state merged twice, a shard missing
+    from an output, a transfer over a link the wiring lacks). The message names the row."""

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("meshproof.cli.verify_cmd", "verify_cmd"),
     "simulate": ("meshproof.cli.simulate_cmd", "simulate_cmd"),
     "placements": ("meshproof.cli.placements_cmd", "placements_cmd"),
+    "synthesize": ("meshproof.cli.synthesize_cmd", "synthesize_cmd"),
     "gate": ("meshproof.cli.gate_cmd", "gate_cmd"),
     "report": ("meshproof.cli.report_cmd", "report_cmd"),
 }
@@ -52,6 +53,7 @@ SHORT_HELP: dict[str, str] = {
     "placements": "Verify KERNEL at every cube_start where its launch (--mesh...",
     "report": "Verify and simulate every built-in kernel and panel; write...",
     "simulate": "Run KERNEL in the numpy reference simulator; exit 1 when...",
+    "synthesize": "Synthesise a decode merge kernel for a launch, write it to...",
     "trace": "Trace KERNEL symbolically and print each rank's schedule.",
     "verify": "Prove direction legality, launch confinement, channel...",
 }

@@ -2,7 +2,11 @@
 
 Python control flow on program ids and scalars runs concretely; tensors are symbolic.
 Every op records the innermost frame in the kernel's own file as its source, so helper
-functions defined in that file point at their own lines.
+functions defined in that file point at their own lines. A table-driven kernel (one that
+`meshproof synthesize` writes) may declare `MESHPROOF_PLAN_ROWS = True` at module level
+and set a local `meshproof_plan_row` (a line of its file, or None) in a function of that
+file: ops made below that frame are then attributed to that line, the row of the plan
+table being interpreted, so a counterexample names the row, not the interpreter.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,6 +44,9 @@ E = TypeVar("E", bound=TraceError)
 _KINDS = {k.value: k for k in OpKind}
 _DTYPES = {d.value: d for d in DType}
 _NO_ARGS: tuple[Arg, ...] = ()
+# the plan-row hook (module docstring): the module flag and the local it reads
+PLAN_ROWS_FLAG = "MESHPROOF_PLAN_ROWS"
+PLAN_ROW_LOCAL = "meshproof_plan_row"
 
 
 class OpTable:
@@ -117,6 +125,7 @@ class RankTracer:
         self._data_reads: list[TensorData] = []  # `handle.data` stand-ins not yet checked
         self.refusal: TraceError | None = None  # the first refusal, even if the kernel caught it
         self.tl = Tl(self)
+        self._plan_rows: bool | None = None   # the kernel's module declares plan rows
 
     # --- bookkeeping -------------------------------------------------------------------
     def source(self) -> SourceLoc:
@@ -124,9 +133,24 @@ class RankTracer:
         real = self.site.real_file
         while frame is not None:
             if frame.f_code.co_filename == real:
-                return self.table.location(self.site.display_file, frame.f_lineno)
+                return self.table.location(self.site.display_file, self._line(frame))
             frame = frame.f_back  # type: ignore[assignment]
         return self.table.location(self.site.display_file, self.site.def_line)
+
+    def _line(self, frame: FrameType) -> int:
+        """The line an op made in `frame` (in the kernel's file) is attributed to: its own,
+        or the plan row a table-driven kernel declares (module docstring)."""
+        if self._plan_rows is None:
+            self._plan_rows = frame.f_globals.get(PLAN_ROWS_FLAG) is True
+        if self._plan_rows:
+            real = self.site.real_file
+            outer: FrameType | None = frame
+            while outer is not None and outer.f_code.co_filename == real:
+                row = outer.f_locals.get(PLAN_ROW_LOCAL)
+                if isinstance(row, int) and not isinstance(row, bool):
+                    return row
+                outer = outer.f_back
+        return frame.f_lineno
 
     def where(self) -> str:
         return f"{self.source()}: rank {self.endpoint.describe()}"
@@ -222,8 +246,9 @@ class RankTracer:
         real = self.site.real_file
         while frame is not None and frame.f_code.co_filename != real:
             frame = frame.f_back  # type: ignore[assignment]
-        source = self.table.location(self.site.display_file,
-                                     frame.f_lineno if frame is not None else self.site.def_line)
+        line = self.site.def_line if frame is None else \
+            frame.f_lineno if self._plan_rows is False else self._line(frame)
+        source = self.table.location(self.site.display_file, line)
         # enums and locations are singletons here: key them by identity, not by their
         # (Python-level) __hash__
         key = (index, out, id(source), id(kind), id(dtype), shape, args, *fields.items()) \

@@ -4,7 +4,8 @@
 `meshproof/sweep-v1` (the report's sweep.json), `meshproof/placements-v1`
 (placements --json), and for several launches at once `meshproof/deployment-v1` (verify),
 `meshproof/deployment-simulation-v1` (simulate), `meshproof/deployment-trace-v1`
-(trace). An output's `"schema"` string names its file: `meshproof/X` is `X.json` here.
+(trace), and `meshproof/synthesis-v1` (synthesize --json). An output's `"schema"` string
+names its file: `meshproof/X` is `X.json` here.
 Validating needs a JSON Schema library (the tests use `jsonschema`); meshproof itself
 only ships the files.
 """
@@ -16,7 +17,8 @@ from importlib import resources
 from typing import Any
 
 SCHEMAS = ("schedule-v1", "verdict-v1", "simulation-v1", "gate-v1", "sweep-v1",
-           "placements-v1", "deployment-v1", "deployment-simulation-v1", "deployment-trace-v1")
+           "placements-v1", "deployment-v1", "deployment-simulation-v1", "deployment-trace-v1",
+           "synthesis-v1")
 
 
 def schema_text(name: str) -> str:

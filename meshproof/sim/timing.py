@@ -156,7 +156,8 @@ def op_cost(op: Op, arg_shapes: tuple[tuple[int, ...], ...], hw: HardwareProfile
     return hw.op_overhead_s  # send/recv: the transfer is charged separately
 
 
-def _arg_shapes(ops: tuple[Op, ...]) -> list[tuple[tuple[int, ...], ...]]:
+def arg_shapes(ops: tuple[Op, ...]) -> list[tuple[tuple[int, ...], ...]]:
+    """Per op of one rank, the shapes of its value operands (what `op_cost` prices)."""
     shapes: dict[int, tuple[int, ...]] = {}
     out: list[tuple[tuple[int, ...], ...]] = []
     for op in ops:
@@ -188,7 +189,7 @@ class _Timing:
         self.classes = tuple(link_class(system, ch.src, ch.dst) if not ch.orphan else None
                              for ch in table.channels)
         self.costs = [[op_cost(op, shapes, hw)
-                       for op, shapes in zip(p.ops, _arg_shapes(p.ops), strict=True)]
+                       for op, shapes in zip(p.ops, arg_shapes(p.ops), strict=True)]
                       for p in self.programs]
         self.events: list[list[OpEvent]] = [[] for _ in range(n)]
         self.clock = [0.0] * n

@@ -1,0 +1,65 @@
+"""Lower bounds for the class of schedules searched (design note synthesis §3).
+
+The class: every rank computes its partial first (P), states move only as f32 m, ℓ, o
+messages over links, merges are attention_parts.merge's ops and the store ends the kernel
+(F). Take ranks r, s at distance D (a diameter). r's output depends on m_s and on o_s, each
+crossing >= D links (a send, the link's latency, a recv per crossing), and somewhere on the
+way m_s enters a merge: maximum, sub, exp, then the multiply into o and the add follow in
+sequence; o_s is multiplied and added. Ops on a dependency chain run one after another, so
+
+    T >= P + D·(send(m) + L + recv) + max + sub + exp + mul(o) + add(o) + F    (m-chain)
+    T >= P + D·(send(o) + L + recv) + mul(o) + add(o) + F                      (o-chain)
+
+with the cheapest link class of the launch. comm_steps >= D, because information crosses
+one link per message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshproof.synth.costs import BlockCosts
+from meshproof.synth.graph import RankGraph
+
+# positions in attention_parts.merge's 11 ops
+_M_TAIL = (0, 1, 2, 8, 10)       # maximum, sub, exp, mul into o, add into o
+_O_TAIL = (8, 10)
+# all-pairs breadth-first search up to here; beyond, the longest distance two sweeps find
+EXACT_DIAMETER_RANKS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LowerBound:
+    latency_s: float
+    steps: int          # the diameter D (exact up to EXACT_DIAMETER_RANKS; else a distance
+                        # two sweeps found, still a lower bound)
+    chain: str          # "m" or "o": which chain gives the latency bound
+
+    def to_json(self) -> dict[str, object]:
+        return {"latency_s": self.latency_s, "steps": self.steps, "chain": self.chain}
+
+
+def diameter(graph: RankGraph) -> int:
+    if graph.n <= EXACT_DIAMETER_RANKS:
+        return max(max(graph.distances(s)) for s in range(graph.n))
+    first = graph.distances(0)
+    far = max(range(graph.n), key=lambda v: (first[v], -v))
+    return max(graph.distances(far))
+
+
+def lower_bound(graph: RankGraph, costs: BlockCosts) -> LowerBound:
+    d = diameter(graph)
+    partial = BlockCosts.total(costs.partial)
+    store = BlockCosts.total(costs.store)
+    if d == 0:
+        return LowerBound(partial + store, 0, "m")
+    classes = sorted({e.cls for e in graph.edges})
+    m_bytes, _l_bytes, o_bytes = costs.message_bytes
+
+    def hop(nbytes: int) -> float:
+        return min(costs.send + nbytes / costs.link(c).bandwidth_Bps +
+                   costs.link(c).latency_s + costs.recv for c in classes)
+
+    m_chain = partial + d * hop(m_bytes) + sum(costs.merge[i] for i in _M_TAIL) + store
+    o_chain = partial + d * hop(o_bytes) + sum(costs.merge[i] for i in _O_TAIL) + store
+    return LowerBound(max(m_chain, o_chain), d, "m" if m_chain >= o_chain else "o")

@@ -1,0 +1,313 @@
+"""List scheduling at op granularity: one program order per rank for a checked plan, timed
+as `run_timing` times it (spec/timing.md): each rank is a serial processor; a recv starts
+when its message has arrived, the k-th send on a link when the (k-D)-th recv there is done.
+
+Each transfer is three messages (m, ℓ, o, sent in that order) and each merge its 11 ops, so
+a rank can forward m before ℓ and o arrive and merge message by message (design note
+synthesis §4). Tasks are committed in order of their start time across all ranks; a task
+is ready only when everything it waits for is committed, so the order found is an
+execution at queue depth D: the emitted kernel is deadlock-free at D by construction
+(verify proves it). Ties among a rank's ready tasks: "forward" puts sends first,
+"critical" the task with the longest remaining path.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from enum import Enum
+
+from meshproof.errors import SynthesisError
+from meshproof.model.topology import Direction
+from meshproof.synth.costs import MERGE_OPS, BlockCosts
+from meshproof.synth.graph import RankGraph
+from meshproof.synth.plan import CheckedPlan, RowKind
+
+COMPONENTS = ("m", "l", "o")
+# attention_parts.merge's ops for c = merge(a, b): (input values, component it makes)
+# a value is (side, name): side "a"/"b"/"c" a state's component, "t" an earlier op's index
+MERGE_DEPS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("a", "m"), ("b", "m")),          # 0 m_c = maximum(m_a, m_b)
+    (("a", "m"), ("t", "0")),          # 1 m_a - m_c
+    (("t", "1"),),                     # 2 alpha = exp(.)
+    (("b", "m"), ("t", "0")),          # 3 m_b - m_c
+    (("t", "3"),),                     # 4 beta = exp(.)
+    (("a", "l"), ("t", "2")),          # 5 l_a * alpha
+    (("b", "l"), ("t", "4")),          # 6 l_b * beta
+    (("t", "5"), ("t", "6")),          # 7 l_c = sum
+    (("a", "o"), ("t", "2")),          # 8 o_a * alpha
+    (("b", "o"), ("t", "4")),          # 9 o_b * beta
+    (("t", "8"), ("t", "9")),          # 10 o_c = sum
+)
+MADE_BY = {"m": 0, "l": 7, "o": 10}    # the merge op that makes each component of c
+
+
+class Rule(Enum):
+    FORWARD = "forward"
+    CRITICAL = "critical"
+
+
+class TaskKind(Enum):
+    SEND = 0
+    RECV = 1
+    MERGE_OP = 2
+    STORE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One op of one rank: `row` is the plan row it comes from; `part` the component
+    (0 m, 1 ℓ, 2 o) of a send or recv, or the index of a merge op."""
+
+    kind: TaskKind
+    rank: int
+    row: int
+    part: int = 0
+    dir: Direction | None = None     # SEND/RECV: the port on this rank
+
+
+@dataclass(frozen=True, slots=True)
+class Ordered:
+    """A plan's per-rank program order and its predicted timing."""
+
+    programs: tuple[tuple[Task, ...], ...]
+    latency_s: float
+    rule: Rule
+    max_link_bytes: int
+    total_bytes: int
+
+
+def schedule_plan(checked: CheckedPlan, graph: RankGraph, costs: BlockCosts, depth: int,
+                  rule: Rule) -> Ordered:
+    if depth < 1:
+        raise SynthesisError(f"synthesize orders sends for a queue depth D >= 1, got {depth}; "
+                             "pass --queue-depth 1 or more")
+    return _Scheduler(checked, graph, costs, depth, rule).run()
+
+
+Key = tuple[float, float, float, int, int]
+_SEND, _RECV, _MERGE, _STORE = (k.value for k in TaskKind)
+
+
+class _Scheduler:
+    def __init__(self, checked: CheckedPlan, graph: RankGraph, costs: BlockCosts,
+                 depth: int, rule: Rule) -> None:
+        self.plan = checked.plan
+        self.costs = costs
+        self.depth = depth
+        self.rule = rule
+        self.tasks: list[Task] = []
+        self.chan: dict[int, tuple[int, Direction]] = {}   # transfer row -> (src, dir)
+        self.cls: dict[tuple[int, Direction], str] = {}
+        self._build(graph)
+        n = graph.n
+        self.clock = [BlockCosts.total(costs.partial)] * n
+        self._arrays()
+        self.left = [0] * n
+        for r in self.t_rank:
+            self.left[r] += 1
+        self.enabled: list[list[int]] = [[] for _ in range(n)]
+        for i, w in enumerate(self.waits):
+            if w == 0:
+                self.enabled[self.t_rank[i]].append(i)
+        n_ch = len(self.ch_src)
+        self.sent: list[list[int]] = [[] for _ in range(n_ch)]   # send tasks in order
+        self.got = [0] * n_ch                                    # messages received
+        self.recv_end: list[list[float]] = [[] for _ in range(n_ch)]
+        self.arrival = [0.0] * len(self.tasks)                   # per send task
+        self.done: list[list[Task]] = [[] for _ in range(n)]
+
+    def _arrays(self) -> None:
+        """The hot loop reads plain lists, not the Task records (enum hashing is slow)."""
+        ids: dict[tuple[int, Direction], int] = {}
+        self.ch_src: list[int] = []
+        self.ch_bw: list[float] = []
+        self.ch_lat: list[float] = []
+        for key in sorted(self.cls, key=lambda k: (k[0], k[1].value)):
+            ids[key] = len(self.ch_src)
+            link = self.costs.link(self.cls[key])
+            self.ch_src.append(key[0])
+            self.ch_bw.append(link.bandwidth_Bps)
+            self.ch_lat.append(link.latency_s)
+        self.t_kind = [t.kind.value for t in self.tasks]
+        self.t_rank = [t.rank for t in self.tasks]
+        self.t_row = [t.row for t in self.tasks]
+        self.t_part = [t.part for t in self.tasks]
+        self.t_ch = [ids[self.chan[t.row]] if t.kind.value <= 1 else -1 for t in self.tasks]
+        self.t_dst = [self.plan.rows[t.row].dst or 0 for t in self.tasks]
+
+    def _build(self, graph: RankGraph) -> None:
+        """Tasks in plan-row order, each with the tasks it waits for by value."""
+        maker: dict[tuple[int, str], int] = {}      # (state, component) -> task
+        succ: list[list[int]] = []
+        waits: list[int] = []
+
+        def add(task: Task, deps: list[int | None]) -> int:
+            i = len(self.tasks)
+            self.tasks.append(task)
+            succ.append([])
+            real = [d for d in deps if d is not None]
+            for d in real:
+                succ[d].append(i)
+            waits.append(len(real))
+            return i
+
+        for r_i, row in enumerate(self.plan.rows):
+            if row.kind is RowKind.TRANSFER:
+                assert row.dst is not None and row.out is not None
+                d = graph.port(row.rank, row.dst)
+                assert d is not None
+                self.chan[r_i] = (row.rank, d)
+                self.cls[(row.rank, d)] = graph.link_class(row.rank, d)
+                sends: list[int] = []
+                for p, comp in enumerate(COMPONENTS):
+                    # m, ℓ, o leave in that order
+                    sends.append(add(Task(TaskKind.SEND, row.rank, r_i, p, d),
+                                     [maker.get((row.args[0], comp)),
+                                      sends[-1] if sends else None]))
+                for p, comp in enumerate(COMPONENTS):
+                    # a recv is considered once its message is sent (then in FIFO order)
+                    maker[(row.out, comp)] = add(Task(TaskKind.RECV, row.dst, r_i, p,
+                                                      d.opposite), [sends[p]])
+            elif row.kind is RowKind.MERGE:
+                assert row.out is not None
+                side = {"a": row.args[0], "b": row.args[1]}
+                ops: list[int] = []
+                for p, deps in enumerate(MERGE_DEPS):
+                    ids = [ops[int(name)] if s == "t" else maker.get((side[s], name))
+                           for s, name in deps]
+                    ops.append(add(Task(TaskKind.MERGE_OP, row.rank, r_i, p), ids))
+                for comp, p in MADE_BY.items():
+                    maker[(row.out, comp)] = ops[p]
+            else:
+                add(Task(TaskKind.STORE, row.rank, r_i),
+                    [maker.get((row.args[0], "l")), maker.get((row.args[0], "o"))])
+        self.succ = succ
+        self.waits = waits
+        self.level = self._levels()
+
+    def _cost(self, task: Task) -> float:
+        c = self.costs
+        if task.kind is TaskKind.MERGE_OP:
+            return c.merge[task.part]
+        if task.kind is TaskKind.STORE:
+            return BlockCosts.total(c.store)
+        return c.send if task.kind is TaskKind.SEND else c.recv
+
+    def _levels(self) -> list[float]:
+        """Per task, its longest path to the end (with a link's latency on messages)."""
+        level = [0.0] * len(self.tasks)
+        latency = max(link.latency_s for _, link in self.costs.links)
+        for i in range(len(self.tasks) - 1, -1, -1):
+            task = self.tasks[i]
+            after = max((level[s] for s in self.succ[i]), default=0.0)
+            if task.kind is TaskKind.SEND:
+                after = max(after, latency + level[i + 3])   # its recv
+            level[i] = self._cost(task) + after
+        return level
+
+    def run(self) -> Ordered:
+        heap: list[tuple[Key, int, int]] = []
+        version = [0] * len(self.clock)
+        for r in range(len(self.clock)):
+            self._push(heap, version, r)
+        while heap:
+            _key, ver, r = heapq.heappop(heap)
+            if ver != version[r]:
+                continue
+            best = self._best(r)
+            if best is None:
+                continue
+            for t in {r, *self._commit(best[1])}:
+                version[t] += 1
+                self._push(heap, version, t)
+        if any(self.left):
+            raise SynthesisError(f"the list schedule of plan {self.plan.name} stopped with "
+                                 f"{sum(self.left)} op(s) left at queue depth {self.depth}; "
+                                 "raise --queue-depth")
+        return self._result()
+
+    def _push(self, heap: list[tuple[Key, int, int]], version: list[int], r: int) -> None:
+        best = self._best(r)
+        if best is not None:
+            heapq.heappush(heap, (best[0], version[r], r))
+
+    def _best(self, r: int) -> tuple[Key, int] | None:
+        found: tuple[Key, int] | None = None
+        forward = self.rule is Rule.FORWARD
+        for i in self.enabled[r]:
+            start = self._ready(i)
+            if start is None:
+                continue
+            kind, urgency = float(self.t_kind[i]), -self.level[i]
+            key: Key = (start, kind, urgency, self.t_row[i], i) if forward \
+                else (start, urgency, kind, self.t_row[i], i)
+            if found is None or key < found[0]:
+                found = (key, i)
+        return found
+
+    def _ready(self, i: int) -> float | None:
+        """When task i could start, or None if a message or queue room is not committed."""
+        kind = self.t_kind[i]
+        r = self.t_rank[i]
+        if kind == _MERGE:
+            return self.clock[r]
+        if kind == _STORE:
+            return self.clock[r] if self.left[r] == 1 else None
+        ch = self.t_ch[i]
+        if kind == _SEND:
+            k = len(self.sent[ch]) - self.depth
+            if k < 0:
+                return self.clock[r]
+            done = self.recv_end[ch]
+            return max(self.clock[r], done[k]) if k < len(done) else None
+        order = self.sent[ch]
+        at = self.got[ch]
+        # a transfer's recvs are its sends' ids + 3 (they are built in that order)
+        if at >= len(order) or order[at] + 3 != i:
+            return None
+        return max(self.clock[r], self.arrival[order[at]])
+
+    def _commit(self, i: int) -> set[int]:
+        """Run task i as run_timing does; the ranks whose readiness may change."""
+        kind = self.t_kind[i]
+        r = self.t_rank[i]
+        start = self._ready(i)
+        assert start is not None
+        touched: set[int] = set()
+        if kind == _MERGE:
+            t = start + self.costs.merge[self.t_part[i]]
+        elif kind == _STORE:
+            t = BlockCosts.total(self.costs.store, start)
+        elif kind == _SEND:
+            ch = self.t_ch[i]
+            t = start + self.costs.send + \
+                self.costs.message_bytes[self.t_part[i]] / self.ch_bw[ch]
+            self.arrival[i] = t + self.ch_lat[ch]
+            self.sent[ch].append(i)
+            touched.add(self.t_dst[i])
+        else:
+            ch = self.t_ch[i]
+            t = start + self.costs.recv
+            self.recv_end[ch].append(t)
+            self.got[ch] += 1
+            touched.add(self.ch_src[ch])
+        self.clock[r] = t
+        self.left[r] -= 1
+        self.enabled[r].remove(i)
+        self.done[r].append(self.tasks[i])
+        for s in self.succ[i]:
+            self.waits[s] -= 1
+            if self.waits[s] == 0:
+                self.enabled[self.t_rank[s]].append(s)
+                touched.add(self.t_rank[s])
+        return touched
+
+    def _result(self) -> Ordered:
+        per_link = [sum(self.costs.message_bytes[self.t_part[i]] for i in ids)
+                    for ids in self.sent]
+        return Ordered(tuple(tuple(d) for d in self.done), max(self.clock), self.rule,
+                       max(per_link, default=0), sum(per_link))
+
+
+assert len(MERGE_DEPS) == MERGE_OPS
