@@ -53,7 +53,7 @@ def gate_cache_dir() -> Path:
 def trace_kernel(kernel: str, **options: object) -> Schedule:
     """Trace a built-in or `path::function` kernel with LaunchOptions(**options)."""
     ref = resolve_kernel(kernel)
-    return trace(ref, build_launch(ref, LaunchOptions(**options)))  # type: ignore[arg-type]
+    return trace(ref, build_launch(ref, LaunchOptions.from_mapping(options, "trace_kernel")))
 
 
 def verify_kernel(kernel: str, config: VerifyConfig | None = None,

@@ -30,7 +30,7 @@ from meshproof.verify.semantics.witness import seeded_families
 def test_a_seeded_witness_input_is_what_simulate_seed_feeds(name: str, opts: dict[str, object],
                                                               seed: int) -> None:
     ref = resolve_kernel(name)
-    launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
+    launch = build_launch(ref, LaunchOptions.from_mapping(opts, "test"))
     schedule = trace(ref, launch)
     spec = schedule.launch
     problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)

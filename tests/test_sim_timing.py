@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from helpers import trace_kernel
 
-from meshproof.cli.options import resolve_launch
+from meshproof.deploy.launches import resolve_launches
 from meshproof.errors import ConfigError, SimulationRefused
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile, LinkCost
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
@@ -44,8 +45,7 @@ def test_comm_steps_of_the_2d_mesh_is_its_diameter(mesh: str, steps: int, line: 
 
 @pytest.mark.parametrize("panel", ["single_user_decode", "multi_user_decode"])
 def test_decode_panels_emit_two_gemms_per_rank(panel: str) -> None:
-    kernel, launch = resolve_launch(None, panel, "validation", None, None, None, None, None,
-                                    None, (), "k_ptr,v_ptr", None)
+    ((kernel, launch),) = resolve_launches(LaunchOptions(panel=panel)).launches
     schedule = trace(kernel, launch)
     n_ranks = len(schedule.active)
     assert n_ranks == (8 if panel == "single_user_decode" else 4)
@@ -56,8 +56,8 @@ def test_decode_panels_emit_two_gemms_per_rank(panel: str) -> None:
 
 
 def test_headline_single_user_decode_emits_two_gemms_per_rank() -> None:
-    kernel, launch = resolve_launch(None, "single_user_decode", "headline", None, None, None,
-                                    None, None, None, (), "k_ptr,v_ptr", None)
+    ((kernel, launch),) = resolve_launches(LaunchOptions(panel="single_user_decode",
+                                                         scale="headline")).launches
     schedule = trace(kernel, launch)
     assert len(schedule.active) == 512
     assert op_log(schedule).gemm == 1024

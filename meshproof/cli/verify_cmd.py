@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -13,16 +12,17 @@ from rich.table import Table
 
 from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
+    cli_launches,
     current_pipeline,
     launch_options,
-    resolve_launch,
-    resolve_launches,
+    several,
     trace_limit_options,
     trace_limits,
 )
 from meshproof.cli.progress import VerifyBar, working
 from meshproof.errors import OptionError
 from meshproof.gate.pipeline import one_launch, run_case
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
@@ -128,12 +128,12 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
                input_bound: float | None, score_bound: float | None, tolerance: float | None,
                sarif_path: Path | None, trace_timeout: float,
-               trace_memory: int, **opts: Any) -> int:
+               trace_memory: int, launch: LaunchOptions, launches_file: Path | None) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
     counterexamples at the kernel's lines."""
     if input_bound is None:
-        input_bound = panel_input_bound(opts.get("panel"), opts.get("scale", "validation"))
+        input_bound = panel_input_bound(launch.panel, launch.scale)
     if not (math.isfinite(input_bound) and input_bound > 0):
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
     check_numeric_assumptions(score_bound, tolerance)
@@ -147,8 +147,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         check_sarif_target(sarif_path)
     check_diagram(diagram, keep_dot)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    listed = resolve_launches(opts, pipeline.resolver)
-    if listed is not None:  # several launches at once
+    listed = cli_launches(launch, launches_file, pipeline.resolver)
+    if several(listed, launches_file):
         from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
@@ -158,15 +158,15 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
                 input_bound=input_bound, score_bound=score_bound, tolerance=tolerance),
                 as_json, not no_timings, console())
-    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
+    (kernel, one), = listed.launches
     # a progress bar on a terminal once the run passes 2 s (never under --json): the
     # property being checked and the semantic analysis's ops
-    with VerifyBar(not as_json, f"verifying {launch.spec.kernel}") as bar:
-        config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
+    with VerifyBar(not as_json, f"verifying {one.spec.kernel}") as bar:
+        config = VerifyConfig(queue_depth=one.spec.queue_depth, timeout_s=timeout_s,
                               keep_smt2=smt2_path is not None, only=only_props,
                               skip=skip_props, input_bound=input_bound,
                               score_bound=score_bound, tolerance=tolerance, progress=bar)
-        outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
+        outcome = run_case(one_launch(kernel, one), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule
     assert verdict is not None and schedule is not None  # verified here, not cached
