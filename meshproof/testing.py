@@ -15,7 +15,8 @@ flags mean (`--wiring`, `--system`, ...); the case keys of a proof matrix are th
 A failing assertion's message is the counterexample, one `file:line: rank (cube C, pe P):
 error: ...` line per finding, so pytest shows where the kernel is wrong. The verdict is
 judged by the gate's judge (`meshproof.gate.judge`). numeric_safety is proved only when
-its rounding bound is within the tolerance (default the simulator's; `tolerance=`) under
+its rounding bound is within the tolerance (default the simulator's; `rounding_tolerance=`,
+formerly `tolerance=`, still read but deprecated) under
 the stated assumption (`input_bound=`, `score_bound=`), else unknown, which fails
 assert_verified.
 """
@@ -74,18 +75,21 @@ class LaunchKeywords(TypedDict, total=False):
 
 def assert_verified(kernel: KernelArg | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
                     simulate: bool = False, input_bound: float | None = None,
-                    score_bound: float | None = None, tolerance: float | None = None,
+                    score_bound: float | None = None,
+                    rounding_tolerance: float | None = None,
+                    tolerance: float | None = None,
                     **launch: Unpack[LaunchKeywords]) -> Verdict:
     """Assert every property is proved (and, with simulate=True, numerics in tolerance).
 
-    `input_bound`, `score_bound` and `tolerance` are numeric_safety's assumption
-    (|inputs| <= B, |scale·q·kᵀ| <= S) and tolerance, as the matrix keys of that name.
+    `input_bound`, `score_bound` and `rounding_tolerance` are numeric_safety's assumption
+    (|inputs| <= B, |scale·q·kᵀ| <= S) and tolerance, as the matrix keys of that name
+    (`tolerance` is rounding_tolerance's old spelling, deprecated).
     Returns the Verdict (e.g. for `min_queue_depth`). Raises AssertionError whose message
     is the counterexample; an unknown property (solver timeout) fails too.
     """
     __tracebackhide__ = True
     case, ref = _case("assert_verified", kernel, (), False, launch, timeout, simulate,
-                      (input_bound, score_bound, tolerance))
+                      (input_bound, score_bound, _tolerance(rounding_tolerance, tolerance)))
     result = _evaluate(case, ref)
     judgement = judge(case.expectation, _outcome(result))
     problems = [_describe(j.got, j.prop) for j in judgement.properties
@@ -102,7 +106,9 @@ def assert_verified(kernel: KernelArg | None = None, *, timeout: float = DEFAULT
 def assert_violates(kernel: KernelArg | None, *properties: str | Property,
                     exactly: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
                     simulate: bool = False, input_bound: float | None = None,
-                    score_bound: float | None = None, tolerance: float | None = None,
+                    score_bound: float | None = None,
+                    rounding_tolerance: float | None = None,
+                    tolerance: float | None = None,
                     **launch: Unpack[LaunchKeywords]) -> Verdict:
     """Assert each named property is violated (a known-bad kernel stays known-bad).
 
@@ -122,7 +128,8 @@ def assert_violates(kernel: KernelArg | None, *properties: str | Property,
         raise LaunchError("asserting \"numerics\" needs simulate=True")
     violated = tuple(p for p in Property if p.value in names)
     case, ref = _case("assert_violates", kernel, violated, NUMERICS in names, launch,
-                      timeout, simulate, (input_bound, score_bound, tolerance))
+                      timeout, simulate,
+                      (input_bound, score_bound, _tolerance(rounding_tolerance, tolerance)))
     result = _evaluate(case, ref)
     expect = replace(case.expectation, exactly=exactly)
     problems = _violation_problems(judge(expect, _outcome(result)))
@@ -172,10 +179,18 @@ def _case(where: str, kernel: KernelArg | None, violated: tuple[Property, ...],
                     timeout=check_timeout(timeout, where), simulate=simulate)
     case = replace(case, input_bound=_positive(numeric[0], "input_bound", where),
                    score_bound=_positive(numeric[1], "score_bound", where),
-                   tolerance=_positive(numeric[2], "tolerance", where))
+                   rounding_tolerance=_positive(numeric[2], "rounding_tolerance", where))
     # a bad launch is a usage error (typed), not a failed assertion
     resolve_case_launches(case, ref)
     return case, ref
+
+
+def _tolerance(rounding: float | None, old: float | None) -> float | None:
+    """rounding_tolerance=, or its deprecated spelling tolerance= (not both)."""
+    if old is not None and rounding is not None:
+        raise LaunchError("rounding_tolerance= and tolerance= (its deprecated spelling) are "
+                          "both given; keep rounding_tolerance=")
+    return rounding if rounding is not None else old
 
 
 def _positive(value: float | None, key: str, where: str) -> float | None:

@@ -70,9 +70,9 @@ class LineKernels:
         s = self.schedule(name, **opts)
         bound = self.input_bound if bound is None else bound
         config = VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
-                              tolerance=tolerance) if bound is None else \
+                              rounding_tolerance=tolerance) if bound is None else \
             VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC, input_bound=bound,
-                         tolerance=tolerance)
+                         rounding_tolerance=tolerance)
         return verify(s, config)
 
     def prop(self, name: str, prop: str, bound: float | None = None, *,

@@ -209,3 +209,12 @@ def test_every_row_has_a_flag_help_and_a_parser() -> None:
     for row in LAUNCH_KEYS:
         assert row.help.endswith(".") and row.key.isidentifier()
         assert row.flag == "" or row.flag.startswith("--")
+
+
+def test_the_gate_json_schema_takes_every_launch_key() -> None:
+    import json
+
+    from meshproof.schemas import __file__ as schemas_init
+
+    schema = json.loads((Path(schemas_init).parent / "gate-v1.json").read_text())
+    assert set(KEY_NAMES) <= set(schema["$defs"]["case"]["properties"])

@@ -118,15 +118,17 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               help="numeric_safety's assumption on the scores: |scale·q·kᵀ| <= this for "
                    "every query and key row (e.g. a logit soft-cap of 30); the tighter of it "
                    "and d_head·B²·scale bounds every score.")
-@click.option("--tolerance", "tolerance", type=float, default=None,
+@click.option("--rounding-tolerance", "--tolerance", "rounding_tolerance", type=float,
+              default=None, metavar="T",
               help="numeric_safety is proved when the rounding bound is within this times "
                    "max|V| (default: the simulator's: 5e-2 with bf16, 1e-2 with f16, 1e-5 "
-                   "all f32).")
+                   "all f32). --tolerance is its old spelling (deprecated).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
-               input_bound: float | None, score_bound: float | None, tolerance: float | None,
+               input_bound: float | None, score_bound: float | None,
+               rounding_tolerance: float | None,
                sarif_path: Path | None, trace_timeout: float,
                trace_memory: int, launch: LaunchOptions, launches_file: Path | None) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
@@ -136,7 +138,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         input_bound = panel_input_bound(launch.panel, launch.scale)
     if not (math.isfinite(input_bound) and input_bound > 0):
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
-    check_numeric_assumptions(score_bound, tolerance)
+    check_numeric_assumptions(score_bound, rounding_tolerance)
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
@@ -156,7 +158,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
             return verify_launches(listed, pipeline, VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
-                input_bound=input_bound, score_bound=score_bound, tolerance=tolerance),
+                input_bound=input_bound, score_bound=score_bound,
+                rounding_tolerance=rounding_tolerance),
                 as_json, not no_timings, console())
     (kernel, one), = listed.launches
     # a progress bar on a terminal once the run passes 2 s (never under --json): the
@@ -165,7 +168,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         config = VerifyConfig(queue_depth=one.spec.queue_depth, timeout_s=timeout_s,
                               keep_smt2=smt2_path is not None, only=only_props,
                               skip=skip_props, input_bound=input_bound,
-                              score_bound=score_bound, tolerance=tolerance, progress=bar)
+                              score_bound=score_bound,
+                              rounding_tolerance=rounding_tolerance, progress=bar)
         outcome = run_case(one_launch(kernel, one), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule

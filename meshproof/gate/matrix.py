@@ -33,7 +33,10 @@ DEFAULT_TIMEOUT_S = 60.0
 
 # a case's own keys; the launch keys come from the launch table (model/launch_options.py)
 CHECK_KEYS = ("name", "timeout", "rlimit", "trace_timeout", "simulate", "input_bound",
-              "score_bound", "tolerance", "only", "skip", "expect")
+              "score_bound", "rounding_tolerance", "tolerance", "only", "skip", "expect")
+# the old spelling of rounding_tolerance, still read (deprecated: the word "tolerance" also
+# names the simulator's check threshold, which this key never set)
+DEPRECATED_TOLERANCE = "tolerance"
 CASE_KEYS = (*CHECK_KEYS[:1], *KEY_NAMES, *CHECK_KEYS[1:])
 REQUIRED_KEYS = ("name", "expect")
 
@@ -59,7 +62,7 @@ class GateCase:
     # assumption, the simulator's tolerance
     input_bound: float | None = None
     score_bound: float | None = None
-    tolerance: float | None = None
+    rounding_tolerance: float | None = None
     only: tuple[Property, ...] = ()      # check only these (empty: every property)
     skip: tuple[Property, ...] = ()      # leave these out
 
@@ -119,7 +122,7 @@ class GateCase:
             out["rlimit"] = self.rlimit
         if self.trace_timeout is not None:
             out["trace_timeout"] = self.trace_timeout
-        for key in ("input_bound", "score_bound", "tolerance"):
+        for key in ("input_bound", "score_bound", "rounding_tolerance"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         for key in ("only", "skip"):
@@ -216,7 +219,17 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         if "trace_timeout" in raw else None,
         input_bound=check_positive(raw, "input_bound", where),
         score_bound=check_positive(raw, "score_bound", where),
-        tolerance=check_positive(raw, "tolerance", where), only=only, skip=skip)
+        rounding_tolerance=_rounding_tolerance(raw, where), only=only, skip=skip)
+
+
+def _rounding_tolerance(raw: dict[str, Any], where: str) -> float | None:
+    """rounding_tolerance, or its deprecated spelling `tolerance` (not both)."""
+    if DEPRECATED_TOLERANCE in raw:
+        if "rounding_tolerance" in raw:
+            raise ConfigError(f"{where}: rounding_tolerance and tolerance (its deprecated "
+                              "spelling) are both given; keep rounding_tolerance")
+        return check_positive(raw, DEPRECATED_TOLERANCE, where)
+    return check_positive(raw, "rounding_tolerance", where)
 
 
 def _opt(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:

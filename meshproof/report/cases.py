@@ -60,7 +60,7 @@ def _case(name: str, kernel: str, why: str, *violated: Property, numerics_bad: b
                            mesh=mesh, queue_depth=queue_depth, args=tuple(sorted(args)))
     case = GateCase(name, kernel, violated=violated,
                     numerics_violated=numerics_bad or DF in violated, written=launch,
-                    simulate=True, tolerance=REPORT_TOLERANCE)
+                    simulate=True, rounding_tolerance=REPORT_TOLERANCE)
     return ReportCase(case, why, inputs)
 
 
@@ -123,7 +123,7 @@ def panel_cases(scale: str) -> tuple[ReportCase, ...]:
         ReportCase(GateCase(f"panel_{name}", get_panel(name, scale).kernel,
                             written=LaunchOptions(panel=name, scale=scale),
                             simulate=scale == "validation",
-                            tolerance=REPORT_TOLERANCE if scale == "validation" else
+                            rounding_tolerance=REPORT_TOLERANCE if scale == "validation" else
                             HEADLINE_TOLERANCE),
                    get_panel(name, scale).description)
         for name in PANEL_NAMES)
