@@ -34,6 +34,8 @@ def run(kernel: str, **opts: object) -> Verdict:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
     numeric = {k: opts.pop(k) for k in ("input_bound", "score_bound", "tolerance") if k in opts}
+    if "tolerance" in numeric:   # numeric_safety's, VerifyConfig's rounding_tolerance
+        numeric["rounding_tolerance"] = numeric.pop("tolerance")
     launch = build_launch(ref, LaunchOptions.from_mapping({"args": args, **opts}, "test"))
     return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth,
                                                    **numeric))  # type: ignore[arg-type]
