@@ -16,7 +16,7 @@ from meshproof.model.topology import Endpoint
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.groups import find_groups
-from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
+from meshproof.sim.harness import attention_shape, group_layout, make_inputs
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.result import NumericResult as SimNumeric
 from meshproof.verify.api import VerifyConfig, verify
@@ -93,6 +93,6 @@ def max_abs(schedule: Schedule, kind: InputKind = InputKind.NORMAL,
             seed: int = 0) -> tuple[float, float]:
     """(max|V|, max|Q, K, V|) of the first group's inputs, as the simulator draws them."""
     groups = find_groups(schedule, derive_channels(schedule))
-    layout = group_layout(schedule, groups[0], AttentionShape.from_schedule(schedule))
+    layout = group_layout(schedule, groups[0], attention_shape(schedule))
     x = make_inputs(layout, (0,), kind, seed)
     return float(np.abs(x.v).max()), max(float(np.abs(t).max()) for t in (x.q, x.k, x.v))
