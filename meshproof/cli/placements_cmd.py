@@ -13,7 +13,7 @@ from meshproof.cli.options import (
     trace_limit_options,
     trace_limits,
 )
-from meshproof.cli.verify_cmd import console
+from meshproof.cli.verdict_print import console
 from meshproof.deploy.launches import expand
 from meshproof.deploy.placements import PlacementSearch, search_placements
 from meshproof.errors import LaunchError
