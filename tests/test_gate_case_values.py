@@ -102,3 +102,22 @@ def test_the_rounding_tolerance_flag_and_its_old_spelling(run_cli: RunCli) -> No
                        flag, "0.05", "--json", "--no-timings"])
         (ns,) = json.loads(res.out)["properties"]
         assert ns["tolerance"] == 0.05 and "(stated)" in ns["assumption"]
+
+
+def test_every_check_key_is_a_case_key_and_its_flag_and_keyword_exist() -> None:
+    """The check keys are one table (gate/case_values.CHECK_KEYS): a case takes each, the
+    `verify` command has the flag the row names, and meshproof.testing the keyword; a key
+    added to one front end only fails here."""
+    import inspect
+
+    from meshproof.cli.verify_cmd import verify_cmd
+    from meshproof.gate.case_values import CHECK_KEYS
+    from meshproof.gate.matrix import CASE_KEYS
+    from meshproof.testing import assert_verified, assert_violates
+
+    flags = {opt for p in verify_cmd.params for opt in p.opts}
+    for row in CHECK_KEYS:
+        assert row.key in CASE_KEYS
+        assert row.flag == "" or row.flag in flags, row.flag
+        for helper in (assert_verified, assert_violates):
+            assert (row.key in inspect.signature(helper).parameters) is row.testing, row.key

@@ -16,11 +16,7 @@ from typing import Any
 
 from meshproof.deploy.launches import LaunchList, resolve_launches
 from meshproof.errors import ConfigError, MeshproofError
-from meshproof.gate.case_values import (
-    check_positive,
-    check_properties,
-    check_timeout,
-)
+from meshproof.gate.case_values import CHECK_KEY_NAMES, DEPRECATED_TOLERANCE, read_checks
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import Launch
 from meshproof.model.launch_options import KEY_NAMES, LaunchOptions
@@ -32,12 +28,9 @@ from meshproof.verify.properties import PROPERTY_NAMES, Property
 DEFAULT_TIMEOUT_S = 60.0
 
 # a case's own keys; the launch keys come from the launch table (model/launch_options.py)
-CHECK_KEYS = ("name", "timeout", "rlimit", "trace_timeout", "simulate", "input_bound",
-              "score_bound", "rounding_tolerance", "tolerance", "only", "skip", "expect")
-# the old spelling of rounding_tolerance, still read (deprecated: the word "tolerance" also
-# names the simulator's check threshold, which this key never set)
-DEPRECATED_TOLERANCE = "tolerance"
-CASE_KEYS = (*CHECK_KEYS[:1], *KEY_NAMES, *CHECK_KEYS[1:])
+# a case's keys: its name, the launch keys (model/launch_options.py), the check keys
+# (gate/case_values.py) and its expectation
+CASE_KEYS = ("name", *KEY_NAMES, *CHECK_KEY_NAMES, DEPRECATED_TOLERANCE, "expect")
 REQUIRED_KEYS = ("name", "expect")
 
 
@@ -201,9 +194,10 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
     else:
         assert written.kernel is not None
         kernel_text = written.kernel
-    simulate = _opt(raw, "simulate", bool, where) or False
+    checks = read_checks(raw, where)
+    simulate, only, skip = checks["simulate"], checks["only"], checks["skip"]
+    assert isinstance(simulate, bool) and isinstance(only, tuple) and isinstance(skip, tuple)
     expected = _expect(raw["expect"], simulate, where)
-    only, skip = check_properties(raw, "only", where), check_properties(raw, "skip", where)
     left_out = [p for p in expected if p != NUMERICS and
                 ((only and Property(p) not in only) or Property(p) in skip)]
     if left_out:
@@ -213,43 +207,7 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         name=name, kernel=kernel_text,
         violated=tuple(Property(p) for p in expected if p != NUMERICS),
         numerics_violated=NUMERICS in expected, written=written, base=base,
-        timeout=check_timeout(raw.get("timeout", DEFAULT_TIMEOUT_S), where),
-        rlimit=_int(raw, "rlimit", 1, where), simulate=simulate,
-        trace_timeout=check_timeout(raw["trace_timeout"], where, "trace_timeout")
-        if "trace_timeout" in raw else None,
-        input_bound=check_positive(raw, "input_bound", where),
-        score_bound=check_positive(raw, "score_bound", where),
-        rounding_tolerance=_rounding_tolerance(raw, where), only=only, skip=skip)
-
-
-def _rounding_tolerance(raw: dict[str, Any], where: str) -> float | None:
-    """rounding_tolerance, or its deprecated spelling `tolerance` (not both)."""
-    if DEPRECATED_TOLERANCE in raw:
-        if "rounding_tolerance" in raw:
-            raise ConfigError(f"{where}: rounding_tolerance and tolerance (its deprecated "
-                              "spelling) are both given; keep rounding_tolerance")
-        return check_positive(raw, DEPRECATED_TOLERANCE, where)
-    return check_positive(raw, "rounding_tolerance", where)
-
-
-def _opt(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = raw.get(key)
-    if value is None:
-        return None
-    # bool is an int subclass; a `pes = true` typo must not pass as 1
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {key} must be {_KIND_WORDS[kind]}, got {value!r}")
-    return value
-
-
-_KIND_WORDS = {str: "a string", bool: "a boolean (true/false)", int: "an integer"}
-
-
-def _int(raw: dict[str, Any], key: str, low: int, where: str) -> int | None:
-    value = _opt(raw, key, int, where)
-    if value is not None and value < low:
-        raise ConfigError(f"{where}: {key} must be >= {low}, got {value}")
-    return value  # type: ignore[no-any-return]
+        **checks)  # type: ignore[arg-type]
 
 
 def _expect(value: object, simulate: bool, where: str) -> tuple[str, ...]:
