@@ -19,7 +19,7 @@ from meshproof.errors import ConfigError, MeshproofError
 from meshproof.gate.case_values import CHECK_KEY_NAMES, DEPRECATED_TOLERANCE, read_checks
 from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, Expectation, Numerics
 from meshproof.model.launch import Launch
-from meshproof.model.launch_options import KEY_NAMES, LaunchOptions
+from meshproof.model.launch_options import KEY_NAMES, LaunchOptions, refuse_unknown
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.panels import get_panel
 from meshproof.tomlfile import read_toml
@@ -166,12 +166,7 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
     name = raw.get("name")
     if isinstance(name, str) and name.strip():
         where = f"{where} ({name})"
-    for key in sorted(raw):
-        if key not in CASE_KEYS:
-            close = difflib.get_close_matches(key, CASE_KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{where}: unknown key {key!r}{hint}; allowed: "
-                              f"{', '.join(CASE_KEYS)}")
+    refuse_unknown(raw, CASE_KEYS, where, "unknown key", "allowed")
     for key in REQUIRED_KEYS:
         if key not in raw:
             raise ConfigError(f"{where}: missing required key {key!r}")

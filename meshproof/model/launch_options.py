@@ -83,13 +83,9 @@ class LaunchOptions:
         keywords); `where` prefixes every error (file and case). Unknown keys are refused
         with the known ones listed; `allowed` narrows the keys taken."""
         known = allowed if allowed is not None else KEY_NAMES
+        refuse_unknown(raw, known, where, "unknown launch key", "the launch keys")
         values: dict[str, object] = {}
         for key in sorted(raw):
-            if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"{where}: unknown launch key {key!r}{hint}; the launch "
-                                  f"keys: {', '.join(known)}")
             value = raw[key]
             if value is None:
                 continue
@@ -118,6 +114,17 @@ class LaunchOptions:
             if given(value):
                 out[row.key] = row.show(value)
         return out
+
+
+def refuse_unknown(raw: Mapping[str, object], known: tuple[str, ...], where: str,
+                   what: str, listing: str) -> None:
+    """ConfigError for the first key of `raw` not `known`, with a "did you mean" hint and
+    the known keys listed."""
+    for key in sorted(raw):
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: {what} {key!r}{hint}; {listing}: {', '.join(known)}")
 
 
 def given(value: object) -> bool:

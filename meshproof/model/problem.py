@@ -81,15 +81,9 @@ class ProblemGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Problem:
-    harness: Harness
-    S_q: int
-    S_kv_per_rank: int
-    h_q: int
-    h_kv: int
-    d_head: int
-    scale: float
-    scale_source: str               # where the scale came from, in words
+class Problem(ProblemShape):
+    """The shapes (ProblemShape) and the groups: who holds which KV shard and Q block."""
+
     mode: GroupMode
     groups: tuple[ProblemGroup, ...]
     group_of: tuple[int, ...]       # per rank: its group index
@@ -98,15 +92,6 @@ class Problem:
     outputs: tuple[str, ...]
     empty: frozenset[int] = frozenset()     # rank indices whose KV slice is empty
     mask: Mask | None = None                # the launch's mask; None: every key allowed
-
-    @property
-    def gqa(self) -> int:
-        return self.h_q // self.h_kv
-
-    @property
-    def shape(self) -> ProblemShape:
-        return ProblemShape(self.harness, self.S_q, self.S_kv_per_rank, self.h_q, self.h_kv,
-                            self.d_head, self.scale, self.scale_source)
 
     def kv_rows(self, group: int) -> int:
         return self.groups[group].n_shards * self.S_kv_per_rank
