@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
 from meshproof.kernels import BUILTIN_KERNELS
-from meshproof.model.launch_options import SCALES, LaunchOptions
+from meshproof.model.launch_options import LaunchOptions
+from meshproof.model.launch_values import SCALES
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, System

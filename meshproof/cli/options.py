@@ -26,8 +26,8 @@ from meshproof.model.launch_options import (
     LAUNCH_KEYS,
     LaunchOptions,
     option_from_text,
-    parse_arg,
 )
+from meshproof.model.launch_values import parse_arg
 from meshproof.model.loader import resolve_kernel
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -11,12 +11,8 @@ from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
-from meshproof.model.launch_options import (
-    DEFAULT_SHARDED,
-    MAX_QUEUE_DEPTH,
-    LaunchOptions,
-    MaskChoice,
-)
+from meshproof.model.launch_options import DEFAULT_SHARDED, MAX_QUEUE_DEPTH, LaunchOptions
+from meshproof.model.launch_values import MaskChoice
 from meshproof.model.loader import KernelRef
 from meshproof.model.masks import Mask
 from meshproof.model.schedule import DEFAULT_OUTPUTS, Harness, LaunchSpec, Scalar
