@@ -6,7 +6,8 @@ a launches-file `[[launch]]` and the keywords of `meshproof.testing`. All four r
 testing keyword), the CLI flag, the parser and the help text. The row's parser is the one
 validation of a value, whether it came as CLI text (read first by the row's `from_text`),
 a TOML value or a Python keyword. To add a launch key: add the field to LaunchOptions and
-a row here; tests/test_launch_options.py fails until every front end takes it.
+a row here (its parser in launch_values.py, if a new one is needed);
+tests/test_launch_options.py fails until every front end takes it.
 
 Every field is optional (None: not given), so options combine: `base.overlay(top)` keeps
 what `top` gives and fills the rest from `base` (a panel's preset, a launches file's
