@@ -45,7 +45,7 @@ def run(name: str, reuse: bool) -> dict[str, Any]:
     # the panel's numeric_safety assumption (|inputs| <= 4 at headline) and the tolerance
     # the report judges it at (its bound, 0.15·max|V| + 0.13, is above the simulator's 1e-2)
     result = verify_deployment(deployment, VerifyConfig(input_bound=panel.input_bound,
-                                                        tolerance=HEADLINE_TOLERANCE),
+                                                        rounding_tolerance=HEADLINE_TOLERANCE),
                                reuse=reuse)
     t2 = time.perf_counter()
     per_property: dict[str, float] = {}

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
 from meshproof.kernels import BUILTIN_KERNELS
-from meshproof.model.launch import LaunchOptions
+from meshproof.model.launch_options import LaunchOptions
+from meshproof.model.launch_values import SCALES
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.topology import DEFAULT_SYSTEM, System
 
-SCALES = ("validation", "headline")
+__all__ = ["SCALES", "Panel", "get_panel", "panel_input_bound"]
 CONTEXT_HEADLINE = 1 << 20
 
 
@@ -72,7 +73,7 @@ class Panel:
                        cube_start: int | None = None) -> LaunchOptions:
         """One launch: at `cube_start` (default: the panel's first launch)."""
         return LaunchOptions(
-            system=self.system, wiring=self.wiring, cubes=self.cubes,
+            kernel=self.kernel, system=self.system, wiring=self.wiring, cubes=self.cubes,
             cube_start=self.launches[0] if cube_start is None else cube_start,
             mesh=f"{self.mesh[0]}x{self.mesh[1]}" if self.mesh else None,
             args=self.args, queue_depth=queue_depth, groups=self.groups)

@@ -15,7 +15,8 @@ flags mean (`--wiring`, `--system`, ...); the case keys of a proof matrix are th
 A failing assertion's message is the counterexample, one `file:line: rank (cube C, pe P):
 error: ...` line per finding, so pytest shows where the kernel is wrong. The verdict is
 judged by the gate's judge (`meshproof.gate.judge`). numeric_safety is proved only when
-its rounding bound is within the tolerance (default the simulator's; `tolerance=`) under
+its rounding bound is within the tolerance (default the simulator's; `rounding_tolerance=`,
+formerly `tolerance=`, still read but deprecated) under
 the stated assumption (`input_bound=`, `score_bound=`), else unknown, which fails
 assert_verified.
 """
@@ -24,54 +25,71 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from meshproof.errors import KernelLoadError, LaunchError
-from meshproof.gate.case_values import (
-    check_args,
-    check_positive,
-    check_sharded,
-    check_timeout,
-)
+from meshproof.gate.case_values import check_positive, check_timeout
 from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus, Judgement, judge
-from meshproof.gate.matrix import DEFAULT_TIMEOUT_S, GateCase, is_wiring_file, resolve_case
+from meshproof.gate.matrix import DEFAULT_TIMEOUT_S, GateCase, resolve_case_launches
 from meshproof.gate.outcome import CaseOutcome, NumericOutcome, PropertyOutcome
 from meshproof.gate.runner import CaseResult, evaluate
+from meshproof.model.launch_options import KEY_NAMES, LaunchOptions
 from meshproof.model.loader import KernelRef, site_of
 from meshproof.model.schedule import Scalar
 from meshproof.panels import get_panel
 from meshproof.verify.properties import PROPERTY_NAMES, Property
 from meshproof.verify.result import Status, Verdict
 
-__all__ = ["assert_verified", "assert_violates"]
+__all__ = ["LaunchKeywords", "assert_verified", "assert_violates"]
 
 KernelArg = str | Callable[..., Any]
+# the kernel is the first positional argument (a name or the function itself)
+TESTING_KEYS = tuple(k for k in KEY_NAMES if k != "kernel")
 
 
-def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = None,
-                    system: str | None = None,
-                    pes: int | None = None, cubes: int | None = None,
-                    cube_start: int | None = None, mesh: str | None = None,
-                    args: Mapping[str, Scalar] | None = None,
-                    sharded: tuple[str, ...] | list[str] | None = None,
-                    queue_depth: int | None = None, panel: str | None = None,
-                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False,
-                    input_bound: float | None = None, score_bound: float | None = None,
-                    tolerance: float | None = None) -> Verdict:
+class LaunchKeywords(TypedDict, total=False):
+    """The launch keywords: the keys of the launch table (model/launch_options.py), as a
+    proof matrix's case spells them. tests/test_launch_options.py checks they agree."""
+
+    panel: str
+    scale: str
+    system: str
+    pes: int
+    wiring: str
+    cubes: int
+    cube_start: int
+    mesh: str
+    args: Mapping[str, Scalar]
+    sharded: Sequence[str]
+    queue_depth: int
+    harness: str
+    groups: str
+    outputs: Sequence[str]
+    softmax_scale: float
+    mask: str
+    empty_shards: Sequence[str | tuple[int, int]]
+
+
+def assert_verified(kernel: KernelArg | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
+                    simulate: bool = False, input_bound: float | None = None,
+                    score_bound: float | None = None,
+                    rounding_tolerance: float | None = None,
+                    tolerance: float | None = None,
+                    **launch: Unpack[LaunchKeywords]) -> Verdict:
     """Assert every property is proved (and, with simulate=True, numerics in tolerance).
 
-    `input_bound`, `score_bound` and `tolerance` are numeric_safety's assumption
-    (|inputs| <= B, |scale·q·kᵀ| <= S) and tolerance, as the matrix keys of that name.
+    `input_bound`, `score_bound` and `rounding_tolerance` are numeric_safety's assumption
+    (|inputs| <= B, |scale·q·kᵀ| <= S) and tolerance, as the matrix keys of that name
+    (`tolerance` is rounding_tolerance's old spelling, deprecated).
     Returns the Verdict (e.g. for `min_queue_depth`). Raises AssertionError whose message
     is the counterexample; an unknown property (solver timeout) fails too.
     """
     __tracebackhide__ = True
-    case, ref = _case("assert_verified", kernel, (), False, wiring, system, pes, cubes,
-                      cube_start, mesh, args, sharded, queue_depth, panel, timeout, simulate,
-                      (input_bound, score_bound, tolerance))
+    case, ref = _case("assert_verified", kernel, (), False, launch, timeout, simulate,
+                      (input_bound, score_bound, _tolerance(rounding_tolerance, tolerance)))
     result = _evaluate(case, ref)
     judgement = judge(case.expectation, _outcome(result))
     problems = [_describe(j.got, j.prop) for j in judgement.properties
@@ -86,15 +104,12 @@ def assert_verified(kernel: KernelArg | None = None, *, wiring: str | None = Non
 
 
 def assert_violates(kernel: KernelArg | None, *properties: str | Property,
-                    exactly: bool = False, wiring: str | None = None,
-                    system: str | None = None, pes: int | None = None,
-                    cubes: int | None = None, cube_start: int | None = None,
-                    mesh: str | None = None, args: Mapping[str, Scalar] | None = None,
-                    sharded: tuple[str, ...] | list[str] | None = None,
-                    queue_depth: int | None = None, panel: str | None = None,
-                    timeout: float = DEFAULT_TIMEOUT_S, simulate: bool = False,
-                    input_bound: float | None = None, score_bound: float | None = None,
-                    tolerance: float | None = None) -> Verdict:
+                    exactly: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
+                    simulate: bool = False, input_bound: float | None = None,
+                    score_bound: float | None = None,
+                    rounding_tolerance: float | None = None,
+                    tolerance: float | None = None,
+                    **launch: Unpack[LaunchKeywords]) -> Verdict:
     """Assert each named property is violated (a known-bad kernel stays known-bad).
 
     With exactly=True every other property must be proved, as in a proof matrix. Name
@@ -112,9 +127,9 @@ def assert_violates(kernel: KernelArg | None, *properties: str | Property,
     if NUMERICS in names and not simulate:
         raise LaunchError("asserting \"numerics\" needs simulate=True")
     violated = tuple(p for p in Property if p.value in names)
-    case, ref = _case("assert_violates", kernel, violated, NUMERICS in names, wiring, system,
-                      pes, cubes, cube_start, mesh, args, sharded, queue_depth, panel, timeout,
-                      simulate, (input_bound, score_bound, tolerance))
+    case, ref = _case("assert_violates", kernel, violated, NUMERICS in names, launch,
+                      timeout, simulate,
+                      (input_bound, score_bound, _tolerance(rounding_tolerance, tolerance)))
     result = _evaluate(case, ref)
     expect = replace(case.expectation, exactly=exactly)
     problems = _violation_problems(judge(expect, _outcome(result)))
@@ -144,34 +159,38 @@ def _violation_problems(judgement: Judgement) -> list[str]:
 
 
 def _case(where: str, kernel: KernelArg | None, violated: tuple[Property, ...],
-          numerics_violated: bool, wiring: str | None, system: str | None, pes: int | None,
-          cubes: int | None, cube_start: int | None, mesh: str | None,
-          args: Mapping[str, Scalar] | None, sharded: tuple[str, ...] | list[str] | None,
-          queue_depth: int | None, panel: str | None, timeout: float,
+          numerics_violated: bool, launch: Mapping[str, object], timeout: float,
           simulate: bool, numeric: tuple[float | None, float | None, float | None]
           ) -> tuple[GateCase, KernelRef | None]:
     """The keywords as a proof-matrix case, checked like one: a misuse raises BadInput
     (ConfigError, LaunchError, ...) here, never a failed assertion later."""
+    written = LaunchOptions.from_mapping(launch, where, TESTING_KEYS)
     if kernel is None:
-        if panel is None:
+        if written.panel is None:
             raise LaunchError("name a kernel (built-in name, \"path/file.py::function\" or "
                               "the function) or pass panel=NAME")
-        kernel = get_panel(panel).kernel
+        kernel = get_panel(written.panel, written.scale or "validation").kernel
     ref = None if isinstance(kernel, str) else kernel_ref(kernel)
     name = ref.name if ref is not None else str(kernel)
-    wiring_path = str(Path(wiring).resolve()) if wiring and is_wiring_file(wiring) else None
+    if written.panel is None:
+        written = replace(written, kernel=name)
     case = GateCase(name=name, kernel=name, violated=violated,
-                    numerics_violated=numerics_violated, panel=panel,
-                    wiring=wiring, wiring_path=wiring_path, system=system, pes=pes,
-                    cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
-                    args=check_args(dict(args or {}), where),
-                    sharded=check_sharded(sharded, where),
+                    numerics_violated=numerics_violated, written=written, base=Path.cwd(),
                     timeout=check_timeout(timeout, where), simulate=simulate)
     case = replace(case, input_bound=_positive(numeric[0], "input_bound", where),
                    score_bound=_positive(numeric[1], "score_bound", where),
-                   tolerance=_positive(numeric[2], "tolerance", where))
-    resolve_case(case, ref)  # a bad launch is a usage error (typed), not a failed assertion
+                   rounding_tolerance=_positive(numeric[2], "rounding_tolerance", where))
+    # a bad launch is a usage error (typed), not a failed assertion
+    resolve_case_launches(case, ref)
     return case, ref
+
+
+def _tolerance(rounding: float | None, old: float | None) -> float | None:
+    """rounding_tolerance=, or its deprecated spelling tolerance= (not both)."""
+    if old is not None and rounding is not None:
+        raise LaunchError("rounding_tolerance= and tolerance= (its deprecated spelling) are "
+                          "both given; keep rounding_tolerance=")
+    return rounding if rounding is not None else old
 
 
 def _positive(value: float | None, key: str, where: str) -> float | None:

@@ -29,7 +29,7 @@ Golden = Callable[[str, str], None]
 # tolerance of 1e-2, so numeric_safety is unknown there (issue 19). Tests about the other
 # properties that want a proved verdict judge numeric_safety at this tolerance, saying so.
 WIDE_TOLERANCE = 0.1
-WIDE = VerifyConfig(tolerance=WIDE_TOLERANCE)
+WIDE = VerifyConfig(rounding_tolerance=WIDE_TOLERANCE)
 # tests/data/gate/real.toml's expectation for its recv-first pair (deadlocked at every
 # depth, so its outputs are never written either); tests flip it to "proved"
 RECV_FIRST_EXPECT = 'expect = ["deadlock_freedom", "exactly_once_merge", "attention_equivalence"]'
@@ -53,7 +53,7 @@ def gate_cache_dir() -> Path:
 def trace_kernel(kernel: str, **options: object) -> Schedule:
     """Trace a built-in or `path::function` kernel with LaunchOptions(**options)."""
     ref = resolve_kernel(kernel)
-    return trace(ref, build_launch(ref, LaunchOptions(**options)))  # type: ignore[arg-type]
+    return trace(ref, build_launch(ref, LaunchOptions.from_mapping(options, "trace_kernel")))
 
 
 def verify_kernel(kernel: str, config: VerifyConfig | None = None,

@@ -16,7 +16,7 @@ from meshproof.model.topology import Endpoint
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.groups import find_groups
-from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
+from meshproof.sim.harness import attention_shape, group_layout, make_inputs
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.result import NumericResult as SimNumeric
 from meshproof.verify.api import VerifyConfig, verify
@@ -34,7 +34,9 @@ def run(kernel: str, **opts: object) -> Verdict:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
     numeric = {k: opts.pop(k) for k in ("input_bound", "score_bound", "tolerance") if k in opts}
-    launch = build_launch(ref, LaunchOptions(args=args, **opts))  # type: ignore[arg-type]
+    if "tolerance" in numeric:   # numeric_safety's, VerifyConfig's rounding_tolerance
+        numeric["rounding_tolerance"] = numeric.pop("tolerance")
+    launch = build_launch(ref, LaunchOptions.from_mapping({"args": args, **opts}, "test"))
     return verify(trace(ref, launch), VerifyConfig(queue_depth=launch.spec.queue_depth,
                                                    **numeric))  # type: ignore[arg-type]
 
@@ -70,9 +72,9 @@ class LineKernels:
         s = self.schedule(name, **opts)
         bound = self.input_bound if bound is None else bound
         config = VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC,
-                              tolerance=tolerance) if bound is None else \
+                              rounding_tolerance=tolerance) if bound is None else \
             VerifyConfig(queue_depth=s.launch.queue_depth, only=SEMANTIC, input_bound=bound,
-                         tolerance=tolerance)
+                         rounding_tolerance=tolerance)
         return verify(s, config)
 
     def prop(self, name: str, prop: str, bound: float | None = None, *,
@@ -91,6 +93,6 @@ def max_abs(schedule: Schedule, kind: InputKind = InputKind.NORMAL,
             seed: int = 0) -> tuple[float, float]:
     """(max|V|, max|Q, K, V|) of the first group's inputs, as the simulator draws them."""
     groups = find_groups(schedule, derive_channels(schedule))
-    layout = group_layout(schedule, groups[0], AttentionShape.from_schedule(schedule))
+    layout = group_layout(schedule, groups[0], attention_shape(schedule))
     x = make_inputs(layout, (0,), kind, seed)
     return float(np.abs(x.v).max()), max(float(np.abs(t).max()) for t in (x.q, x.k, x.v))

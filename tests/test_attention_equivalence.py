@@ -508,3 +508,12 @@ def test_a_rank_that_reads_no_kv_is_named_in_the_verdict() -> None:
     p = ROUND.prop("skips_last", AE, pes=4, args=(("n_ranks", 4),))
     assert p.status is Status.PROVED
     assert "4 rank(s) with 3 KV shard(s)" in p.message
+
+
+def test_a_store_past_the_end_of_the_output_is_a_lost_write() -> None:
+    """Told by a typed result (analysis.Unplaced.outside), not by the message's wording."""
+    bad = prop(f"{CASES}::store_past_end", pes=2)
+    assert bad.status is Status.VIOLATED
+    assert "land outside the output buffer" in bad.message
+    assert "stores beyond the end of the output (24 > 16 elements)" in _text(bad)
+    assert prop(f"{CASES}::reference_line", pes=2).status is Status.PROVED

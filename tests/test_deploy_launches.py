@@ -42,17 +42,19 @@ def test_a_launch_overrides_the_file_defaults_and_merges_args(tmp_path: Path) ->
 @pytest.mark.parametrize(("text", "message"), [
     ('kernel = "mesh_mlo_2d"\n', "lists no launch; add [[launch]] tables"),
     ('kernal = "x"\n[[launch]]\n', "unknown top-level key(s) kernal"),
-    ('[[launch]]\ncube_strat = 0\n', "launch #1: unknown key(s) cube_strat; allowed: kernel,"),
+    ('[[launch]]\ncube_strat = 0\n',
+     "launch #1: unknown launch key 'cube_strat' (did you mean 'cube_start'?); the launch "
+     "keys: kernel,"),
     ('[[launch]]\ncube_start = 0\n', "launch #1: no kernel; give kernel = \"NAME\""),
     ('kernel = "mesh_mlo_2d"\n[[launch]]\ncube_start = "8"\n',
      "launch #1: cube_start must be an integer, got '8'"),
     ('kernel = "mesh_mlo_2d"\n[[launch]]\ngroups = "user"\n',
      "launch #1: groups must be one of launch, cube, pe, got 'user'"),
-    ('kernel = "mesh_mlo_2d"\nargs = 3\n[[launch]]\n', "args must be an inline table"),
+    ('kernel = "mesh_mlo_2d"\nargs = 3\n[[launch]]\n', "args must be a table of kernel arguments"),
     ('kernel = "mesh_mlo_2d"\n[[launch]]\nargs = { S_q = [1] }\n',
      "launch #1: args.S_q must be a number, boolean or string, got [1]"),
     ('kernel = "mesh_mlo_2d"\n[[launch]]\nsharded = []\n',
-     "launch #1: sharded must be a non-empty list of buffer names"),
+     "launch #1: sharded names no buffer; leave it out for the default k_ptr,v_ptr"),
     ('name = ""\nkernel = "mesh_mlo_2d"\n[[launch]]\n', "name must be a non-empty, one-line"),
     ('kernel = "mesh_mlo_2d"\n[[launch\n', "is not valid TOML"),
 ])

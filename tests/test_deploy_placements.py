@@ -26,7 +26,8 @@ SHAPES = (("S_kv_per_rank", 8), ("d_head", 4), ("h_q", 1), ("h_kv", 1), ("S_q", 
 
 def _search(kernel: str, system: System = SIP, mesh: str | None = "2x4",
             retrace: bool = False, **kw: object) -> PlacementSearch:
-    opts = LaunchOptions(system=system, mesh=mesh, args=SHAPES, **kw)  # type: ignore[arg-type]
+    opts = LaunchOptions.from_mapping({"system": system, "mesh": mesh, "args": SHAPES, **kw},
+                                      "test")
     return search_placements(resolve_kernel(kernel), opts, trace, verify, retrace=retrace)
 
 

@@ -85,7 +85,7 @@ def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment)
     panel = get_panel("multi_user_decode", "headline")
     # its rounding bound at |inputs| <= 4 is above the simulator's 1e-2: judged at 0.25
     result = verify_deployment(headline_decode, VerifyConfig(input_bound=panel.input_bound,
-                                                             tolerance=HEADLINE_TOLERANCE))
+                                                             rounding_tolerance=HEADLINE_TOLERANCE))
     assert result.ok, [v.violated() for v in result.verdicts]
     assert result.carried_from == (None, *(0,) * 7)   # groups 2-8: group 1 moved
     for verdict in result.verdicts:
@@ -115,7 +115,7 @@ def test_headline_multi_user_prefill_has_64_cubes_busy_and_is_fully_proved() -> 
     busy = {p.endpoint.cube for s in deployment.schedules for p in s.active}
     assert busy == set(range(64))
     result = verify_deployment(deployment, VerifyConfig(input_bound=4.0,
-                                                        tolerance=HEADLINE_TOLERANCE))
+                                                        rounding_tolerance=HEADLINE_TOLERANCE))
     assert result.ok, [v.violated() for v in result.verdicts]
 
 

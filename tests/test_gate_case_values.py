@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import RunCli, one_line_error
 
+from meshproof.errors import ConfigError
 from meshproof.gate.matrix import load_matrix
 from meshproof.verify.properties import Property
 
@@ -56,7 +57,7 @@ def test_the_keys_reach_the_verdict_and_the_json(run_cli: RunCli, tmp_path: Path
             'expect = "proved"\n')
     path = _matrix(tmp_path, body)
     case = load_matrix(path).cases[0]
-    assert (case.score_bound, case.tolerance, case.input_bound) == (30.0, 0.05, None)
+    assert (case.score_bound, case.rounding_tolerance, case.input_bound) == (30.0, 0.05, None)
     assert case.skip == (Property.EXACTLY_ONCE_MERGE,)
     assert Property.EXACTLY_ONCE_MERGE not in case.checked
     res = run_cli(["gate", str(path), "--no-cache", "--json"])
@@ -80,3 +81,43 @@ def test_without_the_tolerance_key_the_case_is_unknown_with_its_bound(
     res = run_cli(["gate", str(_matrix(tmp_path, body)), "--no-cache"])
     assert res.code == 3
     assert "the rounding bound 1.7e-2·max|V| exceeds the tolerance 1e-2·max|V|" in res.out
+
+
+def test_rounding_tolerance_and_its_old_spelling(tmp_path: Path) -> None:
+    """`tolerance` (the old spelling) still sets numeric_safety's rounding tolerance;
+    both at once is one error, not a silent choice."""
+    new = load_matrix(_matrix(tmp_path, 'rounding_tolerance = 0.05\nexpect = "proved"\n'))
+    old = load_matrix(_matrix(tmp_path, 'tolerance = 0.05\nexpect = "proved"\n'))
+    assert new.cases[0].rounding_tolerance == old.cases[0].rounding_tolerance == 0.05
+    assert new.cases[0].to_json()["rounding_tolerance"] == 0.05
+    with pytest.raises(ConfigError, match=r"rounding_tolerance and tolerance \(its deprecated "
+                       r"spelling\) are both given; keep rounding_tolerance"):
+        load_matrix(_matrix(tmp_path, 'tolerance = 0.05\nrounding_tolerance = 0.1\n'
+                                      'expect = "proved"\n'))
+
+
+def test_the_rounding_tolerance_flag_and_its_old_spelling(run_cli: RunCli) -> None:
+    for flag in ("--rounding-tolerance", "--tolerance"):
+        res = run_cli(["verify", "mesh_mlo_1d", "--pes", "4", "--only", "numeric_safety",
+                       flag, "0.05", "--json", "--no-timings"])
+        (ns,) = json.loads(res.out)["properties"]
+        assert ns["tolerance"] == 0.05 and "(stated)" in ns["assumption"]
+
+
+def test_every_check_key_is_a_case_key_and_its_flag_and_keyword_exist() -> None:
+    """The check keys are one table (gate/case_values.CHECK_KEYS): a case takes each, the
+    `verify` command has the flag the row names, and meshproof.testing the keyword; a key
+    added to one front end only fails here."""
+    import inspect
+
+    from meshproof.cli.verify_cmd import verify_cmd
+    from meshproof.gate.case_values import CHECK_KEYS
+    from meshproof.gate.matrix import CASE_KEYS
+    from meshproof.testing import assert_verified, assert_violates
+
+    flags = {opt for p in verify_cmd.params for opt in p.opts}
+    for row in CHECK_KEYS:
+        assert row.key in CASE_KEYS
+        assert row.flag == "" or row.flag in flags, row.flag
+        for helper in (assert_verified, assert_violates):
+            assert (row.key in inspect.signature(helper).parameters) is row.testing, row.key

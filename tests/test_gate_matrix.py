@@ -11,6 +11,8 @@ from helpers import RunCli, one_line_error
 from meshproof.cli import main
 from meshproof.errors import ConfigError
 from meshproof.gate.matrix import GateCase, load_matrix, resolve_case
+from meshproof.model.launch_options import LaunchOptions
+from meshproof.model.topology import System
 from meshproof.verify.properties import Property
 
 DATA = Path(__file__).parent / "data" / "gate"
@@ -62,10 +64,10 @@ def test_default_file_is_proofs_toml_in_cwd(tmp_path: Path, monkeypatch: pytest.
     (GOOD + GOOD, "name 'a' is used twice"),
     (GOOD.replace('kernel = "mesh_mlo_1d"', ""), "give kernel ="),
     (GOOD + "pes = true\n", "pes must be an integer"),
-    (GOOD + "pes = 0\n", "pes must be >= 1"),
+    (GOOD + "pes = 0\n", "pes 0 is out of range 1..1024"),
     (GOOD + "simulate = 1\n", "simulate must be a boolean"),
     (GOOD + "timeout = 0\n", "timeout must be a positive number"),
-    (GOOD + "args = 3\n", "args must be an inline table"),
+    (GOOD + "args = 3\n", "args must be a table of kernel arguments"),
     (GOOD + "args = { S_q = [1] }\n", "args.S_q must be a number"),
     (GOOD + "sharded = [1]\n", "sharded must be a list of buffer names"),
     (GOOD + 'scale = "headline"\n', "scale applies only to panel cases"),
@@ -103,7 +105,8 @@ def test_paths_are_relative_to_the_matrix_file(tmp_path: Path,
     matrix = load_matrix(DATA / "real.toml")
     pair = matrix.cases[0]
     assert pair.kernel == "kernels/user_kernels.py::pair_decode"
-    assert pair.kernel_path == f"{(DATA / 'kernels' / 'user_kernels.py').resolve()}::pair_decode"
+    assert pair.launch.kernel == \
+        f"{(DATA / 'kernels' / 'user_kernels.py').resolve()}::pair_decode"
     ref, launch = resolve_case(pair)
     assert ref.func.__name__ == "pair_decode"
     assert launch.spec.pes == 2
@@ -141,15 +144,19 @@ expect = "proved"
     assert first == GateCase(
         name="2d-2x4-at-8", kernel="mesh_mlo_2d",
         violated=(Property.DEADLOCK_FREEDOM, Property.EXACTLY_ONCE_MERGE),  # canonical order
-        wiring="cube_mesh", system="2x4x4", pes=8, cubes=8, cube_start=8, queue_depth=3,
-        args=(("S_kv_per_rank", 16), ("S_q", 1), ("d_head", 8), ("mesh_cols", 4),
-              ("mesh_rows", 2)),  # sorted
-        sharded=("k_ptr", "v_ptr"), timeout=5.0, rlimit=1000)
+        written=LaunchOptions(
+            kernel="mesh_mlo_2d", wiring="cube_mesh", system=System(2, 4, 4, 8), pes=8,
+            cubes=8, cube_start=8, queue_depth=3,
+            args=(("S_kv_per_rank", 16), ("S_q", 1), ("d_head", 8), ("mesh_cols", 4),
+                  ("mesh_rows", 2)),  # sorted
+            sharded=("k_ptr", "v_ptr")), base=path.resolve().parent, timeout=5.0,
+        rlimit=1000)
     spec = resolve_case(first)[1].spec
     assert (spec.system.shape_text, spec.cube_start, spec.n_cubes, spec.queue_depth) == \
         ("2x4x4", 8, 8, 3)
     assert spec.arg("cube_start") == 8  # filled from the launch
-    assert (second.wiring, second.wiring_path) == ("w/two.toml", str(wiring.resolve()))
+    assert (second.written.wiring, second.launch.wiring) == ("w/two.toml",
+                                                             str(wiring.resolve()))
     assert resolve_case(second)[1].wiring.name != "pe_line"
 
 
@@ -215,7 +222,7 @@ def test_an_empty_sharded_list_cannot_make_a_known_bad_kernel_pass(run_cli: RunC
     assert _gate(run_cli, tmp_path, text).code == 2
 
 
-def test_a_panel_of_several_launches_is_one_deployment_and_takes_no_launch_keys(
+def test_a_panel_of_several_launches_is_one_deployment_its_keys_applied_to_each(
         tmp_path: Path) -> None:
     from meshproof.gate.matrix import resolve_case_launches
 
@@ -224,12 +231,12 @@ def test_a_panel_of_several_launches_is_one_deployment_and_takes_no_launch_keys(
                     'expect = "proved"\n\n[[case]]\nname = "one"\npanel = "multi_user_decode"\n'
                     'scale = "headline"\ncube_start = 8\nexpect = "proved"\n\n[[case]]\n'
                     'name = "changed"\npanel = "multi_user_decode"\nscale = "headline"\n'
-                    'pes = 4\nexpect = "proved"\n', encoding="utf-8")
+                    'queue_depth = 5\nexpect = "proved"\n', encoding="utf-8")
     b8, one, changed = load_matrix(path).cases
     assert b8.is_deployment and not one.is_deployment
     assert [launch.spec.cube_start for _, launch in resolve_case_launches(b8).launches] == \
         [0, 8, 16, 24, 32, 40, 48, 56]
     assert len(resolve_case_launches(one).launches) == 1
-    with pytest.raises(ConfigError, match=r"pes would change one launch: drop pes, or give "
-                       r"cube_start = K"):
-        resolve_case_launches(changed)
+    # the keys mean what they mean for the CLI's flags: applied to every launch
+    assert {launch.spec.queue_depth for _, launch in resolve_case_launches(changed).launches} \
+        == {5}

@@ -19,7 +19,7 @@ NO_TIMING = SimConfig(timing=False)
 
 def _run(kernel: str, **opts: object) -> CaseOutcome:
     ref = resolve_kernel(kernel)
-    launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
+    launch = build_launch(ref, LaunchOptions.from_mapping(opts, "test"))
     return run_case(one_launch(ref, launch), simulate=True, sim_config=NO_TIMING)
 
 

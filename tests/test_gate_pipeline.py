@@ -117,7 +117,8 @@ def test_a_gate_case_of_a_headline_panel_takes_the_panels_input_bound() -> None:
     from meshproof.gate.runner import case_configs
 
     launch = build_launch(resolve_kernel("mesh_mlo_1d"), LaunchOptions(pes=2)).spec
-    headline = GateCase("h", "mesh_mlo_1d", panel="single_user_decode", scale="headline")
+    headline = GateCase("h", "mesh_mlo_1d", written=LaunchOptions(
+        panel="single_user_decode", scale="headline"))
     plain = GateCase("p", "mesh_mlo_1d")
     assert case_configs(headline, launch)[0].input_bound == 4.0
     assert case_configs(plain, launch)[0].input_bound == 16.0

@@ -52,7 +52,7 @@ SHORT = TraceLimits(wall_seconds=1.0, cpu_seconds=30.0, memory_mb=1024)
 
 def runaway(name: str, **options: object) -> tuple[KernelRef, Launch]:
     ref = resolve_kernel(kernel_spec(f"runaway.py::{name}"))
-    opts = LaunchOptions(pes=1, **options)  # type: ignore[arg-type]
+    opts = LaunchOptions.from_mapping({"pes": 1, **options}, "test")
     return ref, build_launch(ref, opts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,8 +10,9 @@ from helpers import kernel_spec, trace_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshproof.cli.options import parse_arg, resolve_launch
-from meshproof.errors import LaunchError, TopologyError, WiringError
+from meshproof.cli.options import parse_arg
+from meshproof.deploy.launches import resolve_launches
+from meshproof.errors import ConfigError, LaunchError, TopologyError, WiringError
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import GroupMode, Harness, OpKind
@@ -183,12 +185,9 @@ def test_parse_arg_rejects(item: str, match: str) -> None:
 
 
 def _resolve(**kw: Any) -> Any:
-    base: dict[str, Any] = {"kernel": None, "panel": None, "scale": "validation",
-                            "system_text": None, "pes": None, "wiring": None, "cubes": None,
-                            "cube_start": None, "mesh": None, "arg_items": (),
-                            "sharded": "k_ptr,v_ptr", "queue_depth": None}
-    base.update(kw)
-    return resolve_launch(**base)
+    """The one launch the keys describe (as any front end resolves them)."""
+    (one,) = resolve_launches(LaunchOptions.from_mapping(kw, "test")).launches
+    return one
 
 
 def test_resolve_launch_panel_presets_and_overrides() -> None:
@@ -196,7 +195,7 @@ def test_resolve_launch_panel_presets_and_overrides() -> None:
     spec = launch.spec
     assert (ref.name, spec.wiring, spec.n_cubes, spec.arg("mesh_rows"), spec.arg("mesh_cols"),
             spec.arg("rank_axis")) == ("mesh_mlo_2d", "cube_mesh", 4, 1, 4, 1)
-    ref, launch = _resolve(panel="single_user_decode", arg_items=("S_kv_per_rank=8",),
+    ref, launch = _resolve(panel="single_user_decode", args={"S_kv_per_rank": 8},
                            queue_depth=2)
     assert launch.spec.arg("S_kv_per_rank") == 8 and launch.spec.arg("n_ranks") == 8
     assert launch.spec.queue_depth == 2
@@ -212,7 +211,7 @@ def test_resolve_launch_panel_presets_and_overrides() -> None:
     with pytest.raises(LaunchError, match="unknown scale 'big'"):
         get_panel("single_user_decode", "big")
     # --pes launches the first N PEs of 8-PE cubes, with or without a panel
-    _, launch = _resolve(kernel="mesh_mlo_1d", system_text="2x4x4", pes=4)
+    _, launch = _resolve(kernel="mesh_mlo_1d", system="2x4x4", pes=4)
     assert launch.spec.system == System(2, 4, 4, 8) and launch.spec.pes == 4
     _, launch = _resolve(kernel="mesh_mlo_1d", pes=4)
     assert launch.spec.system == System(1, 4, 4, 8) and launch.spec.pes == 4
@@ -301,10 +300,14 @@ def test_2d_kernel_that_ignores_cube_start_sends_out_of_its_launch() -> None:
 
 def test_an_unknown_harness_is_a_launch_error() -> None:
     ref = resolve_kernel("mesh_mlo_1d")
+    with pytest.raises(ConfigError, match=r"^test: harness 'chat' is not a harness: use one "
+                                          r"of decode, prefill$"):
+        LaunchOptions.from_mapping({"harness": "chat"}, "test")
+    prefill = LaunchOptions.from_mapping({"harness": "prefill"}, "test")
+    assert build_launch(ref, prefill).spec.harness is Harness.PREFILL
     with pytest.raises(LaunchError, match=r"unknown harness 'chat' for mesh_mlo_1d; the "
                                           r"simulator has decode, prefill"):
-        build_launch(ref, LaunchOptions(harness="chat"))
-    assert build_launch(ref, LaunchOptions(harness="prefill")).spec.harness is Harness.PREFILL
+        build_launch(replace(ref, harness="chat"), LaunchOptions())
 
 
 def test_sm_scale_and_softmax_scale_must_agree() -> None:

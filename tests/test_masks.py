@@ -119,7 +119,7 @@ def test_the_launch_json_carries_the_mask_only_when_declared() -> None:
 def test_the_gate_takes_a_mask_key() -> None:
     case = parse_case({"name": "c", "kernel": "ring_prefill_causal_naive", "expect": "proved",
                        "mask": "window:3"}, Path("."), "case #1")
-    assert case.mask == "window:3" and case.to_json()["mask"] == "window:3"
+    assert case.written.mask == Mask.parse("window:3") and case.to_json()["mask"] == "window:3"
     with pytest.raises(ConfigError, match="case #1 \\(c\\): --mask 'wnd' is not a mask"):
         parse_case({"name": "c", "kernel": "mesh_kv", "expect": "proved", "mask": "wnd"},
                    Path("."), "case #1")

@@ -40,7 +40,8 @@ def _bound(kernel: str, **opts: object) -> NumericResult:
 def _simulated(kernel: str, **opts: object) -> tuple[float, float]:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
-    schedule = trace(ref, build_launch(ref, LaunchOptions(args=args, **opts)))  # type: ignore[arg-type]
+    opts = LaunchOptions.from_mapping({"args": args, **opts}, "test")
+    schedule = trace(ref, build_launch(ref, opts))
     sim = simulate(schedule, SimConfig(inputs=InputKind.NORMAL, timing=False)).numeric
     assert sim is not None and sim.max_abs_err is not None
     return sim.max_abs_err, sim.max_abs_v

@@ -59,8 +59,9 @@ def _check(kernel: str, args: dict[str, object], opts: dict[str, object], b: flo
     launch = build_launch(ref, LaunchOptions(args=tuple(sorted(args.items())),  # type: ignore[arg-type]
                                              **opts))  # type: ignore[arg-type]
     schedule = trace(ref, launch)
-    p = verify(schedule, VerifyConfig(queue_depth=launch.spec.queue_depth, only=SEMANTIC,
-                                      input_bound=b, tolerance=1.0)).property("numeric_safety")
+    config = VerifyConfig(queue_depth=launch.spec.queue_depth, only=SEMANTIC, input_bound=b,
+                          rounding_tolerance=1.0)
+    p = verify(schedule, config).property("numeric_safety")
     assert isinstance(p, NumericResult)
     if p.error_bound is None:
         return

@@ -62,7 +62,7 @@ def _load(path: Path) -> object:
 def _schedule(kernel: str, **opts: object) -> Schedule:
     ref = resolve_kernel(kernel)
     args = tuple(sorted(opts.pop("args", {}).items()))  # type: ignore[attr-defined]
-    return trace(ref, build_launch(ref, LaunchOptions(args=args, **opts)))  # type: ignore[arg-type]
+    return trace(ref, build_launch(ref, LaunchOptions.from_mapping({"args": args, **opts}, "test")))
 
 
 def _analyses(schedule: Schedule) -> tuple[Analysis, Analysis] | None:

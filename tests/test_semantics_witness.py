@@ -17,7 +17,7 @@ from meshproof.model.problem import attention_problem
 from meshproof.model.schedule import GroupMode
 from meshproof.model.trace import trace
 from meshproof.sim.groups import find_groups
-from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
+from meshproof.sim.harness import attention_shape, group_layout, make_inputs
 from meshproof.sim.inputs import InputKind
 from meshproof.verify.semantics.witness import make_inputs as witness_inputs
 from meshproof.verify.semantics.witness import seeded_families
@@ -30,13 +30,13 @@ from meshproof.verify.semantics.witness import seeded_families
 def test_a_seeded_witness_input_is_what_simulate_seed_feeds(name: str, opts: dict[str, object],
                                                               seed: int) -> None:
     ref = resolve_kernel(name)
-    launch = build_launch(ref, LaunchOptions(**opts))  # type: ignore[arg-type]
+    launch = build_launch(ref, LaunchOptions.from_mapping(opts, "test"))
     schedule = trace(ref, launch)
     spec = schedule.launch
     problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
     verifier = witness_inputs(problem, seed)
     groups = find_groups(schedule, derive_channels(schedule))
-    shape = AttentionShape.from_schedule(schedule)
+    shape = attention_shape(schedule)
     for group in groups:
         layout = group_layout(schedule, group, shape)
         sim = make_inputs(layout, (group.index,), InputKind.NORMAL, seed)
@@ -62,7 +62,7 @@ def test_the_simulator_checks_the_ranks_the_verifier_judges() -> None:
         schedule = trace(ref, build_launch(ref, LaunchOptions()))
         spec = schedule.launch
         problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
-        shape = AttentionShape.from_schedule(schedule)
+        shape = attention_shape(schedule)
         for group in find_groups(schedule, derive_channels(schedule)):
             for role in group_layout(schedule, group, shape).roles:
                 kv = problem.kv_base(role.rank)

@@ -15,7 +15,7 @@ from meshproof.model.channels import derive_channels
 from meshproof.model.schedule import DType, GroupMode
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.groups import find_groups
-from meshproof.sim.harness import AttentionShape, group_layout, make_inputs
+from meshproof.sim.harness import attention_shape, group_layout, make_inputs
 from meshproof.sim.inputs import InputKind
 from meshproof.sim.rounding import round_to
 
@@ -156,7 +156,7 @@ def test_rounding_matches_a_reference_conversion(dtype: DType) -> None:
 def test_peaked_inputs_concentrate_attention(kernel: str, args: tuple[tuple[str, int], ...]
                                              ) -> None:
     schedule = trace_kernel(kernel, args=args)
-    shape = AttentionShape.from_schedule(schedule)
+    shape = attention_shape(schedule)
     group = find_groups(schedule, derive_channels(schedule))[0]
     layout = group_layout(schedule, group, shape)
     for kind in InputKind:

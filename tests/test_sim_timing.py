@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 from helpers import trace_kernel
 
-from meshproof.cli.options import resolve_launch
+from meshproof.deploy.launches import resolve_launches
 from meshproof.errors import ConfigError, SimulationRefused
 from meshproof.model.channels import derive_channels
-from meshproof.model.hardware import HardwareProfile, LinkCost
+from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile, LinkCost
+from meshproof.model.launch_options import LaunchOptions
+from meshproof.model.schedule import DType, Op, OpKind, SourceLoc
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.oplog import op_log
 from meshproof.sim.perfetto import perfetto_trace, write_trace
+from meshproof.sim.timing import op_cost
 
 TIMING_ONLY = SimConfig(numerics=False)
 
@@ -44,8 +47,7 @@ def test_comm_steps_of_the_2d_mesh_is_its_diameter(mesh: str, steps: int, line: 
 
 @pytest.mark.parametrize("panel", ["single_user_decode", "multi_user_decode"])
 def test_decode_panels_emit_two_gemms_per_rank(panel: str) -> None:
-    kernel, launch = resolve_launch(None, panel, "validation", None, None, None, None, None,
-                                    None, (), "k_ptr,v_ptr", None)
+    ((kernel, launch),) = resolve_launches(LaunchOptions(panel=panel)).launches
     schedule = trace(kernel, launch)
     n_ranks = len(schedule.active)
     assert n_ranks == (8 if panel == "single_user_decode" else 4)
@@ -56,8 +58,8 @@ def test_decode_panels_emit_two_gemms_per_rank(panel: str) -> None:
 
 
 def test_headline_single_user_decode_emits_two_gemms_per_rank() -> None:
-    kernel, launch = resolve_launch(None, "single_user_decode", "headline", None, None, None,
-                                    None, None, None, (), "k_ptr,v_ptr", None)
+    ((kernel, launch),) = resolve_launches(LaunchOptions(panel="single_user_decode",
+                                                         scale="headline")).launches
     schedule = trace(kernel, launch)
     assert len(schedule.active) == 512
     assert op_log(schedule).gemm == 1024
@@ -162,3 +164,16 @@ def test_profile_check_guards_the_library_too() -> None:
     # numerics alone do not use the profile
     assert simulate(trace_kernel("mesh_mlo_1d"),
                     SimConfig(hardware=bad, timing=False)).ok
+
+
+@pytest.mark.parametrize("kind", list(OpKind))
+def test_every_op_kind_has_a_cost(kind: OpKind) -> None:
+    """op_cost is a match over OpKind ending in assert_never: an op kind added without a
+    cost fails mypy there, and here (it was an if-chain that charged an unknown op the
+    overhead of a send without a word)."""
+    op = Op(0, kind, (), None if kind in (OpKind.SEND, OpKind.STORE) else 1, (4, 8),
+            DType.F32, SourceLoc("k.py", 1), nbytes=128)
+    cost = op_cost(op, ((4, 8), (8, 8)), DEFAULT_PROFILE)
+    assert math.isfinite(cost) and cost >= 0
+    if kind is not OpKind.RESHAPE:
+        assert cost > 0

@@ -141,7 +141,7 @@ def test_a_penalty_under_a_not_equal_mask_is_outside_the_algebra_and_shown_wrong
 
 def test_an_unmasked_kernel_keeps_its_verdicts() -> None:
     # at the tolerance proofs.toml judges the built-ins at (their bound is 3.3e-2·max|V|)
-    proved = verify_kernel("mesh_mlo_1d", VerifyConfig(tolerance=0.1)).properties
+    proved = verify_kernel("mesh_mlo_1d", VerifyConfig(rounding_tolerance=0.1)).properties
     assert all(r.status is Status.PROVED for r in proved)
     bad = {r.name: r.status for r in verify_kernel("mesh_kv_skip_last").properties}
     assert bad[Property.EXACTLY_ONCE_MERGE] is Status.VIOLATED

@@ -74,14 +74,14 @@ def test_a_rank_waiting_on_an_endpoint_outside_the_launch_never_writes() -> None
 def test_a_deadlock_only_the_queue_depth_causes_keeps_the_semantic_proofs() -> None:
     """mesh_mlo_1d sends three messages per direction before receiving: it deadlocks at
     depth 2 and completes from depth 3; its outputs are attention once it completes."""
-    verdict = verify_kernel("mesh_mlo_1d", VerifyConfig(tolerance=0.1, queue_depth=2))
+    verdict = verify_kernel("mesh_mlo_1d", VerifyConfig(rounding_tolerance=0.1, queue_depth=2))
     assert _prop(verdict, Property.DEADLOCK_FREEDOM).status is Status.VIOLATED
     for prop in SEMANTIC:
         result = _prop(verdict, prop)
         assert result.status is Status.PROVED, result.message
         assert result.message.endswith("; they hold once the schedule completes: it "
                                        "deadlocks at queue depth 2 and completes at depth >= 3")
-    at_3 = verify_kernel("mesh_mlo_1d", VerifyConfig(tolerance=0.1, queue_depth=3))
+    at_3 = verify_kernel("mesh_mlo_1d", VerifyConfig(rounding_tolerance=0.1, queue_depth=3))
     for prop in SEMANTIC:
         assert "once the schedule completes" not in _prop(at_3, prop).message
 

@@ -43,7 +43,7 @@ def verdict_of(kernel: str, depth: int | None = None, **options: Any) -> Verdict
     schedule = trace_kernel(kernel, **options)
     # numeric_safety at a stated tolerance: the built-ins' rounding bounds (2.6e-2..3.3e-2
     # at these shapes) are above the simulator's 1e-2 (test_numeric_safety.py pins that)
-    return verify(schedule, VerifyConfig(queue_depth=depth, tolerance=WIDE_TOLERANCE))
+    return verify(schedule, VerifyConfig(queue_depth=depth, rounding_tolerance=WIDE_TOLERANCE))
 
 
 def status(verdict: Verdict, name: str) -> Status:

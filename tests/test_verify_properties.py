@@ -55,7 +55,7 @@ def test_only_and_skip_choose_in_verdict_order() -> None:
 def test_a_skipped_property_is_named_not_proved() -> None:
     """Mistake caught: --skip must not turn into "everything proved"."""
     verdict = verify(trace_kernel("mesh_mlo_1d", queue_depth=3),
-                     VerifyConfig(skip=frozenset({EOM}), tolerance=WIDE_TOLERANCE))
+                     VerifyConfig(skip=frozenset({EOM}), rounding_tolerance=WIDE_TOLERANCE))
     assert [p.name for p in verdict.properties] == [p for p in Property if p is not EOM]
     assert verdict.skipped == (EOM,)
     assert verdict.ok  # every property *checked* is proved ...

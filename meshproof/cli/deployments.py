@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from meshproof.cli.verdict_print import print_verdict
 from meshproof.deploy.deployment import Deployment, build_deployment
 from meshproof.deploy.launches import LaunchList
 from meshproof.deploy.verify import DeploymentVerdict
@@ -79,8 +80,6 @@ def verify_launches(listed: LaunchList, pipeline: Pipeline, config: VerifyConfig
 
 
 def print_deployment_verdict(result: DeploymentVerdict, out: Console) -> None:
-    from meshproof.cli.verify_cmd import print_verdict  # the one-launch printer
-
     d = result.deployment
     out.print(d.header(), markup=False)
     props = [p.name for p in result.verdicts[0].properties]

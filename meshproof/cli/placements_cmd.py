@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -10,14 +10,15 @@ from rich.table import Table
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
-    resolve_options,
     trace_limit_options,
     trace_limits,
 )
-from meshproof.cli.verify_cmd import console
+from meshproof.cli.verdict_print import console
+from meshproof.deploy.launches import expand
 from meshproof.deploy.placements import PlacementSearch, search_placements
 from meshproof.errors import LaunchError
 from meshproof.exitcodes import ExitCode
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
 from meshproof.verify.properties import VerifyConfig
 
@@ -32,23 +33,26 @@ from meshproof.verify.properties import VerifyConfig
                    "proofs carried between placements).")
 @click.option("--json", "as_json", is_flag=True, help="Print one placements-v1 JSON object.")
 def placements_cmd(timeout_s: float, retrace: bool, as_json: bool, trace_timeout: float,
-                   trace_memory: int, **opts: Any) -> int:
+                   trace_memory: int, launch: LaunchOptions, launches_file: Path | None
+                   ) -> int:
     """Verify KERNEL at every cube_start where its launch (--mesh RxC or --cubes N) fits
     in the system: the properties a placement can change at each (legal: all proved),
     the others once, in the header; print which placements are legal and, for the others,
     the first violation with its line. Exit 0 when some placement is legal, 1 when none
     is or a placement-independent property is violated, 3 when a placement is
     undecided."""
-    if opts.pop("launches_file", None) is not None:
+    if launches_file is not None:
         raise LaunchError("placements moves one launch; --launches lists launches that are "
                           "already placed (verify them with `meshproof verify --launches`)")
-    if opts.get("cube_start") is not None:
+    if launch.cube_start is not None:
         raise LaunchError("placements tries every cube_start; drop --cube-start")
-    if opts.get("empty_shards"):
+    if launch.empty_shards:
         raise LaunchError("--empty-shard names physical ranks, and placements moves the "
                           "launch; drop it (or verify one placement with `meshproof verify`)")
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    kernel, launch_opts = resolve_options(**opts, resolver=pipeline.resolver)
+    launch_opts = expand(launch)[0]   # a panel of several launches: its first one
+    assert launch_opts.kernel is not None   # expand names it
+    kernel = pipeline.resolver(launch_opts.kernel)
     search = search_placements(kernel, launch_opts, pipeline.tracer, pipeline.verifier,
                                VerifyConfig(queue_depth=launch_opts.queue_depth,
                                             timeout_s=timeout_s), retrace=retrace)

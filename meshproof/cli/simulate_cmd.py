@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
+    cli_launches,
     current_pipeline,
     launch_options,
-    resolve_launch,
-    resolve_launches,
+    several,
     trace_limit_options,
     trace_limits,
 )
@@ -25,6 +25,7 @@ from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, expl
 from meshproof.gate.pipeline import Pipeline, one_launch, run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.schedule import Schedule
 from meshproof.model.serialize import dumps
 from meshproof.model.witness_file import Witness, load_witness
@@ -69,7 +70,8 @@ def simulate_cmd(seed: int, inputs: str, witness_file: Path | None, no_numerics:
                  hw_file: Path | None, as_json: bool, perfetto_path: Path | None,
                  time_budget: float | None,
                  diagram: Path | None, keep_dot: bool, trace_timeout: float,
-                 trace_memory: int, **opts: Any) -> int:
+                 trace_memory: int, launch: LaunchOptions, launches_file: Path | None
+                 ) -> int:
     """Run KERNEL in the numpy reference simulator; exit 1 when out of tolerance."""
     if no_numerics:
         _refuse_numeric_options()
@@ -78,35 +80,36 @@ def simulate_cmd(seed: int, inputs: str, witness_file: Path | None, no_numerics:
     if perfetto_path is not None:
         check_trace_target(perfetto_path)
     profile = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
-    if opts.get("queue_depth") is None and hw_file is not None:
-        opts["queue_depth"] = profile.ipcq_depth
+    if launch.queue_depth is None and hw_file is not None:
+        launch = replace(launch, queue_depth=profile.ipcq_depth)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    listed = resolve_launches(opts, pipeline.resolver)
-    if listed is not None and witness is not None:
+    listed = cli_launches(launch, launches_file, pipeline.resolver)
+    deployment = several(listed, launches_file)
+    if deployment and witness is not None:
         raise LaunchError(f"--witness replays one launch, and {listed.name} is "
                           f"{len(listed.launches)} launches; pick the one verified with "
                           "--cube-start K (or run the launch on its own)")
     # a progress bar on a terminal once the numerics run past 2 s (never under --json)
     bar = NumericBar(not as_json and not no_numerics, "simulate",
-                     len(listed.launches) if listed is not None else 1)
+                     len(listed.launches))
     config = SimConfig(seed=seed, inputs=InputKind(inputs), witness=witness,
                        hardware=profile, numerics=not no_numerics, progress=bar,
                        time_budget_s=time_budget, estimate=_state_estimate)
     with bar:
-        return _simulate(listed, config, pipeline, opts, as_json, perfetto_path, diagram,
-                         keep_dot)
+        return _simulate(listed, deployment, config, pipeline, as_json, perfetto_path,
+                         diagram, keep_dot)
 
 
-def _simulate(listed: LaunchList | None, config: SimConfig, pipeline: Pipeline,
-              opts: dict[str, Any], as_json: bool, perfetto_path: Path | None,
-              diagram: Path | None, keep_dot: bool) -> int:
-    if listed is not None:  # several launches at once
+def _simulate(listed: LaunchList, deployment: bool, config: SimConfig, pipeline: Pipeline,
+              as_json: bool, perfetto_path: Path | None, diagram: Path | None,
+              keep_dot: bool) -> int:
+    if deployment:
         from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram,
                                                 "--perfetto": perfetto_path})
         return simulate_launches(listed, pipeline, config, as_json)
-    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
+    (kernel, launch), = listed.launches
     # the diagram draws what the verifier finds, so --diagram verifies first
     outcome = run_case(one_launch(kernel, launch), simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),

@@ -4,25 +4,25 @@ file, and (with --verify) prove it; the file plus its verdict is the certificate
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 
 from meshproof.cli.options import (
     current_pipeline,
     launch_options,
-    resolve_options,
     trace_limit_options,
     trace_limits,
 )
-from meshproof.cli.verify_cmd import console, print_verdict
+from meshproof.cli.verdict_print import console, print_verdict
 from meshproof.errors import LaunchError, OptionError
 from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.launch import Launch, build_launch
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
-from meshproof.model.topology import parse_mesh
+from meshproof.model.topology import System, parse_mesh
 from meshproof.outputs import check_writable, write_text
 from meshproof.synth.api import Objective, Synthesis, measure, synthesize
 from meshproof.synth.emit import KERNEL_NAME
@@ -51,15 +51,15 @@ _SIP_ROWS, _SIP_COLS = 4, 4     # the default system's SIP (1x4x4)
               help="With --verify: seconds per solver call.")
 @click.option("--input-bound", "input_bound", type=float, default=16.0, show_default=True,
               help="With --verify: numeric_safety's |input| bound.")
-@click.option("--tolerance", "tolerance", type=float, default=None,
+@click.option("--rounding-tolerance", "tolerance", type=float, default=None,
               help="With --verify: numeric_safety's tolerance (default: the simulator's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one synthesis-v1 JSON object.")
 def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: bool,
                    timeout_s: float, input_bound: float, tolerance: float | None,
                    as_json: bool, trace_timeout: float, trace_memory: int,
-                   **opts: Any) -> int:
+                   launch: LaunchOptions, launches_file: Path | None) -> int:
     """Synthesise a decode merge kernel for a launch, write it to --out and rank the plans."""
-    if opts.pop("launches_file", None) is not None or opts.get("panel") is not None:
+    if launches_file is not None or launch.panel is not None:
         raise LaunchError("synthesize takes one launch given by flags (--wiring, --mesh or "
                           "--pes/--cubes, --arg SIZE=N), not --panel or --launches")
     if out.suffix != ".py":
@@ -69,18 +69,21 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
     check_numeric_assumptions(None, tolerance)
     check_writable(out, "--out")
     hw = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
-    if opts.get("queue_depth") is None:
-        opts["queue_depth"] = hw.ipcq_depth
-    if opts.get("kernel") is None:   # the built-in whose launch and interface are copied
-        opts["kernel"] = "mesh_mlo_2d" if opts.get("mesh") else "mesh_mlo_1d"
-    if opts.get("system_text") is None and opts.get("mesh"):
-        rows, cols = parse_mesh(opts["mesh"])
+    if launch.queue_depth is None:
+        launch = replace(launch, queue_depth=hw.ipcq_depth)
+    if launch.kernel is None:   # the built-in whose launch and interface are copied
+        launch = replace(launch, kernel="mesh_mlo_2d" if launch.mesh else "mesh_mlo_1d")
+    if launch.system is None and launch.mesh:
+        rows, cols = parse_mesh(launch.mesh)
         if rows > _SIP_ROWS or (rows > 1 and cols != _SIP_COLS) or cols > _SIP_COLS:
-            opts["system_text"] = f"1x{rows}x{cols}"   # a mesh the default SIP cannot hold
+            # a mesh the default SIP cannot hold
+            launch = replace(launch, system=System(1, rows, cols, max(8, launch.pes or 8)))
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    ref, launch_opts = resolve_options(**opts, resolver=pipeline.resolver)
-    launch = build_launch(ref, launch_opts)
-    result = synthesize(launch, hw, Objective(objective), _flags(launch, opts))
+    assert launch.kernel is not None
+    ref = pipeline.resolver(launch.kernel)
+    launch_opts = launch
+    built = build_launch(ref, launch_opts)
+    result = synthesize(built, hw, Objective(objective), _flags(built, launch))
     write_text(out, result.kernel_text)
     measured = measure(out, launch_opts, hw)
     verdict = None
@@ -88,7 +91,7 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
         kernel = pipeline.resolver(f"{out}::{KERNEL_NAME}")
         emitted = build_launch(kernel, launch_opts)
         config = VerifyConfig(queue_depth=emitted.spec.queue_depth, timeout_s=timeout_s,
-                              input_bound=input_bound, tolerance=tolerance)
+                              input_bound=input_bound, rounding_tolerance=tolerance)
         verdict = run_case(one_launch(kernel, emitted), simulate=False, verify_config=config,
                            pipeline=pipeline).verdict
         assert verdict is not None
@@ -103,12 +106,12 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
     return verdict.exit_code if verdict is not None else 0
 
 
-def _flags(launch: Launch, opts: dict[str, Any]) -> str:
+def _flags(launch: Launch, opts: LaunchOptions) -> str:
     """The launch flags that reproduce the launch, for the file's docstring."""
     spec = launch.spec
-    where = f"--mesh {opts['mesh'].strip()}" if opts.get("mesh") else \
+    where = f"--mesh {opts.mesh.strip()}" if opts.mesh else \
         f"--cubes {spec.n_cubes} --pes {spec.pes}"
-    return (f"--system {spec.system.shape_text} --wiring {opts.get('wiring') or spec.wiring} "
+    return (f"--system {spec.system.shape_text} --wiring {opts.wiring or spec.wiring} "
             f"{where} --cube-start {spec.cube_start} --queue-depth {spec.queue_depth}")
 
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from pathlib import Path
 
 import click
 
 from meshproof.cli.options import (
+    cli_launches,
     current_pipeline,
     launch_options,
-    resolve_launch,
-    resolve_launches,
+    several,
     trace_limit_options,
     trace_limits,
 )
 from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps, schedule_to_json
 from meshproof.model.wiring import BUILTIN_WIRINGS
 from meshproof.panels import PANELS
@@ -55,16 +56,17 @@ def list_cmd(as_json: bool) -> int:
 @launch_options
 @trace_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule IR as JSON.")
-def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, **opts: Any) -> int:
+def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, launch: LaunchOptions,
+              launches_file: Path | None) -> int:
     """Trace KERNEL symbolically and print each rank's schedule."""
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    listed = resolve_launches(opts, pipeline.resolver)
-    if listed is not None:  # several launches at once
+    listed = cli_launches(launch, launches_file, pipeline.resolver)
+    if several(listed, launches_file):
         from meshproof.cli.deployments import trace_deployment
 
         return trace_deployment(listed, pipeline, as_json)
-    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
-    schedule = pipeline.tracer(kernel, launch)
+    (kernel, one), = listed.launches
+    schedule = pipeline.tracer(kernel, one)
     if as_json:
         click.echo(dumps(schedule_to_json(schedule)), nl=False)
         return ExitCode.OK

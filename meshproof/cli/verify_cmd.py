@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from meshproof.cli.diagram import check_diagram, diagram_options, draw_diagram
 from meshproof.cli.options import (
+    cli_launches,
     current_pipeline,
     launch_options,
-    resolve_launch,
-    resolve_launches,
+    several,
     trace_limit_options,
     trace_limits,
 )
 from meshproof.cli.progress import VerifyBar, working
+from meshproof.cli.verdict_print import console, print_verdict
 from meshproof.errors import OptionError
 from meshproof.gate.pipeline import one_launch, run_case
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
@@ -32,65 +30,6 @@ from meshproof.verify.properties import (
     check_numeric_assumptions,
     parse_properties,
 )
-from meshproof.verify.result import Status, Verdict
-
-_STYLE = {Status.PROVED: "green", Status.VIOLATED: "bold red", Status.UNKNOWN: "yellow"}
-MAX_PRINTED_DIAGNOSTICS = 24
-
-
-def console() -> Console:
-    tty = sys.stdout.isatty()
-    return Console(file=sys.stdout, width=None if tty else 110, highlight=False,
-                   color_system="auto" if tty else None, soft_wrap=not tty)
-
-
-def verdict_header(verdict: Verdict) -> str:
-    header = verdict.launch.header(verdict.depth)
-    if verdict.skipped:
-        header += "; not checked: " + ", ".join(p.value for p in verdict.skipped)
-    return header
-
-
-def print_verdict(verdict: Verdict, out: Console) -> None:
-    out.print(verdict_header(verdict), markup=False)
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("property")
-    table.add_column("status")
-    table.add_column("seconds", justify="right")
-    table.add_column("summary", overflow="fold")
-    for p in verdict.properties:
-        table.add_row(p.name.value, f"[{_STYLE[p.status]}]{p.status.value}[/]",
-                      f"{p.seconds:.2f}", p.message)
-    out.print(table)
-    if verdict.deadlock is not None:
-        depth = verdict.min_queue_depth
-        out.print(f"min_queue_depth: {depth if depth is not None else 'none up to the bound'}"
-                  "; rendezvous (D=0): "
-                  f"{'deadlock-free' if verdict.rendezvous is Status.PROVED else 'deadlocks'}")
-    for p in verdict.properties:
-        if p.counterexample is None:
-            continue
-        out.print(f"\n[bold]{p.name.value}[/]: {p.counterexample.summary}")
-        # A loop repeats the same fault at the same line: print it once, with a count.
-        grouped: dict[str, list[int]] = {}
-        for d in p.counterexample.diagnostics:
-            grouped.setdefault(d.format(), []).append(d.op_index if d.op_index is not None
-                                                      else -1)
-        for i, (text, ops) in enumerate(grouped.items()):
-            if i == MAX_PRINTED_DIAGNOSTICS:
-                out.print(f"... {len(grouped) - i} more (see --json)")
-                break
-            repeat = f" [x{len(ops)}: ops {_op_list(ops)}]" if len(ops) > 1 else ""
-            out.print(text + repeat, markup=False)
-    unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
-    for p in unknown:
-        out.print(f"\n[yellow]{p.name.value}[/]: unknown, not proved: {p.message}")
-
-
-def _op_list(ops: list[int]) -> str:
-    shown = ", ".join(f"#{o}" for o in ops[:6])
-    return shown + (", ..." if len(ops) > 6 else "")
-
 
 _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 
@@ -118,25 +57,27 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
               help="numeric_safety's assumption on the scores: |scale·q·kᵀ| <= this for "
                    "every query and key row (e.g. a logit soft-cap of 30); the tighter of it "
                    "and d_head·B²·scale bounds every score.")
-@click.option("--tolerance", "tolerance", type=float, default=None,
+@click.option("--rounding-tolerance", "--tolerance", "rounding_tolerance", type=float,
+              default=None, metavar="T",
               help="numeric_safety is proved when the rounding bound is within this times "
                    "max|V| (default: the simulator's: 5e-2 with bf16, 1e-2 with f16, 1e-5 "
-                   "all f32).")
+                   "all f32). --tolerance is its old spelling (deprecated).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
-               input_bound: float | None, score_bound: float | None, tolerance: float | None,
+               input_bound: float | None, score_bound: float | None,
+               rounding_tolerance: float | None,
                sarif_path: Path | None, trace_timeout: float,
-               trace_memory: int, **opts: Any) -> int:
+               trace_memory: int, launch: LaunchOptions, launches_file: Path | None) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
     counterexamples at the kernel's lines."""
     if input_bound is None:
-        input_bound = panel_input_bound(opts.get("panel"), opts.get("scale", "validation"))
+        input_bound = panel_input_bound(launch.panel, launch.scale)
     if not (math.isfinite(input_bound) and input_bound > 0):
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
-    check_numeric_assumptions(score_bound, tolerance)
+    check_numeric_assumptions(score_bound, rounding_tolerance)
     only_props, skip_props = parse_properties(only), parse_properties(skip)
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
@@ -147,8 +88,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         check_sarif_target(sarif_path)
     check_diagram(diagram, keep_dot)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    listed = resolve_launches(opts, pipeline.resolver)
-    if listed is not None:  # several launches at once
+    listed = cli_launches(launch, launches_file, pipeline.resolver)
+    if several(listed, launches_file):
         from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
@@ -156,17 +97,19 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
             return verify_launches(listed, pipeline, VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
-                input_bound=input_bound, score_bound=score_bound, tolerance=tolerance),
+                input_bound=input_bound, score_bound=score_bound,
+                rounding_tolerance=rounding_tolerance),
                 as_json, not no_timings, console())
-    kernel, launch = resolve_launch(**opts, resolver=pipeline.resolver)
+    (kernel, one), = listed.launches
     # a progress bar on a terminal once the run passes 2 s (never under --json): the
     # property being checked and the semantic analysis's ops
-    with VerifyBar(not as_json, f"verifying {launch.spec.kernel}") as bar:
-        config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
+    with VerifyBar(not as_json, f"verifying {one.spec.kernel}") as bar:
+        config = VerifyConfig(queue_depth=one.spec.queue_depth, timeout_s=timeout_s,
                               keep_smt2=smt2_path is not None, only=only_props,
                               skip=skip_props, input_bound=input_bound,
-                              score_bound=score_bound, tolerance=tolerance, progress=bar)
-        outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
+                              score_bound=score_bound,
+                              rounding_tolerance=rounding_tolerance, progress=bar)
+        outcome = run_case(one_launch(kernel, one), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule
     assert verdict is not None and schedule is not None  # verified here, not cached

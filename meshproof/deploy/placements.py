@@ -173,7 +173,7 @@ def _span(word: str, values: list[int]) -> str:
 def placement_starts(kernel: KernelRef, opts: LaunchOptions) -> tuple[Launch, ...]:
     """The launch at every cube_start where its cubes fit in the system."""
     first = build_launch(kernel, replace(opts, cube_start=0))
-    last = opts.system.n_cubes - first.spec.n_cubes
+    last = first.spec.system.n_cubes - first.spec.n_cubes
     return (first, *(build_launch(kernel, replace(opts, cube_start=k))
                      for k in range(1, last + 1)))
 

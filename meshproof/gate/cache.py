@@ -76,16 +76,13 @@ def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate:
         "schedule": schedule_to_json(schedule),
         "wiring_links": links,
         "simulate": simulate,
-        # what changes a decided verdict: the assumption numeric_safety rests on, the
-        # depth and the properties checked (budgets only ever make a verdict unknown,
-        # which is never stored)
-        "input_bound": config.input_bound,
-        "score_bound": config.score_bound,
-        "tolerance": config.tolerance,
-        "queue_depth": config.queue_depth,
-        "properties": [p.value for p in config.selected()],
+        # what changes a decided verdict, as VerifyConfig's field metadata says (budgets
+        # only ever make a verdict unknown, which is never stored)
+        "config": config.verdict_fields(),
     }
-    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    # a kernel argument may be inf or nan (--arg x=inf): the key spells them, as JSON
+    # cannot
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from meshproof.errors import ConfigError
@@ -78,3 +80,71 @@ def check_timeout(value: object, where: str, key: str = "timeout") -> float:
         raise ConfigError(f"{where}: {key} must be a positive number of seconds, got "
                           f"{value!r}")
     return float(value)
+
+
+def check_simulate(raw: dict[str, Any], key: str, where: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key} must be a boolean (true/false), got {value!r}")
+    return value
+
+
+def check_rlimit(raw: dict[str, Any], key: str, where: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: {key} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _timeout(raw: dict[str, Any], key: str, where: str) -> float | None:
+    return check_timeout(raw[key], where, key) if key in raw else None
+
+
+def _rounding_tolerance(raw: dict[str, Any], key: str, where: str) -> float | None:
+    """rounding_tolerance, or its deprecated spelling `tolerance` (not both)."""
+    if DEPRECATED_TOLERANCE in raw:
+        if key in raw:
+            raise ConfigError(f"{where}: rounding_tolerance and tolerance (its deprecated "
+                              "spelling) are both given; keep rounding_tolerance")
+        return check_positive(raw, DEPRECATED_TOLERANCE, where)
+    return check_positive(raw, key, where)
+
+
+# the old spelling of rounding_tolerance, still read (deprecated: the word "tolerance" also
+# names the simulator's check threshold, which this key never set)
+DEPRECATED_TOLERANCE = "tolerance"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckKey:
+    """One check key of a case: how a verdict is reached, not what is launched. `flag`:
+    the `meshproof verify` flag that means the same ("" : none); `testing`: a keyword of
+    meshproof.testing's assertions. tests/test_gate_case_values.py holds the front ends
+    to this table."""
+
+    key: str
+    read: Callable[[dict[str, Any], str, str], object]
+    flag: str = ""
+    testing: bool = False
+
+
+CHECK_KEYS: tuple[CheckKey, ...] = (
+    CheckKey("timeout", _timeout, "--timeout", testing=True),
+    CheckKey("rlimit", check_rlimit),
+    CheckKey("trace_timeout", _timeout, "--trace-timeout"),
+    CheckKey("simulate", check_simulate, testing=True),
+    CheckKey("input_bound", check_positive, "--input-bound", testing=True),
+    CheckKey("score_bound", check_positive, "--score-bound", testing=True),
+    CheckKey("rounding_tolerance", _rounding_tolerance, "--rounding-tolerance", testing=True),
+    CheckKey("only", check_properties, "--only"),
+    CheckKey("skip", check_properties, "--skip"),
+)
+CHECK_KEY_NAMES = tuple(row.key for row in CHECK_KEYS)
+
+
+def read_checks(raw: dict[str, Any], where: str) -> dict[str, object]:
+    """The check keys of a case, each read by its row (absent: the row's default)."""
+    return {row.key: row.read(raw, row.key, where) for row in CHECK_KEYS
+            if row.key in raw or row.key != "timeout"}

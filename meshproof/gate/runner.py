@@ -149,7 +149,8 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
         rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit,
         input_bound=case.input_bound if case.input_bound is not None else
         panel_input_bound(case.panel, case.scale), score_bound=case.score_bound,
-        tolerance=case.tolerance, only=frozenset(case.only), skip=frozenset(case.skip))
+        rounding_tolerance=case.rounding_tolerance, only=frozenset(case.only),
+        skip=frozenset(case.skip))
     return verify_config, SimConfig(timing=False)
 
 

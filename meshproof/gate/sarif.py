@@ -259,7 +259,7 @@ def verdict_sarif(verdict: Verdict, schedule: Schedule | None, kernel_place: Pla
 def _kernel_place(result: CaseResult) -> Place | None:
     case = result.case
     try:
-        site = resolve_kernel(case.kernel_path or case.kernel).site
+        site = resolve_kernel(case.launch.kernel or case.kernel).site
     except MeshproofError:
         return None
     return Place(site.display_file, site.def_line)

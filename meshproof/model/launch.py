@@ -7,42 +7,21 @@ cube id, so a launch at `cube_start=8` sees cubes 8.. (as kernbench does).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from meshproof.errors import LaunchError
 from meshproof.model.hardware import DEFAULT_PROFILE
+from meshproof.model.launch_options import DEFAULT_SHARDED, MAX_QUEUE_DEPTH, LaunchOptions
+from meshproof.model.launch_values import MaskChoice
 from meshproof.model.loader import KernelRef
 from meshproof.model.masks import Mask
-from meshproof.model.schedule import DEFAULT_OUTPUTS, GroupMode, Harness, LaunchSpec, Scalar
-from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, Endpoint, System, parse_mesh
+from meshproof.model.schedule import DEFAULT_OUTPUTS, Harness, LaunchSpec, Scalar
+from meshproof.model.topology import DEFAULT_SYSTEM, MAX_CUBES, Endpoint, parse_mesh
 from meshproof.model.wiring import Wiring, build_wiring
 
-DEFAULT_SHARDED = ("k_ptr", "v_ptr")
-MAX_QUEUE_DEPTH = 1 << 16
 # Kernel parameters meshproof fills from the launch when the user does not pass them.
 LAUNCH_FILLED = ("n_ranks", "cube_start", "mesh_rows", "mesh_cols")
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchOptions:
-    """What a user says about a launch (CLI flags, a panel, a gate case)."""
-
-    system: System = DEFAULT_SYSTEM
-    pes: int | None = None
-    wiring: str | None = None
-    cubes: int | None = None
-    cube_start: int | None = None   # None: the kernel's (0 unless a built-in says otherwise)
-    mesh: str | None = None
-    args: tuple[tuple[str, Scalar], ...] = ()
-    sharded: tuple[str, ...] = DEFAULT_SHARDED
-    queue_depth: int | None = None
-    harness: str | None = None
-    defaults: dict[str, Scalar] = field(default_factory=dict)
-    groups: GroupMode | None = None     # None: the kernel's own (launch for user kernels)
-    outputs: tuple[str, ...] = DEFAULT_OUTPUTS
-    softmax_scale: float | None = None     # the reference's scale; also the kernel's sm_scale
-    empty_shards: tuple[Endpoint, ...] = ()
-    mask: str | None = None     # --mask (model/masks.py); None: the kernel's own, if any
+__all__ = ["DEFAULT_SHARDED", "MAX_QUEUE_DEPTH", "Launch", "LaunchOptions", "build_launch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +49,9 @@ def parse_harness(name: str, kernel: str) -> Harness:
 
 
 def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
-    system = opts.system
+    """The launch `opts` describe for `kernel` (opts.kernel, panel and scale are the front
+    ends' business: see deploy/launches.py); unset fields take their defaults."""
+    system = opts.system or DEFAULT_SYSTEM
     pes = _pes(opts)
     if opts.queue_depth is not None and not 0 <= opts.queue_depth <= MAX_QUEUE_DEPTH:
         raise LaunchError(f"queue depth {opts.queue_depth} is out of range 0..{MAX_QUEUE_DEPTH}")
@@ -82,7 +63,7 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
     ptrs = [n for n in params if n.endswith("_ptr")]
     values = _argument_values(kernel, opts, params, ptrs, cubes=cubes, pes=pes, mesh=mesh,
                               cube_start=cube_start)
-    sharded = tuple(s for s in opts.sharded if s)
+    sharded = tuple(s for s in (opts.sharded or DEFAULT_SHARDED) if s)
     unknown_sharded = sorted(set(sharded) - set(ptrs))
     if unknown_sharded and sharded != DEFAULT_SHARDED:
         raise LaunchError(f"--sharded names {', '.join(unknown_sharded)}, which are not buffer "
@@ -94,20 +75,22 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
         system=system, pes=pes, n_cubes=cubes, cube_start=cube_start,
         args=tuple(sorted(values.items())), queue_depth=depth,
         sharded=tuple(s for s in sharded if s in ptrs),
-        harness=parse_harness(opts.harness or kernel.harness, kernel.name),
+        harness=opts.harness or parse_harness(kernel.harness, kernel.name),
         groups=opts.groups if opts.groups is not None else kernel.default_groups,
-        outputs=_outputs(opts.outputs, ptrs, kernel.name), softmax_scale=opts.softmax_scale,
+        outputs=_outputs(opts.outputs or DEFAULT_OUTPUTS, ptrs, kernel.name),
+        softmax_scale=opts.softmax_scale,
         empty_shards=_empty(opts.empty_shards, cube_start, cubes, pes),
         mask=_mask(opts.mask, kernel.default_mask))
     return Launch(spec, wiring, ordered)
 
 
-def _mask(given: str | None, default: str | None) -> Mask | None:
+def _mask(given: MaskChoice | None, default: str | None) -> Mask | None:
     """--mask, else the kernel's declared mask; `none` launches a masked kernel unmasked."""
-    text = given if given is not None else default
-    if text is None or text.strip() == "none":
+    if isinstance(given, Mask):
+        return given
+    if given == "none" or default is None or default.strip() == "none":
         return None
-    return Mask.parse(text)
+    return Mask.parse(default)
 
 
 def _outputs(outputs: tuple[str, ...], ptrs: list[str], kernel: str) -> tuple[str, ...]:
@@ -132,7 +115,7 @@ def _empty(eps: tuple[Endpoint, ...], cube_start: int, cubes: int,
 
 
 def _pes(opts: LaunchOptions) -> int:
-    system = opts.system
+    system = opts.system or DEFAULT_SYSTEM
     pes = opts.pes if opts.pes is not None else system.pes
     if pes < 1:
         raise LaunchError(f"--pes {pes} launches no PE: launch 1..{system.pes} PEs per cube")
@@ -145,7 +128,7 @@ def _pes(opts: LaunchOptions) -> int:
 def _cubes(kernel: KernelRef, opts: LaunchOptions,
            cube_start: int) -> tuple[int, tuple[int, int] | None]:
     """How many cubes the launch takes, and the kernel's sub-mesh (rows, cols) if any."""
-    system = opts.system
+    system = opts.system or DEFAULT_SYSTEM
     mesh = opts.mesh if opts.mesh is not None else (
         kernel.default_mesh if opts.cubes is None else None)
     rows_cols = parse_mesh(mesh) if mesh is not None else None
@@ -176,7 +159,6 @@ def _argument_values(kernel: KernelRef, opts: LaunchOptions,
     """The kernel's scalar arguments: given, else the defaults, else filled from the launch."""
     explicit = dict(opts.args)
     defaults = dict(kernel.defaults)
-    defaults.update(opts.defaults)
     unknown = sorted(set(explicit) - set(params))
     if unknown:
         raise LaunchError(f"kernel {kernel.name} has no parameter(s) {', '.join(unknown)}; "

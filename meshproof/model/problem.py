@@ -50,6 +50,25 @@ class ProblemUnavailable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ProblemShape:
+    """The shapes and scale of the attention problem a launch computes: what the verifier's
+    Problem and the simulator's harness both read (`problem_shape` checks them, once)."""
+
+    harness: Harness
+    S_q: int
+    S_kv_per_rank: int
+    h_q: int
+    h_kv: int
+    d_head: int
+    scale: float
+    scale_source: str               # where the scale came from, in words
+
+    @property
+    def gqa(self) -> int:
+        return self.h_q // self.h_kv
+
+
+@dataclass(frozen=True, slots=True)
 class ProblemGroup:
     index: int
     ranks: tuple[int, ...]       # rank indices (into Schedule.programs), in endpoint order
@@ -62,15 +81,9 @@ class ProblemGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Problem:
-    harness: Harness
-    S_q: int
-    S_kv_per_rank: int
-    h_q: int
-    h_kv: int
-    d_head: int
-    scale: float
-    scale_source: str               # where the scale came from, in words
+class Problem(ProblemShape):
+    """The shapes (ProblemShape) and the groups: who holds which KV shard and Q block."""
+
     mode: GroupMode
     groups: tuple[ProblemGroup, ...]
     group_of: tuple[int, ...]       # per rank: its group index
@@ -79,10 +92,6 @@ class Problem:
     outputs: tuple[str, ...]
     empty: frozenset[int] = frozenset()     # rank indices whose KV slice is empty
     mask: Mask | None = None                # the launch's mask; None: every key allowed
-
-    @property
-    def gqa(self) -> int:
-        return self.h_q // self.h_kv
 
     def kv_rows(self, group: int) -> int:
         return self.groups[group].n_shards * self.S_kv_per_rank
@@ -154,12 +163,35 @@ class Problem:
 def _dim(schedule: Schedule, name: str, default: int | None = None) -> int:
     value = schedule.launch.arg(name, default)
     if value is None:
-        raise ProblemUnavailable(f"the kernel has no argument {name}: meshproof cannot tell "
-                                 f"the attention shapes (pass --arg {name}=N)")
+        raise ProblemUnavailable(f"the kernel {schedule.launch.kernel} has no argument {name}: "
+                                 f"meshproof cannot tell the attention shapes; pass --arg "
+                                 f"{name}=N")
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ProblemUnavailable(f"kernel argument {name}={value!r} must be a positive int "
-                                 "for the attention problem")
+                                 f"for the attention problem; pass --arg {name}=N with N >= 1")
     return value
+
+
+def problem_shape(schedule: Schedule, softmax_scale: float | None = None) -> ProblemShape:
+    """The launch's attention shapes and scale, checked (ProblemUnavailable, with the
+    fix): the one place the kernel arguments d_head, h_q, h_kv, S_q, S_kv_per_rank and
+    sm_scale are read as an attention problem."""
+    spec = schedule.launch
+    d_head = _dim(schedule, "d_head")
+    h_q, h_kv = _dim(schedule, "h_q", 1), _dim(schedule, "h_kv", 1)
+    if h_q % h_kv:
+        raise ProblemUnavailable(f"h_q={h_q} must be a multiple of h_kv={h_kv} (each kv head "
+                                 "serves h_q/h_kv q heads); pass --arg h_q=... a multiple of "
+                                 "h_kv")
+    sm_scale = spec.arg("sm_scale")
+    if sm_scale is not None and not (
+            isinstance(sm_scale, (int, float)) and not isinstance(sm_scale, bool) and
+            math.isfinite(sm_scale)):
+        raise ProblemUnavailable(f"sm_scale={sm_scale!r} must be a finite number; pass "
+                                 "--softmax-scale X (or leave it out for 1/sqrt(d_head))")
+    S_q, S_kv = _dim(schedule, "S_q"), _dim(schedule, "S_kv_per_rank")
+    scale, source = reference_scale(schedule, softmax_scale, d_head)
+    return ProblemShape(spec.harness, S_q, S_kv, h_q, h_kv, d_head, scale, source)
 
 
 def group_ranks(schedule: Schedule, mode: GroupMode) -> list[list[int]]:
@@ -212,12 +244,7 @@ def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
         raise ProblemUnavailable("name the K and V buffers with --sharded K_PTR,V_PTR (two "
                                  f"buffers; got {', '.join(spec.sharded) or 'none'})")
     k_ptr, v_ptr = spec.sharded[0], spec.sharded[1]
-    d_head = _dim(schedule, "d_head")
-    h_q, h_kv = _dim(schedule, "h_q", 1), _dim(schedule, "h_kv", 1)
-    if h_q % h_kv:
-        raise ProblemUnavailable(f"h_q={h_q} is not a multiple of h_kv={h_kv}")
-    S_q, S_kv = _dim(schedule, "S_q"), _dim(schedule, "S_kv_per_rank")
-    scale, source = reference_scale(schedule, softmax_scale, d_head)
+    shape = problem_shape(schedule, softmax_scale)
     groups: list[ProblemGroup] = []
     group_of = [0] * len(schedule.programs)
     sharded = set(spec.sharded)
@@ -234,5 +261,6 @@ def attention_problem(schedule: Schedule, mode: GroupMode = GroupMode.LAUNCH,
         groups.append(ProblemGroup(gi, tuple(ranks), tuple(shards), tuple(q_blocks)))
     # empty slices (--empty-shard) are numeric_safety's question only: it re-evaluates
     # with `empty` set; every other analysis judges the launch as it is
-    return Problem(harness, S_q, S_kv, h_q, h_kv, d_head, scale, source, mode, tuple(groups),
+    return Problem(harness, shape.S_q, shape.S_kv_per_rank, shape.h_q, shape.h_kv,
+                   shape.d_head, shape.scale, shape.scale_source, mode, tuple(groups),
                    tuple(group_of), k_ptr, v_ptr, outputs, mask=spec.mask)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from meshproof.gate.matrix import GateCase
 from meshproof.kernels import BUILTIN_KERNELS
+from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.schedule import Scalar
+from meshproof.model.topology import System
 from meshproof.panels import PANEL_NAMES, get_panel
 from meshproof.sim.inputs import InputKind
 from meshproof.verify.properties import Property
@@ -54,10 +56,11 @@ def _case(name: str, kernel: str, why: str, *violated: Property, numerics_bad: b
           args: tuple[tuple[str, Scalar], ...] = ()) -> ReportCase:
     """A validation-scale run, simulated; a schedule that deadlocks cannot be simulated,
     which the judge counts as out of tolerance."""
+    launch = LaunchOptions(kernel=kernel, wiring=wiring, cubes=cubes, cube_start=cube_start,
+                           mesh=mesh, queue_depth=queue_depth, args=tuple(sorted(args)))
     case = GateCase(name, kernel, violated=violated,
-                    numerics_violated=numerics_bad or DF in violated, wiring=wiring,
-                    cubes=cubes, cube_start=cube_start, mesh=mesh, queue_depth=queue_depth,
-                    args=tuple(sorted(args)), simulate=True, tolerance=REPORT_TOLERANCE)
+                    numerics_violated=numerics_bad or DF in violated, written=launch,
+                    simulate=True, rounding_tolerance=REPORT_TOLERANCE)
     return ReportCase(case, why, inputs)
 
 
@@ -117,9 +120,10 @@ def panel_cases(scale: str) -> tuple[ReportCase, ...]:
     """The four panels, every property proved; numerics judged at validation scale only
     (headline numerics are the simulation benchmark's)."""
     return tuple(
-        ReportCase(GateCase(f"panel_{name}", get_panel(name, scale).kernel, panel=name,
-                            scale=scale, simulate=scale == "validation",
-                            tolerance=REPORT_TOLERANCE if scale == "validation" else
+        ReportCase(GateCase(f"panel_{name}", get_panel(name, scale).kernel,
+                            written=LaunchOptions(panel=name, scale=scale),
+                            simulate=scale == "validation",
+                            rounding_tolerance=REPORT_TOLERANCE if scale == "validation" else
                             HEADLINE_TOLERANCE),
                    get_panel(name, scale).description)
         for name in PANEL_NAMES)
@@ -152,9 +156,10 @@ def _scaling_case(name: str, scale: str, h_q: int, users: int) -> ScalingCase:
     if "users" in params:
         args["users"] = users
     mesh = f"{panel.mesh[0]}x{panel.mesh[1]}" if panel.mesh else None
-    case = GateCase(f"scaling_{name}_b{users}_hq{h_q}", kernel, system=panel.system.shape_text,
-                    wiring=wiring, cubes=None if mesh else panel.cubes, mesh=mesh,
-                    cube_start=panel.launches[0], args=tuple(sorted(args.items())))
+    case = GateCase(f"scaling_{name}_b{users}_hq{h_q}", kernel, written=LaunchOptions(
+        kernel=kernel, system=panel.system, wiring=wiring,
+        cubes=None if mesh else panel.cubes, mesh=mesh, cube_start=panel.launches[0],
+        args=tuple(sorted(args.items()))))
     return ScalingCase(ReportCase(case, f"{name}, B={users}, with {h_q} q head(s) per cube"),
                        name, h_q, users)
 
@@ -172,12 +177,17 @@ STEP_MESHES = ((1, 4), (2, 4), (4, 4), (4, 8), (8, 8))
 def step_cases(meshes: tuple[tuple[int, int], ...] = STEP_MESHES) -> tuple[ReportCase, ...]:
     out = []
     for rows, cols in meshes:
-        system = f"1x{rows}x{cols}"
+        system = System(1, rows, cols)
         n = rows * cols
-        out.append(ReportCase(GateCase(f"steps_1d_{rows}x{cols}", "mesh_mlo_1d", system=system,
-                                       wiring="cube_ring", cubes=n, args=(("rank_axis", 1),)),
+        out.append(ReportCase(GateCase(f"steps_1d_{rows}x{cols}", "mesh_mlo_1d",
+                                       written=LaunchOptions(
+                                           kernel="mesh_mlo_1d", system=system,
+                                           wiring="cube_ring", cubes=n,
+                                           args=(("rank_axis", 1),))),
                               f"1D fan-out over {n} cubes (ring wiring, line schedule)"))
-        out.append(ReportCase(GateCase(f"steps_2d_{rows}x{cols}", "mesh_mlo_2d", system=system,
-                                       wiring="cube_mesh", mesh=f"{rows}x{cols}"),
+        out.append(ReportCase(GateCase(f"steps_2d_{rows}x{cols}", "mesh_mlo_2d",
+                                       written=LaunchOptions(
+                                           kernel="mesh_mlo_2d", system=system,
+                                           wiring="cube_mesh", mesh=f"{rows}x{cols}")),
                               f"2D all-reduce on a {rows}x{cols} cube mesh"))
     return tuple(out)

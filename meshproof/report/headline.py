@@ -35,10 +35,10 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
                  config: VerifyConfig) -> dict[str, Any]:
     panel = get_panel(name, scale)
     listed = panel_launches(panel, scale, resolver=pipeline.resolver)
-    tolerance = config.tolerance if config.tolerance is not None else \
+    tolerance = config.rounding_tolerance if config.rounding_tolerance is not None else \
         HEADLINE_TOLERANCE if scale == "headline" else REPORT_TOLERANCE
     outcome = run_case(listed, simulate=True, verify_config=replace(
-        config, input_bound=panel.input_bound, tolerance=tolerance),
+        config, input_bound=panel.input_bound, rounding_tolerance=tolerance),
         sim_config=SimConfig(numerics=False),
         pipeline=pipeline, deployment=True)
     result, simulation = outcome.deployment_verdict, outcome.deployment_simulation

@@ -111,8 +111,9 @@ def _run(rc: ReportCase, options: SweepOptions, *, verify: bool) -> CaseOutcome:
     sim_config = SimConfig(seed=options.seed, numerics=verify and rc.case.simulate,
                            inputs=rc.inputs)
     config = options.verify_config
-    if config.tolerance is None and rc.case.tolerance is not None:
-        config = replace(config, tolerance=rc.case.tolerance)   # the case's own, stated
+    if config.rounding_tolerance is None and rc.case.rounding_tolerance is not None:
+        # the case's own, stated
+        config = replace(config, rounding_tolerance=rc.case.rounding_tolerance)
     return run_case(one_launch(ref, launch), simulate=True, verify=verify,
                     verify_config=config, sim_config=sim_config, pipeline=p)
 

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from meshproof.errors import HarnessError, TimeBudgetExceeded
 from meshproof.model.channels import ChannelTable
+from meshproof.model.problem import ProblemShape
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for
 from meshproof.model.topology import Endpoint
@@ -31,10 +32,10 @@ from meshproof.sim.config import NumericProgress
 from meshproof.sim.groups import Group, find_groups, group_classes
 from meshproof.sim.harness import (
     O_PTR,
-    AttentionShape,
     Buffer,
     GroupLayout,
     Memory,
+    attention_shape,
     batch_inputs,
     group_layout,
     kv_names,
@@ -68,7 +69,7 @@ class ClassPlan:
 class NumericPlan:
     """Everything decided before any array is allocated (bad shapes and sizes fail here)."""
 
-    shape: AttentionShape
+    shape: ProblemShape
     tolerance: float
     dtypes: tuple[str, ...]
     groups: tuple[Group, ...]
@@ -96,7 +97,7 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
     `workers` (batches evaluated at once, in threads) a class is split into at least that
     many batches where it can be, and that many batches must fit at once. A `witness`
     whose inputs do not fit the launch is refused here (WitnessFileError)."""
-    shape = AttentionShape.from_schedule(schedule)
+    shape = attention_shape(schedule)
     if witness is None and kind is InputKind.PEAKED and shape.scale == 0.0:
         # peaked keys are placed to score ln(kv rows) + 5 - i *after* scaling
         raise HarnessError("peaked inputs need a non-zero softmax scale (with scale 0 every "
@@ -129,7 +130,7 @@ def plan_numerics(schedule: Schedule, table: ChannelTable, chunk_bytes: int,
     return NumericPlan(shape, tol, dtypes, groups, tuple(plans), replay)
 
 
-def _too_big(schedule: Schedule, shape: AttentionShape, ranks: int, memory: MemoryEstimate,
+def _too_big(schedule: Schedule, shape: ProblemShape, ranks: int, memory: MemoryEstimate,
              available: int) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in (
         ("S_q", shape.S_q), ("S_kv_per_rank", shape.S_kv_per_rank), ("h_q", shape.h_q),

@@ -13,7 +13,6 @@ buffers are `Generated`: rows come from the input generator when a load asks for
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,9 +22,10 @@ import numpy.typing as npt
 from meshproof.errors import HarnessError
 from meshproof.model.problem import (
     Problem,
+    ProblemShape,
     ProblemUnavailable,
     attention_problem,
-    reference_scale,
+    problem_shape,
 )
 from meshproof.model.schedule import DType, Harness, OpKind, Schedule
 from meshproof.sim.groups import Group
@@ -35,51 +35,13 @@ from meshproof.sim.rounding import F32
 Q_PTR, K_PTR, V_PTR, O_PTR = "q_ptr", "k_ptr", "v_ptr", "o_ptr"
 
 
-@dataclass(frozen=True, slots=True)
-class AttentionShape:
-    harness: Harness
-    S_q: int
-    S_kv_per_rank: int
-    h_q: int
-    h_kv: int
-    d_head: int
-    scale: float
-    scale_source: str = ""      # where the reference's scale comes from, in words
-
-    @property
-    def group_size(self) -> int:
-        return self.h_q // self.h_kv
-
-    @staticmethod
-    def from_schedule(schedule: Schedule) -> AttentionShape:
-        spec = schedule.launch
-
-        def dim(name: str, default: int | None = None) -> int:
-            value = spec.arg(name, default)
-            if value is None:
-                raise HarnessError(
-                    f"the {spec.harness.value} harness needs kernel argument {name} (the kernel "
-                    f"{spec.kernel} has none); pass --arg {name}=N")
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise HarnessError(f"kernel argument {name}={value!r} must be a positive int "
-                                   f"for the simulator's harness; pass --arg {name}=N with "
-                                   "N >= 1")
-            return value
-
-        d_head = dim("d_head")
-        h_q, h_kv = dim("h_q", 1), dim("h_kv", 1)
-        if h_q % h_kv:
-            raise HarnessError(f"h_q={h_q} must be a multiple of h_kv={h_kv} (each kv head "
-                               "serves h_q/h_kv q heads); pass --arg h_q=... a multiple of h_kv")
-        sm_scale = spec.arg("sm_scale")
-        if sm_scale is not None and not (
-                isinstance(sm_scale, (int, float)) and not isinstance(sm_scale, bool) and
-                math.isfinite(sm_scale)):
-            raise HarnessError(f"sm_scale={sm_scale!r} must be a finite number; pass "
-                               "--softmax-scale X (or leave it out for 1/sqrt(d_head))")
-        scale, source = reference_scale(schedule, spec.softmax_scale, d_head)
-        return AttentionShape(spec.harness, dim("S_q"), dim("S_kv_per_rank"), h_q, h_kv,
-                              d_head, scale, source)
+def attention_shape(schedule: Schedule) -> ProblemShape:
+    """The shapes and scale the harness builds inputs for (model/problem.py checks them,
+    as for the verifier); a launch without them is bad input for the simulator."""
+    try:
+        return problem_shape(schedule, schedule.launch.softmax_scale)
+    except ProblemUnavailable as exc:
+        raise HarnessError(f"the {schedule.launch.harness.value} harness: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +59,7 @@ class GroupLayout:
     roles: tuple[RankRole, ...]     # in group order
     n_shards: int
     n_q_blocks: int
-    shape: AttentionShape
+    shape: ProblemShape
     # (q_rows, kv_rows): the keys each query row may see under the launch's mask, from the
     # positions model/problem.py gives each rank's query and key rows; None: no mask
     allowed: npt.NDArray[np.bool_] | None = None
@@ -143,7 +105,7 @@ def launch_problem(schedule: Schedule) -> Problem | None:
         return None
 
 
-def group_layout(schedule: Schedule, group: Group, shape: AttentionShape,
+def group_layout(schedule: Schedule, group: Group, shape: ProblemShape,
                  problem: Problem | None = None) -> GroupLayout:
     """Each rank's KV shard and Q block, as the verifier's attention problem assigns them
     (model/problem.py: one derivation, so the simulator checks the ranks the verifier

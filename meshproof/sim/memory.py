@@ -55,7 +55,7 @@ def estimate_batch(plan: GroupPlan, layout: GroupLayout, batch: int) -> MemoryEs
     pool = pool_rows(s.d_head) * s.d_head * 2 * 4      # the signed float32 pool
     # per group its reference output, and one group's working set at a time
     reference = batch * layout.q_rows * s.h_q * s.d_head * 8 + working_bytes(
-        layout.q_rows * s.group_size, layout.kv_rows, s.h_kv, s.d_head)
+        layout.q_rows * s.gqa, layout.kv_rows, s.h_kv, s.d_head)
     return MemoryEstimate(batch * layout.q_bytes + pool, batch * outputs,
                           batch * LIVE_LARGEST * plan.largest * 4, reference)
 

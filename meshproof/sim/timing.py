@@ -15,15 +15,12 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import assert_never
 
 from meshproof.errors import ConfigError, SimulationRefused
 from meshproof.model.channels import ChannelTable, OpRef, PortStatus
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.schedule import (
-    ELEMENTWISE_BINARY,
-    ELEMENTWISE_UNARY,
-    MASK_KINDS,
-    REDUCTIONS,
     Op,
     OpKind,
     Schedule,
@@ -137,23 +134,31 @@ def _link_cost(hw: HardwareProfile, cls: str | None) -> LinkCost:
 def op_cost(op: Op, arg_shapes: tuple[tuple[int, ...], ...], hw: HardwareProfile) -> float:
     """Seconds an op keeps its rank busy (sends: injection only; the link latency is
     added to the message's arrival)."""
-    kind = op.kind
     elems = math.prod(op.shape)
-    if kind in (OpKind.LOAD, OpKind.STORE):
-        return hw.dma_latency_s + op.nbytes / hw.dma_bandwidth_Bps
-    if kind is OpKind.RESHAPE:
-        return 0.0  # a metadata view
-    if kind is OpKind.DOT:
-        inner = arg_shapes[0][-1] if arg_shapes and arg_shapes[0] else 1
-        return hw.op_overhead_s + 2.0 * elems * inner / hw.gemm_flops_per_pe
-    if kind in REDUCTIONS or kind is OpKind.SOFTMAX:
-        n_in = math.prod(arg_shapes[0]) if arg_shapes else elems
-        passes = SOFTMAX_PASSES if kind is OpKind.SOFTMAX else 1
-        return hw.op_overhead_s + passes * n_in / hw.vector_elems_per_s
-    if kind in ELEMENTWISE_BINARY or kind in ELEMENTWISE_UNARY or kind in (
-            OpKind.CAST, OpKind.FULL, OpKind.TRANS) or kind in MASK_KINDS:
-        return hw.op_overhead_s + elems / hw.vector_elems_per_s
-    return hw.op_overhead_s  # send/recv: the transfer is charged separately
+    vector = hw.op_overhead_s + elems / hw.vector_elems_per_s
+    # every kind named: a new op kind fails mypy here (assert_never) until it has a cost
+    match op.kind:
+        case OpKind.LOAD | OpKind.STORE:
+            return hw.dma_latency_s + op.nbytes / hw.dma_bandwidth_Bps
+        case OpKind.RESHAPE:
+            return 0.0  # a metadata view
+        case OpKind.DOT:
+            inner = arg_shapes[0][-1] if arg_shapes and arg_shapes[0] else 1
+            return hw.op_overhead_s + 2.0 * elems * inner / hw.gemm_flops_per_pe
+        case OpKind.MAX | OpKind.SUM | OpKind.SOFTMAX:
+            n_in = math.prod(arg_shapes[0]) if arg_shapes else elems
+            passes = SOFTMAX_PASSES if op.kind is OpKind.SOFTMAX else 1
+            return hw.op_overhead_s + passes * n_in / hw.vector_elems_per_s
+        case (OpKind.ADD | OpKind.SUB | OpKind.MUL | OpKind.DIV | OpKind.MAXIMUM
+              | OpKind.MINIMUM | OpKind.EXP | OpKind.EXP2 | OpKind.LOG | OpKind.LOG2
+              | OpKind.LOG1P | OpKind.SIGMOID | OpKind.NEG | OpKind.CAST | OpKind.FULL
+              | OpKind.TRANS | OpKind.ARANGE | OpKind.WHERE | OpKind.LT | OpKind.LE
+              | OpKind.GT | OpKind.GE | OpKind.EQ | OpKind.NE):
+            return vector
+        case OpKind.SEND | OpKind.RECV:
+            return hw.op_overhead_s  # the transfer is charged separately
+        case _:
+            assert_never(op.kind)
 
 
 def arg_shapes(ops: tuple[Op, ...]) -> list[tuple[tuple[int, ...], ...]]:

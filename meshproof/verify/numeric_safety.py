@@ -197,8 +197,8 @@ def _culprits(schedule: Schedule, forms: Forms, parts: tuple[float, ...]
 
 def _tolerance(ctx: CheckContext) -> tuple[float, str]:
     """T and where it comes from: --tolerance, else the simulator's for this schedule."""
-    if ctx.config.tolerance is not None:
-        return ctx.config.tolerance, "stated"
+    if ctx.config.rounding_tolerance is not None:
+        return ctx.config.rounding_tolerance, "stated"
     return tolerance_for(ctx.schedule)[0], tolerance_source(ctx.schedule)
 
 

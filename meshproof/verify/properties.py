@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -61,7 +61,7 @@ def check_numeric_assumptions(score_bound: float | None, tolerance: float | None
                               where: str = "--") -> None:
     """OptionError unless the score bound and the tolerance (when given) are positive and
     finite; `where` names them as the user wrote them (`--` for flags, `` for gate keys)."""
-    for name, value in (("score-bound", score_bound), ("tolerance", tolerance)):
+    for name, value in (("score-bound", score_bound), ("rounding-tolerance", tolerance)):
         if value is not None and not (math.isfinite(value) and value > 0):
             key = f"--{name}" if where == "--" else f"{where}{name.replace('-', '_')}"
             raise OptionError(f"{key} must be a positive, finite number, got {value:g}")
@@ -82,22 +82,52 @@ class VerifyProgress:
 ProgressSink = Callable[[VerifyProgress], None]
 
 
+VERDICT_KEY = "in_verdict"
+IN_VERDICT = {VERDICT_KEY: True}
+NOT_IN_VERDICT = {VERDICT_KEY: False}
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyConfig:
-    """How `verify` runs: queue depth, solver budgets, which properties."""
+    """How `verify` runs: queue depth, solver budgets, which properties.
 
-    queue_depth: int | None = None      # None: the launch's queue depth
-    timeout_s: float = 60.0             # per solver call (wall clock, a safety net)
-    rlimit: int = 200_000_000           # deterministic Z3 resource limit per call
-    stuck_state_max_ops: int = 600      # full stuck-state search only up to this many comm ops
-    keep_smt2: bool = False             # keep the certificate query text in the verdict
-    input_bound: float = DEFAULT_INPUT_BOUND   # numeric_safety's assumption: |every input| <= this
-    score_bound: float | None = None    # and, when set, |scale·q·kᵀ| <= this (every score)
-    tolerance: float | None = None      # numeric_safety's T (None: model/tolerance.py's)
-    only: frozenset[Property] = frozenset()   # empty: every property
-    skip: frozenset[Property] = frozenset()
+    Every field says, in its metadata, whether a decided verdict depends on it
+    (`IN_VERDICT`) or not (`NOT_IN_VERDICT`: a budget only ever makes a verdict unknown,
+    which is never cached; a display hook). The gate's cache key is the fields in the
+    verdict (`verdict_fields`), so a new field is in the key unless it says otherwise."""
+
+    queue_depth: int | None = field(default=None, metadata=IN_VERDICT)  # None: the launch's
+    # per solver call (wall clock, a safety net)
+    timeout_s: float = field(default=60.0, metadata=NOT_IN_VERDICT)
+    # deterministic Z3 resource limit per call
+    rlimit: int = field(default=200_000_000, metadata=NOT_IN_VERDICT)
+    # full stuck-state search only up to this many comm ops
+    stuck_state_max_ops: int = field(default=600, metadata=NOT_IN_VERDICT)
+    # keep the certificate query text in the verdict
+    keep_smt2: bool = field(default=False, metadata=NOT_IN_VERDICT)
+    # numeric_safety's assumption: |every input| <= this
+    input_bound: float = field(default=DEFAULT_INPUT_BOUND, metadata=IN_VERDICT)
+    # and, when set, |scale·q·kᵀ| <= this (every score)
+    score_bound: float | None = field(default=None, metadata=IN_VERDICT)
+    # numeric_safety's T (None: model/tolerance.py's)
+    rounding_tolerance: float | None = field(default=None, metadata=IN_VERDICT)
+    only: frozenset[Property] = field(default=frozenset(), metadata=IN_VERDICT)  # empty: all
+    skip: frozenset[Property] = field(default=frozenset(), metadata=IN_VERDICT)
     # told where the call is (the CLI's progress bar); never part of what is verified
-    progress: ProgressSink | None = field(default=None, compare=False, repr=False)
+    progress: ProgressSink | None = field(default=None, compare=False, repr=False,
+                                          metadata=NOT_IN_VERDICT)
+
+    def verdict_fields(self) -> dict[str, object]:
+        """The fields a decided verdict depends on, JSON-ready (sets sorted): the gate's
+        cache key."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            if f.metadata.get(VERDICT_KEY) is not False:
+                value = getattr(self, f.name)
+                if isinstance(value, frozenset):
+                    value = sorted(p.value for p in value)
+                out[f.name] = value
+        return out
 
     def selected(self) -> tuple[Property, ...]:
         """The properties this call checks, in verdict order."""

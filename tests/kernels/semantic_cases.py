@@ -371,7 +371,16 @@ def _sum_ref_point(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_k
     _finish(o_ptr, _line(st, rank, n, tl, merge), S_q, h_q, h_kv, d_head, tl)
 
 
+def _store_past_end(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv: int,
+                    h_q: int, h_kv: int, d_head: int, n: int, rank: int, tl: Any) -> None:
+    """The right merge, stored one head too far: its last d_head elements land past the
+    end of the output (a lost write, not a wrong value)."""
+    _, st = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, tl)
+    _finish(o_ptr + d_head, _line(st, rank, n, tl), S_q, h_q, h_kv, d_head, tl)
+
+
 reference_line = _kernel(_reference_line)
+store_past_end = _kernel(_store_past_end)
 lse_merge = _kernel(_lse)
 exp2_consistent = _kernel(_exp2)
 eps_guard = _kernel(_eps)

@@ -176,13 +176,22 @@ def _one_sided(events: list[Event]) -> list[Event]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """Why a store's elements have no place in the output, in words; `outside`: it
+    writes past the end of the output buffer (a lost write, not a wrong value)."""
+
+    message: str
+    outside: bool = False
+
+
 def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ...],
-                  src: DigitSource) -> tuple[Layout, tuple[Aff, Aff, Aff]] | str:
+                  src: DigitSource) -> tuple[Layout, tuple[Aff, Aff, Aff]] | Unplaced:
     """For a store of `shape` at `offset` into an output buffer of `rank`: a layout of
     `shape` and the (query row, q head, feature) each of its elements lands on."""
     base = problem.q_base(rank)
     if base is None:
-        return "stores an output on a rank that holds no query rows"
+        return Unplaced("stores an output on a rank that holds no query rows")
     coords: dict[str, tuple[Aff, Aff, Aff]] = {}
 
     q_pos = problem.rank_positions(rank)[0] if problem.position_rows else None
@@ -198,12 +207,13 @@ def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ..
     total = layout.size()
     count = math.prod(shape)
     if offset + count > total:
-        return f"stores beyond the end of the output ({offset + count} > {total} elements)"
+        return Unplaced(f"stores beyond the end of the output ({offset + count} > {total} "
+                        "elements)", outside=True)
     c3 = coords["c"]
     if not (offset == 0 and count == total):
         box = flat_slice(layout, offset, count, src)
         if box is None:
-            return "stores elements that straddle rows of the output"
+            return Unplaced("stores elements that straddle rows of the output")
         flat = box.flat
         t, h, e = (a.substitute(box.subst) for a in c3)
         c3 = (t, h, e)
@@ -211,23 +221,24 @@ def output_coords(problem: Problem, rank: int, offset: int, shape: tuple[int, ..
         flat = layout.flat()
     regrouped = regroup(flat, shape, src)
     if regrouped is None:
-        return f"stores a {shape} value into the output in an order that mixes indices"
+        return Unplaced(f"stores a {shape} value into the output in an order that mixes "
+                        "indices")
     new_layout, s = regrouped
     t, h, e = (a.substitute(s) for a in c3)
     return new_layout, (t, h, e)
 
 
 def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
-                ) -> tuple[Value, tuple[Aff, Aff, Aff]] | str:
+                ) -> tuple[Value, tuple[Aff, Aff, Aff]] | Unplaced:
     placed = output_coords(domain.problem, rank, offset, value.layout.shape, domain.src)
-    if isinstance(placed, str):
+    if isinstance(placed, Unplaced):
         return placed
     layout, coords = placed
     form = value.form
     for va, oa in zip(value.layout.axes, layout.axes, strict=True):
         unified = unify_axis(va, oa, domain.src) if (va or oa) else ((), {}, {})
         if unified is None:
-            return "stores a value whose axes do not line up with the output's"
+            return Unplaced("stores a value whose axes do not line up with the output's")
         _, s_val, s_out = unified
         form = form.subst(s_val)
         t, h, e = (c.substitute(s_val).substitute(s_out) for c in coords)
@@ -273,7 +284,7 @@ def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
                  live: tuple[tuple[int, int], ...]) -> list[OutputResult]:
     """A store judged on what it still holds: whole, or each range a later store left."""
     size = math.prod(store.shape)
-    parts: list[tuple[int, Value | str, tuple[int, int] | None]] = []
+    parts: list[tuple[int, Value | Unplaced, tuple[int, int] | None]] = []
     if live == ((store.offset, store.offset + size),):
         parts.append((store.offset, value, None))
     else:
@@ -282,14 +293,15 @@ def _judge_store(domain: Symbolic, rank: int, store: Op, value: Value,
                 parts.append((lo, read(value, lo - store.offset, (hi - lo,), domain.src),
                               (lo, hi)))
             except NotModelled as exc:
-                parts.append((lo, f"keeps elements {lo}..{hi - 1} that {exc}", (lo, hi)))
+                parts.append((lo, Unplaced(f"keeps elements {lo}..{hi - 1} that {exc}"),
+                              (lo, hi)))
     out = []
     problem = domain.problem
     for offset, part, rows in parts:
         placed = _coords_for(domain, rank, offset, part) if isinstance(part, Value) else part
-        if isinstance(placed, str):
+        if isinstance(placed, Unplaced):
             out.append(OutputResult(rank, store, Verdict(False, (
-                Reason(Mismatch.DIFFERS, placed),)), None, misplaced="beyond the end" in placed,
+                Reason(Mismatch.DIFFERS, placed.message),)), None, misplaced=placed.outside,
                 live=rows))
             continue
         judged, coords = placed

@@ -42,6 +42,14 @@ from meshproof.verify.semantics.ranges import UNBOUNDED, Interval, Ranges
 from meshproof.verify.semantics.reasons import UndefinedKind
 from meshproof.verify.semantics.relations import NONE, Related, ValueNumbers
 from meshproof.verify.semantics.rounding import Err, ErrorBounds
+from meshproof.verify.semantics.rules import (
+    BinaryRule,
+    CompareRule,
+    Plain,
+    Rule,
+    apply,
+    one_operand,
+)
 from meshproof.verify.semantics.symbolic import Opaque, Symbolic
 
 OPAQUE_CID = -1
@@ -242,8 +250,7 @@ class Situations:
         return self.canon.value_at(f.cid, x >> _SHIFT)
 
     # --- one situation -------------------------------------------------------------------
-    def _one(self, rank: int, op: Op, x: Held, method: str, *extra: object,
-             number: bool = True) -> Held:
+    def _one(self, rank: int, op: Op, x: Held, rule: Rule, number: bool = True) -> Held:
         """The situation of a one-operand op: the op and the operand's facts (its shift
         is the frame)."""
         fid = x & _FID
@@ -251,7 +258,7 @@ class Situations:
         hit = self.memo.get(key)
         base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
-            hit = self._miss(key, rank, op, (x,), base, method, extra)
+            hit = self._miss(key, rank, op, (x,), base, rule)
         out = Held(hit + (base << _SHIFT))
         if number:
             self._number(rank, op, (x,), out)
@@ -266,9 +273,8 @@ class Situations:
         hit = self.memo.get(key)
         base = (x >> _SHIFT) if self._has[fid] else 0
         if hit is None:
-            method = "unary" if type(fn) is Unary else "reduce"
             self.view.relation = rel
-            hit = self._miss(key, rank, op, (x,), base, method, (fn,))
+            hit = self._miss(key, rank, op, (x,), base, one_operand(fn))
             self.view.relation = NONE
         out = Held(hit + (base << _SHIFT))
         self._number(rank, op, (x,), out)
@@ -304,8 +310,8 @@ class Situations:
         hit = self.memo.get(memo_key)
         if hit is None:
             self.view.relation = rel
-            hit = self._miss(memo_key, rank, op, (a, b), base, "binary" if fn else "dot",
-                             (fn,) if fn else ())
+            hit = self._miss(memo_key, rank, op, (a, b), base,
+                             BinaryRule(fn) if fn else Plain.DOT)
             self.view.relation = NONE
         out = Held(hit + (base << _SHIFT))
         self._number(rank, op, (a, b), out)
@@ -328,18 +334,15 @@ class Situations:
         return self.binary(rank, op, None, a, b)
 
     def _miss(self, key: tuple[object, ...], rank: int, op: Op, args: tuple[Held, ...],
-              base: int, method: str, extra: tuple[object, ...]) -> int:
+              base: int, rule: Rule) -> int:
         """A situation met for the first time: the three rule sets, on the operands in the
         situation's frame; the result relative to it, memoised unless rank-private."""
         self.misses += 1
-        sym = getattr(self.algebra, method)
-        ivs = getattr(self.ranges, method)
-        errs = getattr(self.rounding, method)
         hit = self._compute(
             rank, op, args, base,
-            lambda v: sym(rank, op, *extra, *v),
-            lambda v: ivs(rank, op, *extra, *v),
-            lambda v: errs(rank, op, *extra, *v))
+            lambda v: apply(self.algebra, rule, rank, op, v),
+            lambda v: apply(self.ranges, rule, rank, op, v),
+            lambda v: apply(self.rounding, rule, rank, op, v))
         if not self.algebra.private:
             self.memo[key] = hit
         return hit
@@ -424,7 +427,7 @@ class Situations:
             # the same value in the same dtype: the same facts (and the same checks: the
             # op that computed it has this dtype, the dtype of its rounding error)
             return sent
-        return self._one(rank, op, sent, "recv", number=False)
+        return self._one(rank, op, sent, Plain.RECV, number=False)
 
     def load(self, rank: int, op: Op, reload: Reload[Held] | None) -> Held:
         out = self._load(rank, op, reload)
@@ -461,21 +464,21 @@ class Situations:
         key = (id(op),)
         hit = self.memo.get(key)
         if hit is None:
-            hit = self._miss(key, rank, op, (), 0, "full", ())
+            hit = self._miss(key, rank, op, (), 0, Plain.FULL)
         self._number(rank, op, (), Held(hit))
         return Held(hit)
 
     def cast(self, rank: int, op: Op, x: Held) -> Held:
-        return self._one(rank, op, x, "cast")
+        return self._one(rank, op, x, Plain.CAST)
 
     def reshape(self, rank: int, op: Op, x: Held) -> Held:
-        return self._one(rank, op, x, "reshape")
+        return self._one(rank, op, x, Plain.RESHAPE)
 
     def trans(self, rank: int, op: Op, x: Held) -> Held:
-        return self._one(rank, op, x, "trans")
+        return self._one(rank, op, x, Plain.TRANS)
 
     def softmax(self, rank: int, op: Op, x: Held) -> Held:
-        return self._one(rank, op, x, "softmax")
+        return self._one(rank, op, x, Plain.SOFTMAX)
 
     # masks (spec/semantics.md §8): a position depends on no frame; a comparison of
     # positions neither (its guard is on digits); a tl.where moves with its operands
@@ -483,18 +486,17 @@ class Situations:
         key = (id(op),)
         hit = self.memo.get(key)
         if hit is None:
-            hit = self._miss(key, rank, op, (), 0, "arange", ())
+            hit = self._miss(key, rank, op, (), 0, Plain.ARANGE)
         self._number(rank, op, (), Held(hit))
         return Held(hit)
 
     def compare(self, rank: int, op: Op, fn: Compare, a: Held, b: Held) -> Held:
-        return self._many(rank, op, (a, b), "compare", (fn,))
+        return self._many(rank, op, (a, b), CompareRule(fn))
 
     def where(self, rank: int, op: Op, cond: Held, a: Held, b: Held) -> Held:
-        return self._many(rank, op, (cond, a, b), "where", ())
+        return self._many(rank, op, (cond, a, b), Plain.WHERE)
 
-    def _many(self, rank: int, op: Op, args: tuple[Held, ...], method: str,
-              extra: tuple[object, ...]) -> Held:
+    def _many(self, rank: int, op: Op, args: tuple[Held, ...], rule: Rule) -> Held:
         """The situation of an op of several operands: per frame part, the smallest
         frame of the operands that part moves; each operand's frame relative to it."""
         fids = [x & _FID for x in args]
@@ -511,7 +513,7 @@ class Situations:
         key = (id(op), *(v for pair in zip(fids, rel, strict=True) for v in pair))
         hit = self.memo.get(key)
         if hit is None:
-            hit = self._miss(key, rank, op, args, base, method, extra)
+            hit = self._miss(key, rank, op, args, base, rule)
         return Held(hit + (base << _SHIFT))
 
 
