@@ -105,3 +105,8 @@ class TimeBudgetExceeded(MeshproofError):
 
 class OptionError(BadInput):
     """An option that cannot be used (an unknown property name, an empty selection)."""
+
+
+class RecheckUnavailable(OptionError):
+    """`--recheck SOLVER` (or the gate's `recheck` key) names a solver that is not
+    installed: the run stops before verifying (exit 2), never proves on one solver."""

@@ -27,10 +27,12 @@ from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
 from meshproof.verify.api import VerifyConfig
+from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import (
     PROPERTY_NAMES,
     check_numeric_assumptions,
     parse_properties,
+    parse_recheck,
 )
 from meshproof.verify.result import Status, Verdict
 
@@ -82,6 +84,10 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
                 break
             repeat = f" [x{len(ops)}: ops {_op_list(ops)}]" if len(ops) > 1 else ""
             out.print(text + repeat, markup=False)
+    if verdict.rechecks:
+        out.print("\nre-check:")
+        for r in verdict.rechecks:
+            out.print(f"  {r.name.value}: {r.describe()}", markup=False)
     unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
     for p in unknown:
         out.print(f"\n[yellow]{p.name.value}[/]: unknown, not proved: {p.message}")
@@ -124,10 +130,14 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
                    "all f32).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
+@click.option("--recheck", "recheck", default=None, metavar="SOLVER",
+              help="Re-solve every query a protocol property rests on with a second "
+                   "solver (cvc5; pip install 'meshproof[recheck]'): a disagreement or its "
+                   "timeout makes the property unknown.")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
                input_bound: float | None, score_bound: float | None, tolerance: float | None,
-               sarif_path: Path | None, trace_timeout: float,
+               sarif_path: Path | None, recheck: str | None, trace_timeout: float,
                trace_memory: int, **opts: Any) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
@@ -138,6 +148,9 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
     check_numeric_assumptions(score_bound, tolerance)
     only_props, skip_props = parse_properties(only), parse_properties(skip)
+    solver = parse_recheck(recheck) if recheck is not None else None
+    if solver is not None:
+        require_cvc5()
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
     if sarif_path is not None:
@@ -152,7 +165,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
-                                                "--sarif": sarif_path})
+                                                "--sarif": sarif_path, "--recheck": recheck})
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
             return verify_launches(listed, pipeline, VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
@@ -165,7 +178,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         config = VerifyConfig(queue_depth=launch.spec.queue_depth, timeout_s=timeout_s,
                               keep_smt2=smt2_path is not None, only=only_props,
                               skip=skip_props, input_bound=input_bound,
-                              score_bound=score_bound, tolerance=tolerance, progress=bar)
+                              score_bound=score_bound, tolerance=tolerance, progress=bar,
+                              recheck=solver)
         outcome = run_case(one_launch(kernel, launch), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule

@@ -41,6 +41,25 @@ class Property(Enum):
 
 PROPERTY_NAMES = tuple(p.value for p in Property)
 
+# decided by Z3 (or by an enumeration exported as SMT-LIB): what `--recheck` re-solves
+PROTOCOL_PROPERTIES = (Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT,
+                       Property.CHANNEL_MATCHING, Property.DEADLOCK_FREEDOM)
+
+
+class RecheckSolver(Enum):
+    """The second solvers `--recheck` can hand the protocol properties' queries to."""
+
+    CVC5 = "cvc5"
+
+
+def parse_recheck(name: str, where: str = "--recheck") -> RecheckSolver:
+    """A re-check solver by name; unknown names raise OptionError listing the names."""
+    try:
+        return RecheckSolver(name.strip())
+    except ValueError:
+        raise OptionError(f"{where}: unknown solver {name.strip()!r}; solvers: "
+                          f"{', '.join(s.value for s in RecheckSolver)}") from None
+
 
 def parse_property(name: str) -> Property:
     """A property by its name; unknown names raise OptionError listing the names."""
@@ -96,6 +115,7 @@ class VerifyConfig:
     tolerance: float | None = None      # numeric_safety's T (None: model/tolerance.py's)
     only: frozenset[Property] = frozenset()   # empty: every property
     skip: frozenset[Property] = frozenset()
+    recheck: RecheckSolver | None = None   # re-solve the protocol queries with this solver
     # told where the call is (the CLI's progress bar); never part of what is verified
     progress: ProgressSink | None = field(default=None, compare=False, repr=False)
 
