@@ -8,6 +8,8 @@ violated deadlock's stuck state is re-validated by evaluation; a missing cvc5 is
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -207,3 +209,36 @@ def test_without_cvc5_the_recheck_is_one_line_and_exit_2(
     assert r.err.strip().splitlines() == [f"meshproof: error: {cvc5_solver.MISSING}"]
     r = run_cli(["verify", "mesh_mlo_1d", "--recheck", "yices"])
     assert r.code == 2 and "unknown solver 'yices'; solvers: cvc5" in r.err
+
+
+@needs_cvc5
+def test_the_gate_key_rechecks_and_reports_a_line_in_junit_sarif_and_json(
+        run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[[case]]\nname = "line"\nkernel = "mesh_mlo_1d"\nrecheck = "cvc5"\n'
+                      'expect = "proved"\n\n[[case]]\nname = "d2"\nkernel = "mesh_mlo_1d"\n'
+                      'queue_depth = 2\nrecheck = "cvc5"\nexpect = ["deadlock_freedom"]\n')
+    junit, sarif = tmp_path / "j.xml", tmp_path / "s.sarif"
+    r = run_cli(["gate", str(matrix), "--json", "--junit", str(junit), "--sarif", str(sarif),
+                 "--no-cache"])
+    assert r.code == 0, r.out + r.err
+    doc = json.loads(r.out)
+    jsonschema.validate(doc, load_schema("gate-v1"))
+    line = {p["name"]: p["recheck"] for p in doc["cases"][0]["properties"]}
+    assert line["deadlock_freedom"] == "proved (z3; re-checked by cvc5)"
+    assert line["numeric_safety"].startswith("not re-checkable by SMT")
+    assert doc["cases"][1]["properties"][3]["recheck"].startswith(
+        "violated: the stuck state at D=2 re-validated by evaluating it")
+    assert "re-check: proved (z3; re-checked by cvc5)" in junit.read_text()
+    runs = json.loads(sarif.read_text())["runs"][0]
+    assert "line: channel_matching: proved (z3; re-checked by cvc5)" in \
+        runs["properties"]["rechecks"]
+
+
+def test_the_gate_key_names_a_known_solver(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[[case]]\nname = "x"\nkernel = "mesh_mlo_1d"\nrecheck = "z4"\n'
+                      'expect = "proved"\n')
+    r = run_cli(["gate", str(matrix)])
+    assert r.code == 2
+    assert "case #1 (x): recheck: unknown solver 'z4'; solvers: cvc5" in r.err

@@ -85,6 +85,8 @@ def case_key(kernel: KernelRef, launch: Launch, schedule: Schedule, *, simulate:
         "queue_depth": config.queue_depth,
         "properties": [p.value for p in config.selected()],
     }
+    if config.recheck is not None:   # a re-checked verdict is another verdict
+        material["recheck"] = config.recheck.value
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 

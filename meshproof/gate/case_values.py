@@ -8,9 +8,9 @@ import difflib
 import math
 from typing import Any
 
-from meshproof.errors import ConfigError
+from meshproof.errors import ConfigError, MeshproofError
 from meshproof.model.schedule import Scalar
-from meshproof.verify.properties import PROPERTY_NAMES, Property
+from meshproof.verify.properties import PROPERTY_NAMES, Property, RecheckSolver, parse_recheck
 
 
 def check_positive(raw: dict[str, Any], key: str, where: str) -> float | None:
@@ -22,6 +22,18 @@ def check_positive(raw: dict[str, Any], key: str, where: str) -> float | None:
             not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: {key} must be a positive, finite number, got {value!r}")
     return float(value)
+
+
+def check_recheck(raw: dict[str, Any], where: str) -> RecheckSolver | None:
+    """The `recheck` key: a second solver's name (`--recheck`), or None."""
+    if "recheck" not in raw:
+        return None
+    if not isinstance(raw["recheck"], str):
+        raise ConfigError(f"{where}: recheck must be a solver name, e.g. \"cvc5\"")
+    try:
+        return parse_recheck(raw["recheck"], f"{where}: recheck")
+    except MeshproofError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_properties(raw: dict[str, Any], key: str, where: str) -> tuple[Property, ...]:

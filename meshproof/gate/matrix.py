@@ -20,6 +20,7 @@ from meshproof.gate.case_values import (
     check_args,
     check_positive,
     check_properties,
+    check_recheck,
     check_sharded,
     check_timeout,
 )
@@ -31,14 +32,14 @@ from meshproof.model.schedule import Scalar
 from meshproof.model.topology import parse_system
 from meshproof.panels import SCALES, get_panel
 from meshproof.tomlfile import read_toml
-from meshproof.verify.properties import PROPERTY_NAMES, Property
+from meshproof.verify.properties import PROPERTY_NAMES, Property, RecheckSolver
 
 DEFAULT_TIMEOUT_S = 60.0
 
 CASE_KEYS = ("name", "kernel", "panel", "scale", "wiring", "system", "pes", "cubes",
              "cube_start", "mesh", "queue_depth", "args", "sharded", "timeout", "rlimit",
              "trace_timeout", "simulate", "mask", "input_bound", "score_bound", "tolerance",
-             "only", "skip", "expect")
+             "only", "skip", "expect", "recheck")
 REQUIRED_KEYS = ("name", "expect")
 
 
@@ -77,6 +78,7 @@ class GateCase:
     tolerance: float | None = None
     only: tuple[Property, ...] = ()      # check only these (empty: every property)
     skip: tuple[Property, ...] = ()      # leave these out
+    recheck: RecheckSolver | None = None  # re-solve the protocol queries (--recheck)
 
     @property
     def checked(self) -> tuple[Property, ...]:
@@ -133,6 +135,8 @@ class GateCase:
             if getattr(self, key):
                 out[key] = [p.value for p in getattr(self, key)]
         out["simulate"] = self.simulate
+        if self.recheck is not None:
+            out["recheck"] = self.recheck.value
         return out
 
 
@@ -237,7 +241,8 @@ def parse_case(raw: object, base: Path, where: str) -> GateCase:
         if "trace_timeout" in raw else None, mask=_mask(raw, where),
         input_bound=check_positive(raw, "input_bound", where),
         score_bound=check_positive(raw, "score_bound", where),
-        tolerance=check_positive(raw, "tolerance", where), only=only, skip=skip)
+        tolerance=check_positive(raw, "tolerance", where), only=only, skip=skip,
+        recheck=check_recheck(raw, where))
 
 
 def _mask(raw: dict[str, Any], where: str) -> str | None:

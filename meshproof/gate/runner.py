@@ -37,6 +37,7 @@ from meshproof.model.schedule import LaunchSpec
 from meshproof.panels import panel_input_bound
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
+from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
 from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
@@ -149,7 +150,8 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
         rlimit=case.rlimit if case.rlimit is not None else defaults.rlimit,
         input_bound=case.input_bound if case.input_bound is not None else
         panel_input_bound(case.panel, case.scale), score_bound=case.score_bound,
-        tolerance=case.tolerance, only=frozenset(case.only), skip=frozenset(case.skip))
+        tolerance=case.tolerance, only=frozenset(case.only), skip=frozenset(case.skip),
+        recheck=case.recheck)
     return verify_config, SimConfig(timing=False)
 
 
@@ -196,6 +198,8 @@ def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
     bad case is a bad file (exit 2) before anything is proved, not a failure discovered
     minutes later."""
     for index, case in enumerate(matrix.cases, start=1):
+        if case.recheck is not None:
+            require_cvc5()   # a missing second solver is bad input (exit 2), up front
         try:
             resolve_case_launches(case, resolver=case_pipeline(case, pipeline).resolver)
         except (TraceLimitExceeded, TraceCrashed):
