@@ -116,25 +116,28 @@ def matching_query(schedule: Schedule, table: ChannelTable) -> Enumerated:
     Distinct facts only: a mesh repeats the same few."""
     programs = schedule.programs
     judged = table.channel_status() == OK
-    codes: dict[object, int] = {}
-
-    def code(value: object) -> int:
-        return codes.setdefault(value, len(codes))
-
     counts: set[tuple[int, int]] = set()
-    pairs: set[tuple[tuple[int, int, int], tuple[int, int, int]]] = set()
+    ends: set[tuple[tuple[object, object, int], tuple[object, object, int]]] = set()
     for i, ch in enumerate(table.channels):
         if not judged[i]:
             continue
         counts.add((len(ch.sends), len(ch.recvs)))
         for s_ref, r_ref in zip(ch.sends, ch.recvs, strict=False):
             s_op, r_op = programs[s_ref.rank].ops[s_ref.op], programs[r_ref.rank].ops[r_ref.op]
-            pairs.add(((code(s_op.shape), code(s_op.dtype), s_op.nbytes),
-                       (code(r_op.shape), code(r_op.dtype), r_op.nbytes)))
+            ends.add(((s_op.shape, s_op.dtype, s_op.nbytes),
+                      (r_op.shape, r_op.dtype, r_op.nbytes)))
+    codes: dict[object, int] = {}
+
+    def code(end: tuple[object, object, int]) -> tuple[int, int, int]:
+        return (codes.setdefault(end[0], len(codes)), codes.setdefault(end[1], len(codes)),
+                end[2])
+
+    # numbered in a fixed order, so that the query text is the same on every run
+    pairs = sorted((code(a), code(b)) for a, b in sorted(ends, key=repr))
     terms = [f"(distinct {s} {r})" for s, r in sorted(counts)]
     terms += [f"(not (and (= {a[0]} {b[0]}) (= {a[1]} {b[1]}) (= {a[2]} {b[2]})))"
-              for a, b in sorted(pairs)]
-    violated = any(s != r for s, r in counts) or any(a != b for a, b in pairs)
+              for a, b in pairs]
+    violated = any(s != r for s, r in counts) or any(a != b for a, b in ends)
     text = _text(f"channel_matching, {schedule.launch.kernel}: a link's counts or a message's "
                  "ends differ (unsat: proved)", "QF_LIA", [_disjunction(terms)])
     return Enumerated(Query("channel_matching", text, None, SatResult.UNSAT), violated)
