@@ -20,17 +20,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from meshproof.model.launch import LaunchOptions, build_launch  # noqa: E402
-from meshproof.model.loader import resolve_kernel  # noqa: E402
-from meshproof.model.topology import System  # noqa: E402
-from meshproof.model.trace import trace  # noqa: E402
-from meshproof.verify.api import verify  # noqa: E402
-from meshproof.verify.properties import (  # noqa: E402
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.topology import System
+from meshproof.model.trace import trace
+from meshproof.verify.api import verify
+from meshproof.verify.properties import (
     PROTOCOL_PROPERTIES,
     RecheckSolver,
     VerifyConfig,
 )
-from meshproof.verify.result import RecheckStatus  # noqa: E402
+from meshproof.verify.result import RecheckStatus
 
 MESHES = ((2, 4), (8, 8), (16, 16))
 FULL = ((64, 64),)
