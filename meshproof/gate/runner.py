@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshproof.errors import (
     BadInput,
@@ -41,6 +41,9 @@ from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
 from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
+
+if TYPE_CHECKING:
+    from meshproof.gate.cluster import ClusterSpec
 
 GATE_SCHEMA = "meshproof/gate-v1"
 
@@ -216,10 +219,22 @@ def default_cache(directory: Path | None = None) -> GateCache:
 
 def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = None,
              on_result: Callable[[CaseResult], None] | None = None,
-             pipeline: Pipeline = Pipeline()) -> GateResult:
-    """Run every case, in matrix order in the result whatever the completion order."""
+             pipeline: Pipeline = Pipeline(), cluster: ClusterSpec | None = None
+             ) -> GateResult:
+    """Run every case, in matrix order in the result whatever the completion order;
+    `cluster`: on a Dask cluster (gate/cluster.py), each case as `--jobs` runs it."""
     results: dict[int, CaseResult] = {}
-    if jobs <= 1 or len(matrix.cases) <= 1:
+    if cluster is not None:
+        from meshproof.gate.cluster import run_cases
+
+        def done(i: int, result: CaseResult) -> None:
+            results[i] = result
+            if on_result:
+                on_result(result)
+
+        run_cases(cluster, matrix.cases, cache.directory if cache else None, pipeline,
+                  _evaluate_in_worker, done)
+    elif jobs <= 1 or len(matrix.cases) <= 1:
         for i, case in enumerate(matrix.cases):
             results[i] = evaluate(case, cache=cache, pipeline=pipeline)
             if on_result:
