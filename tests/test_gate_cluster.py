@@ -124,3 +124,46 @@ def test_without_dask_the_cluster_is_one_line_and_exit_2(
     assert code == 2
     assert capsys.readouterr().err.strip() == f"meshproof: error: {cluster.MISSING}"
     assert ClusterSpec(address="tcp://10.0.0.5:8786").name == "tcp://10.0.0.5:8786"
+
+
+@needs_dask
+def test_ctrl_c_on_a_cluster_exits_130_and_ends_the_trace_it_started(tmp_path: Path) -> None:
+    """Ctrl-C while a worker traces a kernel that spins: exit 130, one line, nothing
+    written, and the worker's trace child is killed (not left spinning)."""
+    import signal
+    import subprocess
+    import time
+
+    from helpers import REPO_ROOT
+
+    kernel = REPO_ROOT / "tests" / "kernels" / "runaway.py"
+    (tmp_path / "proofs.toml").write_text(
+        f'[[case]]\nname = "spin"\nkernel = "{kernel}::waits_for_ctrl_c"\npes = 1\n'
+        'expect = "proved"\n')
+    pidfile = tmp_path / "child.pid"
+    junit = tmp_path / "gate.xml"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from meshproof.cli import entry; "
+         "sys.argv[0] = 'meshproof'; entry()", "gate", "--cluster", "local:1", "--no-cache",
+         "--junit", str(junit)], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "MESHPROOF_TEST_PIDFILE": str(pidfile)})
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline and proc.poll() is None, "no kernel started"
+            time.sleep(0.05)
+        child = int(pidfile.read_text(encoding="utf-8"))
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert err.splitlines()[-1] == "meshproof: interrupted"
+    assert "Traceback" not in err and not junit.exists()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and \
+            Path(f"/proc/{child}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "the trace child outlived the gate"
+        time.sleep(0.05)

@@ -19,8 +19,12 @@ here and only for `--cluster`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ MISSING = ("--cluster needs dask.distributed, which is not installed: "
            "pip install 'meshproof[cluster]' (or pip install 'dask[distributed]')")
 LOCAL = "local:"
 RESUBMITS = 1     # a case whose worker died is tried once more, then unknown
+POLL_S = 0.05     # how often the client looks for finished cases
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +112,27 @@ def run_cases(spec: ClusterSpec, cases: tuple[GateCase, ...], cache_dir: Path | 
             futures[future] = (i, attempt)
             return future
 
-        pending = _distributed().as_completed([submit(i, 0) for i in range(len(cases))])
+        for i in range(len(cases)):
+            submit(i, 0)
         try:
-            for future in pending:
-                i, attempt = futures.pop(future)
-                lost = _lost(future)
-                if lost and attempt < RESUBMITS:
-                    pending.add(submit(i, attempt + 1))
-                    continue
-                on_result(i, _unknown(cases[i], spec, lost) if lost else future.result())
+            while futures:
+                done = [f for f in futures if f.done()]
+                if not done:
+                    # polled, not waited on: a wait inside dask's client would not let the
+                    # Ctrl-C handler run until a case finished
+                    time.sleep(POLL_S)
+                for future in sorted(done, key=lambda f: futures[f]):
+                    i, attempt = futures.pop(future)
+                    lost = _lost(future)
+                    if lost and attempt < RESUBMITS:
+                        submit(i, attempt + 1)
+                        continue
+                    on_result(i, _unknown(cases[i], spec, lost) if lost else future.result())
         except BaseException:   # Ctrl-C, SIGTERM: no case goes on
             client.cancel(list(futures))
+            # a cancelled task's thread runs on, and so would the trace child it started
+            with contextlib.suppress(Exception):
+                client.run(kill_descendants, wait=True)
             raise
 
 
@@ -130,6 +145,31 @@ def _lost(future: Any) -> str:
     if isinstance(error, (dist.KilledWorker, dist.comm.core.CommClosedError, OSError)):
         return f"{type(error).__name__}: {error}"
     return ""   # the case's own exception: future.result() raises it, as serially
+
+
+def kill_descendants() -> int:
+    """SIGKILL every process below this one (run on each worker when the gate stops: the
+    kernels' trace children and their fork server, which outlive a worker otherwise);
+    the number killed. Linux: read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    below, todo = [], list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        below.append(pid)
+        todo += children.get(pid, [])
+    for pid in below:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return len(below)
 
 
 def _distributed() -> Any:
