@@ -242,3 +242,34 @@ def test_the_gate_key_names_a_known_solver(run_cli, tmp_path: Path) -> None:  # 
     r = run_cli(["gate", str(matrix)])
     assert r.code == 2
     assert "case #1 (x): recheck: unknown solver 'z4'; solvers: cvc5" in r.err
+
+
+def test_a_violated_enumeration_is_re_validated_by_evaluating_it() -> None:
+    ctx = _ctx("ring_mlo", wiring="pe_line")       # the ring's wrap-around link is missing
+    from meshproof.verify.registry import CHECKS
+
+    result = CHECKS[Property.DIRECTION_LEGALITY](ctx)
+    assert result.status is Status.VIOLATED
+    after, record = recheck_one(ctx, result, RecheckSolver.CVC5,
+                                lambda text, budget: Outcome(SatResult.UNKNOWN, "unused"))
+    assert after.status is Status.VIOLATED and record.status is RecheckStatus.EVALUATED
+    assert record.describe() == ("violated: the counterexample re-validated by evaluating it "
+                                 "(no second solver)")
+
+
+def test_an_enumeration_that_evaluates_otherwise_makes_a_proof_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exported enumeration says violated where the property said proved (an
+    encoding slip on one side): unknown, not proved."""
+    from meshproof.verify import recheck
+    from meshproof.verify.recheck_queries import Enumerated
+
+    ctx = _ctx("mesh_mlo_1d")
+    result = _proved(ctx, Property.LAUNCH_CONFINEMENT)
+    real = recheck.confinement_query
+    monkeypatch.setattr(recheck, "confinement_query",
+                        lambda s, c: Enumerated(real(s, c).query, True))
+    after, record = recheck_one(ctx, result, RecheckSolver.CVC5,
+                                lambda text, budget: Outcome(SatResult.UNSAT, ""))
+    assert record.status is RecheckStatus.DISAGREED and after.status is Status.UNKNOWN
+    assert "the exported enumeration evaluates to a violation" in after.message
