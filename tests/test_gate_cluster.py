@@ -127,6 +127,14 @@ def test_without_dask_the_cluster_is_one_line_and_exit_2(
 
 
 @needs_dask
+def test_cluster_and_jobs_together_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gate", "proofs.toml", "--cluster", "local:2", "--jobs", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "meshproof: error: --cluster local:2 and --jobs 2 both say where cases run; give "
+        "one (local:N for N processes on this machine)")
+
+
+@needs_dask
 def test_ctrl_c_on_a_cluster_exits_130_and_ends_the_trace_it_started(tmp_path: Path) -> None:
     """Ctrl-C while a worker traces a kernel that spins: exit 130, one line, nothing
     written, and the worker's trace child is killed (not left spinning)."""

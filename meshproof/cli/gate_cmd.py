@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from meshproof.cli.options import current_pipeline, gate_trace_limit_options, trace_limits
-from meshproof.errors import OutputError
+from meshproof.errors import OptionError, OutputError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.cluster import parse_cluster
 from meshproof.gate.github import (
@@ -75,6 +75,9 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     if sarif_path is not None:
         check_sarif_target(sarif_path)
     on = parse_cluster(cluster) if cluster is not None else None
+    if on is not None and jobs != 1:
+        raise OptionError(f"--cluster {on.name} and --jobs {jobs} both say where cases run; "
+                          "give one (local:N for N processes on this machine)")
     matrix = load_matrix(file)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory, gate=True))
     check_matrix(matrix, pipeline)
