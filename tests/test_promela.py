@@ -40,6 +40,10 @@ def test_one_process_per_rank_and_one_channel_of_depth_d_per_link(depth: int) ->
     assert text.count("!0;") == sends and text.count("?_;") == table.cols.n - sends
     first = schedule.programs[0].comm_ops[0]
     assert f"/* #{first.index} send E {first.source} */" in text
+    # one writer and one reader per channel: declared for SPIN's partial-order reduction
+    # (buffered channels only: SPIN refuses xs/xr on rendezvous ones)
+    assert text.count("  xs ") == (model.channels if depth else 0)
+    assert text.count("  xr ") == (model.channels if depth else 0)
 
 
 def test_missing_links_never_complete_and_outside_links_have_no_reader() -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.errors import OptionError
-from meshproof.model.channels import NO_LINK, ChannelTable, PortStatus
+from meshproof.model.channels import NO_LINK, ChannelTable, CommColumns, PortStatus
 from meshproof.model.schedule import Schedule
 
 MAX_RANKS = 64          # explicit-state search past this is hopeless; refuse, say why
@@ -39,6 +39,23 @@ class PromelaModel:
     processes: int
     channels: int
     comm_ops: int
+
+
+def _exclusive(names: dict[int, str], cols: CommColumns, r: int, depth: int) -> list[str]:
+    """`xs`/`xr`: this rank is its links' only sender / receiver (every channel has one
+    writer and one reader), which lets SPIN's partial-order reduction treat its sends
+    and recvs as independent of other processes. Buffered channels only (SPIN refuses
+    them on rendezvous channels)."""
+    if depth == 0:
+        return []
+    lo, hi = int(cols.start[r]), int(cols.start[r + 1])
+    sends: set[str] = set()
+    recvs: set[str] = set()
+    for g in range(lo, hi):
+        ch = int(cols.channel[g])
+        if ch in names:
+            (sends if cols.send[g] else recvs).add(names[ch])
+    return [f"  xs {n};" for n in sorted(sends)] + [f"  xr {n};" for n in sorted(recvs)]
 
 
 def _pe_name(cube: int, pe: int) -> str:
@@ -74,6 +91,7 @@ def promela_model(schedule: Schedule, table: ChannelTable, depth: int) -> Promel
     for r in active:
         ep = schedule.programs[r].endpoint
         lines.append(f"active proctype rank_{_pe_name(ep.cube, ep.pe)}() {{")
+        lines += _exclusive(names, cols, r, depth)
         for g in range(int(cols.start[r]), int(cols.start[r + 1])):
             assert ranks[g] == r
             op = schedule.programs[r].ops[ops[g]]
