@@ -4,7 +4,9 @@
     .venv/bin/python benchmarks/cluster_gate.py --quick    # the placements only
 
 The matrix: proofs.toml's cases plus one case per placement of mesh_mlo_2d at 2x4 (every
-cube_start `meshproof placements` lists, expecting what it found). Each run is a whole
+cube_start `meshproof placements` lists, expecting what it found for its four placement
+properties: a placement that also breaks a semantic property fails its case, alike in both
+runs, so the gate exits 1). Each run is a whole
 `meshproof gate FILE --cluster local:N --no-cache` process writing JSON, JUnit and SARIF.
 Prints the seconds of each, the speed-up (near 2 on 2 idle cores; less on a shared
 machine) and whether the three files are the same bytes (JUnit's time attributes aside:
