@@ -115,3 +115,8 @@ class SynthesisError(BadInput):
 class PlanError(MeshproofError):
     """A synthesis plan fails its plan-level check (a state merged twice, a shard missing
     from an output, a transfer over a link the wiring lacks). The message names the row."""
+
+
+class RecheckUnavailable(OptionError):
+    """`--recheck SOLVER` (or the gate's `recheck` key) names a solver that is not
+    installed: the run stops before verifying (exit 2), never proves on one solver."""

@@ -14,8 +14,8 @@ from meshproof.exitcodes import ExitCode
 
 def test_no_command_is_one_line(run_cli: RunCli) -> None:
     # Was click's whole help text folded onto the error line.
-    assert_bad_input(run_cli([]), "name a command (gate, list, placements, report, simulate, "
-                                  "synthesize, trace, verify)")
+    assert_bad_input(run_cli([]), "name a command (export, gate, list, placements, report, "
+                                  "simulate, synthesize, trace, verify)")
 
 
 def test_help_lists_every_command_and_a_typo_gets_a_suggestion(run_cli: RunCli) -> None:

@@ -42,7 +42,7 @@ KERNELS = TEST_KERNELS / "masked_numeric.py"
 
 
 def _numeric(schedule: Schedule, b: float = 16.0, tol: float | None = None) -> NumericResult:
-    r = verify(schedule, VerifyConfig(only=(NS, AE), input_bound=b, tolerance=tol))
+    r = verify(schedule, VerifyConfig(only=(NS, AE), input_bound=b, rounding_tolerance=tol))
     p = r.property(NS.value)
     assert isinstance(p, NumericResult)
     return p

@@ -45,7 +45,7 @@ def _found_and_bound(kernel: str, args: dict[str, Any], b: float, family: Any,
                      **opts: Any) -> tuple[float, float]:
     s = _schedule(kernel, args, **opts)
     p = verify(s, VerifyConfig(queue_depth=s.launch.queue_depth, input_bound=b,
-                               only=frozenset({Property.NUMERIC_SAFETY}), tolerance=1.0)
+                               only=frozenset({Property.NUMERIC_SAFETY}), rounding_tolerance=1.0)
                ).property("numeric_safety")
     assert isinstance(p, NumericResult) and p.error_bound is not None
     table = derive_channels(s)

@@ -43,11 +43,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synthesize": ("meshproof.cli.synthesize_cmd", "synthesize_cmd"),
     "gate": ("meshproof.cli.gate_cmd", "gate_cmd"),
     "report": ("meshproof.cli.report_cmd", "report_cmd"),
+    "export": ("meshproof.cli.export_cmd", "export_cmd"),
 }
 # each command's one-line help as `meshproof --help` lists it: written here so that the
 # list costs no imports (the report command alone would import matplotlib);
 # tests/test_cli.py checks each against the command's own docstring
 SHORT_HELP: dict[str, str] = {
+    "export": "Write KERNEL's schedules for another verifier (--promela...",
     "gate": "Prove every case of FILE (default proofs.toml) and check...",
     "list": "List built-in kernels, wirings and panels.",
     "placements": "Verify KERNEL at every cube_start where its launch (--mesh...",

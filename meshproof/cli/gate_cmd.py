@@ -14,8 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from meshproof.cli.options import current_pipeline, gate_trace_limit_options, trace_limits
-from meshproof.errors import OutputError
+from meshproof.errors import OptionError, OutputError
 from meshproof.exitcodes import ExitCode
+from meshproof.gate.cluster import parse_cluster
 from meshproof.gate.github import (
     GITHUB_ENV,
     SUMMARY_ENV,
@@ -46,6 +47,10 @@ _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (no timings).")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=1, show_default=True,
               help="Cases run in parallel processes; 0 = one per CPU.")
+@click.option("--cluster", "cluster", default=None, metavar="ADDRESS|local:N",
+              help="Run the cases on a Dask cluster: a scheduler's ADDRESS, or local:N "
+                   "worker processes on this machine (pip install 'meshproof[cluster]'); "
+                   "the results and files are the serial gate's.")
 @click.option("--no-cache", is_flag=True,
               help="Re-prove every case; neither read nor write the cache.")
 @click.option("--cache-dir", "cache_dir", type=click.Path(path_type=Path, file_okay=False),
@@ -58,7 +63,7 @@ _WORD = {CaseStatus.MET: "ok", CaseStatus.FAILED: "FAILED", CaseStatus.UNKNOWN: 
               "(default: on when GITHUB_ACTIONS=true).")
 @gate_trace_limit_options
 def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
-             no_cache: bool, cache_dir: Path | None, sarif_path: Path | None,
+             cluster: str | None, no_cache: bool, cache_dir: Path | None, sarif_path: Path | None,
              github: bool | None, trace_timeout: float, trace_memory: int) -> int:
     """Prove every case of FILE (default proofs.toml) and check its expected outcome.
 
@@ -69,6 +74,10 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
         check_junit_target(junit_path)
     if sarif_path is not None:
         check_sarif_target(sarif_path)
+    on = parse_cluster(cluster) if cluster is not None else None
+    if on is not None and jobs != 1:
+        raise OptionError(f"--cluster {on.name} and --jobs {jobs} both say where cases run; "
+                          "give one (local:N for N processes on this machine)")
     matrix = load_matrix(file)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory, gate=True))
     check_matrix(matrix, pipeline)
@@ -82,7 +91,7 @@ def gate_cmd(file: Path, junit_path: Path | None, as_json: bool, jobs: int,
     workers = (os.cpu_count() or 1) if jobs == 0 else jobs
     with _progress(len(matrix.cases)) as report:
         gate = run_gate(matrix, jobs=workers, cache=cache, on_result=report,
-                        pipeline=pipeline)
+                        pipeline=pipeline, cluster=on)
     if as_json:
         click.echo(dumps(gate.to_json()), nl=False)
     else:

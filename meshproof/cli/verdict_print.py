@@ -57,6 +57,10 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
                 break
             repeat = f" [x{len(ops)}: ops {_op_list(ops)}]" if len(ops) > 1 else ""
             out.print(text + repeat, markup=False)
+    if verdict.rechecks:
+        out.print("\nre-check:")
+        for r in verdict.rechecks:
+            out.print(f"  {r.name.value}: {r.describe()}", markup=False)
     unknown = [p for p in verdict.properties if p.status is Status.UNKNOWN]
     for p in unknown:
         out.print(f"\n[yellow]{p.name.value}[/]: unknown, not proved: {p.message}")

@@ -25,10 +25,12 @@ from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.panels import panel_input_bound
 from meshproof.verify.api import VerifyConfig
+from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import (
     PROPERTY_NAMES,
     check_numeric_assumptions,
     parse_properties,
+    parse_recheck,
 )
 
 _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
@@ -64,11 +66,15 @@ _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
                    "all f32). --tolerance is its old spelling (deprecated).")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a SARIF 2.1.0 log (results at the kernel's lines).")
+@click.option("--recheck", "recheck", default=None, metavar="SOLVER",
+              help="Re-solve every query a protocol property rests on with a second "
+                   "solver (cvc5; pip install 'meshproof[recheck]'): a disagreement or its "
+                   "timeout makes the property unknown.")
 def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], as_json: bool,
                no_timings: bool, diagram: Path | None, keep_dot: bool, smt2_path: Path | None,
                input_bound: float | None, score_bound: float | None,
                rounding_tolerance: float | None,
-               sarif_path: Path | None, trace_timeout: float,
+               sarif_path: Path | None, recheck: str | None, trace_timeout: float,
                trace_memory: int, launch: LaunchOptions, launches_file: Path | None) -> int:
     """Prove direction legality, launch confinement, channel matching, deadlock freedom,
     exactly-once merging, attention equivalence and numeric safety of KERNEL, or show
@@ -79,6 +85,9 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         raise OptionError(f"--input-bound must be a positive, finite number, got {input_bound}")
     check_numeric_assumptions(score_bound, rounding_tolerance)
     only_props, skip_props = parse_properties(only), parse_properties(skip)
+    solver = parse_recheck(recheck) if recheck is not None else None
+    if solver is not None:
+        require_cvc5()
     if smt2_path is not None:
         check_writable(smt2_path, "--smt2")
     if sarif_path is not None:
@@ -93,7 +102,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
         from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
 
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
-                                                "--sarif": sarif_path})
+                                                "--sarif": sarif_path, "--recheck": recheck})
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
             return verify_launches(listed, pipeline, VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
@@ -108,7 +117,8 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
                               keep_smt2=smt2_path is not None, only=only_props,
                               skip=skip_props, input_bound=input_bound,
                               score_bound=score_bound,
-                              rounding_tolerance=rounding_tolerance, progress=bar)
+                              rounding_tolerance=rounding_tolerance, progress=bar,
+                              recheck=solver)
         outcome = run_case(one_launch(kernel, one), simulate=False, verify_config=config,
                            pipeline=pipeline)
     verdict, schedule = outcome.verdict, outcome.schedule

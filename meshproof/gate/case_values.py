@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from meshproof.errors import ConfigError
+from meshproof.errors import ConfigError, MeshproofError
 from meshproof.model.schedule import Scalar
-from meshproof.verify.properties import PROPERTY_NAMES, Property
+from meshproof.verify.properties import PROPERTY_NAMES, Property, RecheckSolver, parse_recheck
 
 
 def check_positive(raw: dict[str, Any], key: str, where: str) -> float | None:
@@ -24,6 +24,18 @@ def check_positive(raw: dict[str, Any], key: str, where: str) -> float | None:
             not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: {key} must be a positive, finite number, got {value!r}")
     return float(value)
+
+
+def check_recheck(raw: dict[str, Any], where: str) -> RecheckSolver | None:
+    """The `recheck` key: a second solver's name (`--recheck`), or None."""
+    if "recheck" not in raw:
+        return None
+    if not isinstance(raw["recheck"], str):
+        raise ConfigError(f"{where}: recheck must be a solver name, e.g. \"cvc5\"")
+    try:
+        return parse_recheck(raw["recheck"], f"{where}: recheck")
+    except MeshproofError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_properties(raw: dict[str, Any], key: str, where: str) -> tuple[Property, ...]:
@@ -140,6 +152,7 @@ CHECK_KEYS: tuple[CheckKey, ...] = (
     CheckKey("rounding_tolerance", _rounding_tolerance, "--rounding-tolerance", testing=True),
     CheckKey("only", check_properties, "--only"),
     CheckKey("skip", check_properties, "--skip"),
+    CheckKey("recheck", lambda raw, key, where: check_recheck(raw, where), "--recheck"),
 )
 CHECK_KEY_NAMES = tuple(row.key for row in CHECK_KEYS)
 

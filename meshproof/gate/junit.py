@@ -81,8 +81,10 @@ def _judged_property(case: str, judged: JudgedProperty) -> JUnitOutcome:
         return JUnitOutcome(Kind.ERROR, f"{case}: {name} is unknown (not proved): "
                             f"{got.message}", got.text(), got.seconds)
     if judged.status is ItemStatus.MET:
-        return JUnitOutcome(Kind.PASS, text=got.text() if judged.want is Status.VIOLATED else "",
-                            seconds=got.seconds)
+        text = got.text() if judged.want is Status.VIOLATED else ""
+        if got.recheck:   # --recheck / the recheck key: the second solver's word, a line
+            text = "\n".join(filter(None, [text, f"re-check: {got.recheck}"]))
+        return JUnitOutcome(Kind.PASS, text=text, seconds=got.seconds)
     if got.status is Status.VIOLATED:
         return JUnitOutcome(Kind.FAILURE, f"{case}: {name} expected proved, got violated: "
                             f"{got.summary or got.message}", got.text(), got.seconds)

@@ -23,7 +23,7 @@ from meshproof.model.launch_options import KEY_NAMES, LaunchOptions, refuse_unkn
 from meshproof.model.loader import KernelRef, resolve_kernel
 from meshproof.panels import get_panel
 from meshproof.tomlfile import read_toml
-from meshproof.verify.properties import PROPERTY_NAMES, Property
+from meshproof.verify.properties import PROPERTY_NAMES, Property, RecheckSolver
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -58,6 +58,7 @@ class GateCase:
     rounding_tolerance: float | None = None
     only: tuple[Property, ...] = ()      # check only these (empty: every property)
     skip: tuple[Property, ...] = ()      # leave these out
+    recheck: RecheckSolver | None = None  # re-solve the protocol queries (--recheck)
 
     @property
     def launch(self) -> LaunchOptions:
@@ -122,6 +123,8 @@ class GateCase:
             if getattr(self, key):
                 out[key] = [p.value for p in getattr(self, key)]
         out["simulate"] = self.simulate
+        if self.recheck is not None:
+            out["recheck"] = self.recheck.value
         return out
 
 

@@ -37,6 +37,7 @@ class PropertyOutcome:
     diagnostics: tuple[str, ...] = ()   # formatted `file:line: rank (...): error: ...`
     seconds: float = 0.0
     located: Located = field(default_factory=Located)  # the diagnostics placed for CI
+    recheck: str = ""                   # --recheck's line, without timings ("" if none)
 
     @staticmethod
     def of(result: PropertyResult, schedule: Schedule | None = None) -> PropertyOutcome:
@@ -45,6 +46,12 @@ class PropertyOutcome:
                                cex.summary if cex else "",
                                tuple(d.format() for d in cex.diagnostics) if cex else (),
                                result.seconds, locate(result, schedule))
+
+    def rechecked(self, verdict: Verdict | None) -> PropertyOutcome:
+        """This outcome with the verdict's re-check line for it, if any."""
+        found = next((r for r in (verdict.rechecks if verdict else ())
+                      if r.name is self.name), None)
+        return replace(self, recheck=found.describe(timings=False)) if found else self
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -72,6 +79,8 @@ class PropertyOutcome:
             out["seconds"] = self.seconds
         if located:
             out["located"] = self.located.to_json()
+        if self.recheck:
+            out["recheck"] = self.recheck
         return out
 
     @staticmethod
@@ -80,7 +89,8 @@ class PropertyOutcome:
                                str(data["message"]), str(data["summary"]),
                                tuple(str(d) for d in data["diagnostics"]),
                                float(data.get("seconds", 0.0)),
-                               Located.from_json(data.get("located")))
+                               Located.from_json(data.get("located")),
+                               str(data.get("recheck", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +218,7 @@ def summed_properties(verdicts: tuple[Verdict, ...],
             continue
         status = Status.worst(p.status for _, p in per)
         i, first = next((i, p) for i, p in per if p.status is status)
-        one = PropertyOutcome.of(first, schedules[i])
+        one = PropertyOutcome.of(first, schedules[i]).rechecked(verdicts[i])
         message = first.message if len(per) == 1 else \
             f"every launch: {first.message}" if status is Status.PROVED else \
             f"launch {i + 1}: {first.message}"
@@ -265,7 +275,8 @@ class CaseOutcome:
     @staticmethod
     def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
            refused: str, *, numerics: bool) -> CaseOutcome:
-        props = tuple(PropertyOutcome.of(p, schedule) for p in verdict.properties) \
+        props = tuple(PropertyOutcome.of(p, schedule).rechecked(verdict)
+                      for p in verdict.properties) \
             if verdict else ()
         numeric = explain(NumericOutcome.of(simulation, refused), verdict, simulation) \
             if numerics else None

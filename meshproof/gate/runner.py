@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshproof.errors import (
     BadInput,
@@ -37,9 +37,13 @@ from meshproof.model.schedule import LaunchSpec
 from meshproof.panels import panel_input_bound
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
+from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
 from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
+
+if TYPE_CHECKING:
+    from meshproof.gate.cluster import ClusterSpec
 
 GATE_SCHEMA = "meshproof/gate-v1"
 
@@ -150,7 +154,7 @@ def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimC
         input_bound=case.input_bound if case.input_bound is not None else
         panel_input_bound(case.panel, case.scale), score_bound=case.score_bound,
         rounding_tolerance=case.rounding_tolerance, only=frozenset(case.only),
-        skip=frozenset(case.skip))
+        skip=frozenset(case.skip), recheck=case.recheck)
     return verify_config, SimConfig(timing=False)
 
 
@@ -197,6 +201,8 @@ def check_matrix(matrix: GateMatrix, pipeline: Pipeline = Pipeline()) -> None:
     bad case is a bad file (exit 2) before anything is proved, not a failure discovered
     minutes later."""
     for index, case in enumerate(matrix.cases, start=1):
+        if case.recheck is not None:
+            require_cvc5()   # a missing second solver is bad input (exit 2), up front
         try:
             resolve_case_launches(case, resolver=case_pipeline(case, pipeline).resolver)
         except (TraceLimitExceeded, TraceCrashed):
@@ -213,10 +219,22 @@ def default_cache(directory: Path | None = None) -> GateCache:
 
 def run_gate(matrix: GateMatrix, *, jobs: int = 1, cache: GateCache | None = None,
              on_result: Callable[[CaseResult], None] | None = None,
-             pipeline: Pipeline = Pipeline()) -> GateResult:
-    """Run every case, in matrix order in the result whatever the completion order."""
+             pipeline: Pipeline = Pipeline(), cluster: ClusterSpec | None = None
+             ) -> GateResult:
+    """Run every case, in matrix order in the result whatever the completion order;
+    `cluster`: on a Dask cluster (gate/cluster.py), each case as `--jobs` runs it."""
     results: dict[int, CaseResult] = {}
-    if jobs <= 1 or len(matrix.cases) <= 1:
+    if cluster is not None:
+        from meshproof.gate.cluster import run_cases
+
+        def done(i: int, result: CaseResult) -> None:
+            results[i] = result
+            if on_result:
+                on_result(result)
+
+        run_cases(cluster, matrix.cases, cache.directory if cache else None, pipeline,
+                  _evaluate_in_worker, done)
+    elif jobs <= 1 or len(matrix.cases) <= 1:
         for i, case in enumerate(matrix.cases):
             results[i] = evaluate(case, cache=cache, pipeline=pipeline)
             if on_result:

@@ -305,6 +305,8 @@ def gate_sarif(gate: GateResult, base: Path | None = None) -> dict[str, Any]:
     lines = case_lines(gate.matrix)
     alerts: list[Alert] = []
     notices: list[Notice] = []
+    rechecks = [f"{r.case.name}: {p.name.value}: {p.recheck}" for r in gate.results
+                if r.outcome is not None for p in r.outcome.properties if p.recheck]
     for result in gate.results:
         if result.status is CaseStatus.ERROR:
             notices.append(Notice(f"{result.case.name}: {result.error}",
@@ -312,7 +314,10 @@ def gate_sarif(gate: GateResult, base: Path | None = None) -> dict[str, Any]:
                                         lines.get(result.case.name, 1))))
             continue
         alerts += case_alerts(result, gate.matrix, lines)
-    return sarif_log(alerts, notices, base)
+    log = sarif_log(alerts, notices, base)
+    if rechecks:   # the recheck key: what the second solver said, a line per property
+        log["runs"][0]["properties"]["rechecks"] = rechecks
+    return log
 
 
 # ---- files --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job
 from meshproof.verify.properties import PROPERTY_NAMES, CheckContext, Property, VerifyConfig
 from meshproof.verify.registry import CHECKS
-from meshproof.verify.result import PropertyResult, Verdict
+from meshproof.verify.result import PropertyResult, Recheck, Verdict
 from meshproof.verify.z3util import Budget
 
 __all__ = ["VerifyConfig", "verify"]
@@ -29,7 +29,12 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
     if not selected:
         raise OptionError("--only/--skip leave no property to check; properties: "
                           f"{', '.join(PROPERTY_NAMES)}")
+    if config.recheck is not None:
+        from meshproof.verify.cvc5_solver import require_cvc5
+
+        require_cvc5()   # before any work: a missing solver is bad input, not unknown
     results: dict[Property, PropertyResult] = {}
+    rechecks: list[Recheck] = []
     job = ctx.shared(certificate_job) if Property.DEADLOCK_FREEDOM in selected else None
     try:
         # deadlock_freedom last: on large launches Z3 checks its certificate on the second
@@ -45,10 +50,16 @@ def verify(schedule: Schedule, config: VerifyConfig = VerifyConfig()) -> Verdict
             if result.name is not prop:
                 raise InternalError(f"the check registered for {prop.value} reported "
                                     f"{result.name.value}")
+            if config.recheck is not None:
+                from meshproof.verify.recheck import recheck_one
+
+                result, record = recheck_one(ctx, result, config.recheck)
+                rechecks.append(record)
             results[prop] = result
     finally:
         if job is not None:
             job.cancel()
     skipped = tuple(p for p in Property if p not in selected)
     return Verdict(schedule.launch.kernel, schedule.launch,
-                   tuple(results[p] for p in selected), ctx.depth, skipped)
+                   tuple(results[p] for p in selected), ctx.depth, skipped,
+                   tuple(sorted(rechecks, key=lambda r: selected.index(r.name))))

@@ -9,6 +9,8 @@ million constraints in a few dozen seconds, in linear time and memory (spec/prop
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from meshproof.model.channels import NO_LINK
@@ -31,14 +33,27 @@ def check_order(cons: OrderConstraints, stamps: np.ndarray, budget: Budget,
     `and`. A rank's program order (given `starts`, its first rows) is one chain per rank
     and chunk: `t[i] < t[i+1]` for all i is `(<= u[0] u[1] ...)` with `u[i] = t[i] - i`.
     About 2 µs a constraint."""
+    chunks = 0
+    for lines in order_chunks(cons, stamps, chunk_rows, starts):
+        chunks += 1
+        outcome = check_ground(lines, budget)
+        if outcome.result is not SatResult.SAT:
+            return outcome, chunks
+    return Outcome(SatResult.SAT, ""), chunks
+
+
+def order_chunks(cons: OrderConstraints, stamps: np.ndarray, chunk_rows: int = CHUNK_ROWS,
+                 starts: np.ndarray | None = None) -> Iterator[list[str]]:
+    """The assert lines of `check_order`'s chunks, one list per solver call (also what
+    `--recheck` hands the second solver: the very facts Z3 was given)."""
     if len(cons.never):
-        return check_ground(["(assert false)"], budget), 1
+        yield ["(assert false)"]
+        return
     eq = cons.depth == 0
     groups = [(cons.message, "=" if eq else "<=", 0 if eq else 1), (cons.capacity, "<=", 1)]
     if starts is None:
         groups.insert(0, (cons.program, "<=", 1))
     n = len(stamps)
-    chunks = 0
     for lo in range(0, max(n, 1), chunk_rows):
         hi = lo + chunk_rows
         facts: list[str] = []
@@ -50,11 +65,7 @@ def check_order(cons: OrderConstraints, stamps: np.ndarray, budget: Budget,
                  for i in range(0, len(facts), 1000)]
         if starts is not None:
             lines += _program_chains(stamps, starts, lo, min(hi, n))
-        chunks += 1
-        outcome = check_ground(lines, budget)
-        if outcome.result is not SatResult.SAT:
-            return outcome, chunks
-    return Outcome(SatResult.SAT, ""), chunks
+        yield lines
 
 
 def _program_chains(stamps: np.ndarray, starts: np.ndarray, lo: int, hi: int,

@@ -41,6 +41,25 @@ class Property(Enum):
 
 PROPERTY_NAMES = tuple(p.value for p in Property)
 
+# decided by Z3 (or by an enumeration exported as SMT-LIB): what `--recheck` re-solves
+PROTOCOL_PROPERTIES = (Property.DIRECTION_LEGALITY, Property.LAUNCH_CONFINEMENT,
+                       Property.CHANNEL_MATCHING, Property.DEADLOCK_FREEDOM)
+
+
+class RecheckSolver(Enum):
+    """The second solvers `--recheck` can hand the protocol properties' queries to."""
+
+    CVC5 = "cvc5"
+
+
+def parse_recheck(name: str, where: str = "--recheck") -> RecheckSolver:
+    """A re-check solver by name; unknown names raise OptionError listing the names."""
+    try:
+        return RecheckSolver(name.strip())
+    except ValueError:
+        raise OptionError(f"{where}: unknown solver {name.strip()!r}; solvers: "
+                          f"{', '.join(s.value for s in RecheckSolver)}") from None
+
 
 def parse_property(name: str) -> Property:
     """A property by its name; unknown names raise OptionError listing the names."""
@@ -113,6 +132,8 @@ class VerifyConfig:
     rounding_tolerance: float | None = field(default=None, metadata=IN_VERDICT)
     only: frozenset[Property] = field(default=frozenset(), metadata=IN_VERDICT)  # empty: all
     skip: frozenset[Property] = field(default=frozenset(), metadata=IN_VERDICT)
+    # re-solve the protocol queries with this solver (a re-checked verdict is another one)
+    recheck: RecheckSolver | None = field(default=None, metadata=IN_VERDICT)
     # told where the call is (the CLI's progress bar); never part of what is verified
     progress: ProgressSink | None = field(default=None, compare=False, repr=False,
                                           metadata=NOT_IN_VERDICT)
@@ -126,6 +147,8 @@ class VerifyConfig:
                 value = getattr(self, f.name)
                 if isinstance(value, frozenset):
                     value = sorted(p.value for p in value)
+                elif isinstance(value, Enum):
+                    value = value.value
                 out[f.name] = value
         return out
 

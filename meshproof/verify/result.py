@@ -377,6 +377,43 @@ class NumericResult(PropertyResult):
         return out
 
 
+class RecheckStatus(Enum):
+    """How a property fared under `--recheck` (spec/verify.md "Re-check")."""
+
+    AGREED = "agreed"              # the second solver gave Z3's answer on every query
+    EVALUATED = "evaluated"        # a violation's witness re-validated by evaluating it
+    DISAGREED = "disagreed"        # the solvers differ: the property is unknown
+    UNDECIDED = "undecided"        # a solver returned unknown (timeout, limit): unknown
+    NOT_SMT = "not_smt"            # exact algebra, not SMT: not re-checkable by SMT
+    NOT_RECHECKED = "not_rechecked"  # already unknown: nothing to re-check
+
+
+@dataclass(frozen=True, slots=True)
+class Recheck:
+    """One property's re-check: its outcome, the queries re-solved, in words."""
+
+    name: Property
+    solver: str
+    status: RecheckStatus
+    detail: str              # deterministic words (no timings)
+    queries: int = 0
+    seconds: float = 0.0
+
+    def describe(self, *, timings: bool = True) -> str:
+        """The re-check in one line, e.g. `proved (z3; re-checked by cvc5 in 0.12 s)`."""
+        if self.status is RecheckStatus.AGREED:
+            took = f" in {self.seconds:.2f} s" if timings else ""
+            return f"proved (z3; re-checked by {self.solver}{took})"
+        return self.detail
+
+    def to_json(self, *, timings: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"solver": self.solver, "status": self.status.value,
+                               "queries": self.queries, "message": self.describe(timings=False)}
+        if timings:
+            out["seconds"] = round(self.seconds, 4)
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The properties checked for one launch at one queue depth, and those not checked."""
@@ -386,6 +423,7 @@ class Verdict:
     properties: tuple[PropertyResult, ...]
     queue_depth: int | None = None         # the D the properties were judged at
     skipped: tuple[Property, ...] = ()     # not checked (--only / --skip)
+    rechecks: tuple[Recheck, ...] = ()     # --recheck: one per property checked
 
     @property
     def ok(self) -> bool:
@@ -436,6 +474,10 @@ class Verdict:
         if not timings:
             for p in props:
                 p.pop("seconds")
+        rechecks = {r.name.value: r.to_json(timings=timings) for r in self.rechecks}
+        for p in props:
+            if p["name"] in rechecks:
+                p["recheck"] = rechecks[p["name"]]
         rendezvous = self.rendezvous
         return {
             "schema": VERDICT_SCHEMA,
