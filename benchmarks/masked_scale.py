@@ -1,14 +1,15 @@
 """Whole-process `meshproof verify` on the causal ring prefills as they grow: seconds, peak
-RSS and the verdicts of attention_equivalence and exactly_once_merge (prints figures; not a
-timed test).
+RSS and the verdicts of all seven properties, numeric_safety included (prints figures; not
+a timed test).
 
     .venv/bin/python benchmarks/masked_scale.py            # every row
     .venv/bin/python benchmarks/masked_scale.py --quick    # 8 ranks only
 
 Rows: naive, zigzag, striped and the off-by-one at 8, 16 and 64 ranks (one cube of that many PEs on
 pe_ring) with S = 256 keys per rank, and at one million tokens (64 x 16,384). Each row is a
-fresh process (peak RSS from /usr/bin/time); numeric_safety is skipped
-(not judged on masked outputs yet: spec/semantics.md §8). The issue's goals: every row
+fresh process (peak RSS from /usr/bin/time). At one million tokens numeric_safety is
+unknown (its bound's absolute part from a million f16 weights passes the tolerance), so
+those rows exit 3 with the masked properties proved. The issue's goals: every row
 <= 60 s and <= 4 GiB on 2 cores, zigzag <= 4x naive, no kill, no exit 70. The striped
 ring is proved up to about 14 ranks; from 15 its n guarded sums pass the algebra's form
 size bound and it is unknown (spec/semantics.md §8), so its 16- and 64-rank rows say
@@ -35,7 +36,7 @@ TIMEOUT_S = 900
 
 def run(kernel: str, ranks: int, s: int) -> tuple[float, float, int, str]:
     cmd = [MESHPROOF, "verify", kernel, "--pes", str(ranks), "--arg", f"n_ranks={ranks}",
-           "--arg", f"S_q={s}", "--arg", f"S_kv_per_rank={s}", "--skip", "numeric_safety",
+           "--arg", f"S_q={s}", "--arg", f"S_kv_per_rank={s}",
            "--timeout", str(TIMEOUT_S)]
     start = time.perf_counter()
     try:

@@ -10,12 +10,13 @@ from helpers import trace_kernel
 from meshproof.gate.cache import case_key
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
-from meshproof.verify.properties import VERDICT_KEY, Property, VerifyConfig
+from meshproof.verify.properties import VERDICT_KEY, Property, RecheckSolver, VerifyConfig
 
 # a value other than the default, for every field a decided verdict depends on
 CHANGED: dict[str, object] = {
     "queue_depth": 2, "input_bound": 4.0, "score_bound": 30.0, "rounding_tolerance": 0.2,
     "only": frozenset({Property.DEADLOCK_FREEDOM}), "skip": frozenset({Property.NUMERIC_SAFETY}),
+    "recheck": RecheckSolver.CVC5,
 }
 # budgets (which only ever make a verdict unknown, never stored) and display hooks
 NOT_IN_KEY: dict[str, object] = {

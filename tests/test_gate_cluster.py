@@ -24,6 +24,24 @@ from meshproof.gate.pipeline import Pipeline
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
                                 reason="dask.distributed is not installed "
                                        "(pip install 'meshproof[cluster]')")
+FRESH = "MESHPROOF_TEST_FRESH_PROCESS"
+
+
+def _in_a_fresh_process(test: str) -> bool:
+    """Run `test` of this file in a pytest of its own and say so (True: the caller stops).
+    A LocalCluster leaves dask's threads running in the process that started it, and the
+    trace isolation picks its start method by the caller's thread count
+    (model/isolation.py): the tests that follow in the same worker would see them."""
+    if os.environ.get(FRESH) == "1":
+        return False
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", f"{__file__}::{test}"],
+                          env={**os.environ, FRESH: "1"}, capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return True
 
 MATRIX = """\
 [[case]]
@@ -73,6 +91,8 @@ def _gate(tmp_path: Path, tag: str, *extra: str) -> tuple[int, dict[str, bytes]]
 
 @needs_dask
 def test_a_local_cluster_of_two_gives_the_serial_gates_bytes(tmp_path: Path) -> None:
+    if _in_a_fresh_process("test_a_local_cluster_of_two_gives_the_serial_gates_bytes"):
+        return
     (tmp_path / "m.toml").write_text(MATRIX)
     serial_code, serial = _gate(tmp_path, "serial")
     code, clustered = _gate(tmp_path, "cluster", "--cluster", "local:2")
@@ -88,6 +108,8 @@ def _die(case: object, cache_dir: object, pipeline: object) -> object:
 
 @needs_dask
 def test_a_case_whose_worker_dies_twice_is_unknown_once(tmp_path: Path) -> None:
+    if _in_a_fresh_process("test_a_case_whose_worker_dies_twice_is_unknown_once"):
+        return
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
