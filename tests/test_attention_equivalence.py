@@ -145,7 +145,7 @@ MUTATION_WORDS = {
 }
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.sampled_from(sorted(MUTATION_WORDS)), st.sampled_from(["((t2 t0) (t3 t1))",
                                                                "(t3 ((t1 t0) t2))",
                                                                "(((t0 t1) t2) t3)"]),
@@ -195,7 +195,7 @@ def _mixed(draw: st.DrawFn) -> tuple[int, str, str]:
     return tiles, tree(leaves), draw(st.text(alphabet="mlpsr", min_size=1, max_size=4))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(_mixed())
 def test_merge_trees_mixing_representations_are_attention_and_merge_once(
         case: tuple[int, str, str]) -> None:
@@ -207,7 +207,7 @@ def test_merge_trees_mixing_representations_are_attention_and_merge_once(
         assert p.status is Status.PROVED, (plan, reprs, name, _text(p))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(_mixed(), st.sampled_from(sorted(MUTATION_WORDS)), st.integers(0, 8))
 def test_single_mutations_in_mixed_trees_are_violated_with_a_40_digit_witness(
         case: tuple[int, str, str], mutation: str, at: int) -> None:

@@ -30,7 +30,9 @@ def _meshproof() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "meshproof"]
 
 
-@pytest.mark.parametrize("command", ["verify", "simulate", "trace"])
+# verify in make test; simulate and trace (about 45 s more) in make bench (pytest -m scale)
+@pytest.mark.parametrize("command", ["verify", pytest.param("simulate", marks=pytest.mark.scale),
+                                     pytest.param("trace", marks=pytest.mark.scale)])
 def test_no_launch_size_ends_in_exit_70_or_a_memory_kill(command: str, tmp_path: Path) -> None:
     extra = ["--time-budget", "20"] if command == "simulate" else []
     failures = []
