@@ -84,3 +84,17 @@ def store_output(o_ptr: Any, o: Tensor, ell: Tensor, S_q: int, h_q: int, h_kv: i
     out = tl.reshape(out, (h_kv, S_q, group, d_head))
     out = tl.trans(out, (1, 0, 2, 3))
     tl.store(o_ptr, tl.cast(out, "f16"))
+
+
+def fold_scores(state: Triplet | None, scores: Tensor, v: Tensor, tl: Any) -> Triplet:
+    """Fold a tile of (possibly masked) scores into a running (m, ℓ, o); None starts it."""
+    if state is None:
+        m = tl.max(scores, axis=-1)
+        p = tl.exp(scores - m)
+        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+    m, ell, o = state
+    m_new = tl.maximum(m, tl.max(scores, axis=-1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(scores - m_new)
+    return (m_new, ell * alpha + tl.sum(p, axis=-1),
+            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))

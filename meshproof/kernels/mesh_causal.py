@@ -33,6 +33,7 @@ from typing import Any
 
 from meshproof.kernels.attention_parts import (
     Triplet,
+    fold_scores,
     gqa_group,
     load_kv,
     load_q,
@@ -75,16 +76,7 @@ def _block(q: Any, q_span: Span, kv: Chunk, state: Triplet | None, scale: float,
     scores = tl.dot(q, k_t, out_dtype="f32") * scale
     if k_span[0] + k_span[1] * (rows - 1) > q_span[0]:
         scores = _masked_scores(scores, q_span, k_span, rows, group, h_kv, lead, tl)
-    if state is None:
-        m = tl.max(scores, axis=-1)
-        p = tl.exp(scores - m)
-        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
-    m, ell, o = state
-    m_new = tl.maximum(m, tl.max(scores, axis=-1))
-    alpha = tl.exp(m - m_new)
-    p = tl.exp(scores - m_new)
-    return (m_new, ell * alpha + tl.sum(p, axis=-1),
-            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
+    return fold_scores(state, scores, v, tl)
 
 
 def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,

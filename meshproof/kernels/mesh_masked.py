@@ -22,26 +22,14 @@ from typing import Any
 
 from meshproof.kernels.attention_parts import (
     Triplet,
+    fold_scores,
     gqa_group,
     load_kv,
     load_q,
+    merge,
     softmax_scale,
     store_output,
 )
-
-
-def _fold(state: Triplet | None, scores: Any, v: Any, tl: Any) -> Triplet:
-    """Fold a score tile into the running (m, ℓ, o) (the first tile starts it)."""
-    if state is None:
-        m = tl.max(scores, axis=-1)
-        p = tl.exp(scores - m)
-        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
-    m, ell, o = state
-    m_new = tl.maximum(m, tl.max(scores, axis=-1))
-    alpha = tl.exp(m - m_new)
-    p = tl.exp(scores - m_new)
-    return (m_new, ell * alpha + tl.sum(p, axis=-1),
-            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
 
 
 def line_decode_window(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
@@ -71,15 +59,12 @@ def line_decode_window(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
         s4 = tl.reshape(scores, (h_kv, S_q, group, S_kv_per_rank))
         s4 = tl.where(keep, s4, float("-inf"))
         scores = tl.reshape(s4, (h_kv, S_q * group, S_kv_per_rank))
-    state = _fold(None, scores, v, tl)
+    state = fold_scores(None, scores, v, tl)
     if rank > start:
         m_in = tl.recv(dir="W", shape=state[0].shape, dtype="f32")
         l_in = tl.recv(dir="W", shape=state[1].shape, dtype="f32")
         o_in = tl.recv(dir="W", shape=state[2].shape, dtype="f32")
-        m, ell, o = state
-        m_new = tl.maximum(m, m_in)
-        alpha, beta = tl.exp(m - m_new), tl.exp(m_in - m_new)
-        state = (m_new, ell * alpha + l_in * beta, o * alpha + o_in * beta)
+        state = merge(state, (m_in, l_in, o_in), tl)
     if rank < n_ranks - 1:
         for x in state:
             tl.send(dir="E", src=x)
@@ -113,7 +98,7 @@ def ring_prefill_padded(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int
         if first + S_kv_per_rank > length:                   # the slice the length cuts
             k_pos = tl.arange(0, S_kv_per_rank) + first
             scores = tl.where(k_pos < length, scores, float("-inf"))
-        state = _fold(state, scores, v, tl)
+        state = fold_scores(state, scores, v, tl)
     assert state is not None   # rank 0's slice holds key 0, a real key
     _m, ell, o = state
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
