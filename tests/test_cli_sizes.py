@@ -19,6 +19,10 @@ import pytest
 ADDRESS_SPACE = 4_000_000 * 1024        # ulimit -v 4000000 (KiB)
 SHARDS = (10**4, 10**6, 10**8, 10**10, 10**11, 10**12)
 HEADS = (8, 4096, 65536)
+# make test runs verify at the grid's corners and centre; make bench (pytest -m scale) the
+# whole grid for all three commands
+CORNERS = ((10**4, 8), (10**4, 65536), (10**8, 4096), (10**12, 8), (10**12, 65536))
+GRID = tuple((s_kv, d) for s_kv in SHARDS for d in HEADS)
 
 
 def _limited() -> None:
@@ -30,25 +34,27 @@ def _meshproof() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "meshproof"]
 
 
-# verify in make test; simulate and trace (about 45 s more) in make bench (pytest -m scale)
-@pytest.mark.parametrize("command", ["verify", pytest.param("simulate", marks=pytest.mark.scale),
-                                     pytest.param("trace", marks=pytest.mark.scale)])
-def test_no_launch_size_ends_in_exit_70_or_a_memory_kill(command: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("command", "sizes"), [
+    pytest.param("verify", CORNERS, id="verify-corners"),
+    pytest.param("verify", GRID, id="verify-grid", marks=pytest.mark.scale),
+    pytest.param("simulate", GRID, id="simulate-grid", marks=pytest.mark.scale),
+    pytest.param("trace", GRID, id="trace-grid", marks=pytest.mark.scale)])
+def test_no_launch_size_ends_in_exit_70_or_a_memory_kill(
+        command: str, sizes: tuple[tuple[int, int], ...], tmp_path: Path) -> None:
     extra = ["--time-budget", "20"] if command == "simulate" else []
     failures = []
-    for s_kv in SHARDS:
-        for d in HEADS:
-            args = [*_meshproof(), command, "mesh_mlo_1d", "--arg", f"S_kv_per_rank={s_kv}",
-                    "--arg", f"d_head={d}", *extra]
-            done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True,
-                                  timeout=600, preexec_fn=_limited, check=False)
-            err = done.stderr
-            if done.returncode not in (0, 1, 2, 3) or "Traceback" in err or \
-                    "internal error" in err:
-                failures.append(f"S_kv_per_rank={s_kv} d_head={d}: exit {done.returncode}: "
-                                f"{err.strip()[-300:]}")
-            elif done.returncode in (2, 3) and command == "simulate":
-                # a refusal is one line that says why
-                assert len(err.strip().splitlines()) <= 2, err
+    for s_kv, d in sizes:
+        args = [*_meshproof(), command, "mesh_mlo_1d", "--arg", f"S_kv_per_rank={s_kv}",
+                "--arg", f"d_head={d}", *extra]
+        done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, preexec_fn=_limited, check=False)
+        err = done.stderr
+        if done.returncode not in (0, 1, 2, 3) or "Traceback" in err or \
+                "internal error" in err:
+            failures.append(f"S_kv_per_rank={s_kv} d_head={d}: exit {done.returncode}: "
+                            f"{err.strip()[-300:]}")
+        elif done.returncode in (2, 3) and command == "simulate":
+            # a refusal is one line that says why
+            assert len(err.strip().splitlines()) <= 2, err
     assert failures == [], "\n".join(failures)
 

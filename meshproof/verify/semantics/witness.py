@@ -10,11 +10,13 @@ none found leaves the property unknown, never violated.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from meshproof.model.budget import available_bytes, size_text
 from meshproof.model.channels import ChannelTable
@@ -86,20 +88,46 @@ def _mp() -> Any:  # mpmath ships no types
     return mpmath
 
 
+# A problem at most this many input elements keeps its seeded inputs (read-only) between
+# the families and properties that ask again: drawing a seed's pool costs about 0.25 s,
+# and one verify asks for seeds 0-2 a dozen times. A larger one draws afresh each time,
+# so the cache never holds more than LRU_INPUTS * 8 MiB.
+CACHED_INPUT_ELEMENTS = 1 << 20
+LRU_INPUTS = 8
+
+
 def make_inputs(problem: Problem, seed: int) -> Inputs:
     """N(0,1) inputs rounded to f16: exactly what `meshproof simulate --seed` feeds (the one
-    seeded generator, model/inputs.py), so a witness found on them reproduces there."""
+    seeded generator, model/inputs.py), so a witness found on them reproduces there. The
+    arrays are read-only: a family that changes them works on a copy."""
+    elements = sum((problem.q_rows(g.index) * problem.h_q
+                    + 2 * max(problem.kv_rows(g.index), 1) * problem.h_kv) * problem.d_head
+                   for g in problem.groups)
+    if elements > CACHED_INPUT_ELEMENTS:
+        return _draw_inputs(problem, seed)
+    return _cached_inputs(problem, seed)
+
+
+@functools.lru_cache(maxsize=LRU_INPUTS)
+def _cached_inputs(problem: Problem, seed: int) -> Inputs:
+    return _draw_inputs(problem, seed)
+
+
+def _draw_inputs(problem: Problem, seed: int) -> Inputs:
     q, k, v = {}, {}, {}
     d = problem.d_head
     for g in problem.groups:
         rows_q, rows_kv = problem.q_rows(g.index), max(problem.kv_rows(g.index), 1)
-        q[g.index] = normal_block(seed, g.index, "q", 0, rows_q, problem.h_q, d
-                                  ).astype(np.float64)
-        k[g.index] = normal_block(seed, g.index, "k", 0, rows_kv, problem.h_kv, d
-                                  ).astype(np.float64)
-        v[g.index] = normal_block(seed, g.index, "v", 0, rows_kv, problem.h_kv, d
-                                  ).astype(np.float64)
+        q[g.index] = _read_only(normal_block(seed, g.index, "q", 0, rows_q, problem.h_q, d))
+        k[g.index] = _read_only(normal_block(seed, g.index, "k", 0, rows_kv, problem.h_kv, d))
+        v[g.index] = _read_only(normal_block(seed, g.index, "v", 0, rows_kv, problem.h_kv, d))
     return Inputs(q, k, v)
+
+
+def _read_only(x: npt.NDArray[np.float32]) -> Array:
+    out = x.astype(np.float64)
+    out.flags.writeable = False
+    return out
 
 
 def reference(problem: Problem, inputs: Inputs, group: int, be: Backend,
