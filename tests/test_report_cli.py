@@ -68,16 +68,6 @@ def test_report_writes_readme_sweep_figures_and_diagrams(
     assert "seconds" not in files["sweep.json"].decode()  # no wall-clock values
 
 
-def test_rerun_gives_the_same_json_and_markdown_bytes(
-        report: tuple[Path, dict[str, bytes]]) -> None:
-    out, before = report
-    write_report(out, options=TINY)
-    after = _snapshot(out)
-    assert after["sweep.json"] == before["sweep.json"]
-    assert after["README.md"] == before["README.md"]
-    assert set(after) == set(before)
-
-
 def test_fast_rerenders_without_any_solver_and_draws_the_verify_benchmark(
         report: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch) -> None:
     out, before = report
