@@ -85,7 +85,7 @@ def _latency(kernel: KernelRef, opts: LaunchOptions) -> tuple[float, object]:
 def _verify(schedule: object, row: Row) -> tuple[str, float]:
     t0 = time.perf_counter()
     verdict = verify(schedule, VerifyConfig(input_bound=row.input_bound,  # type: ignore[arg-type]
-                                            tolerance=row.tolerance))
+                                            rounding_tolerance=row.tolerance))
     seconds = time.perf_counter() - t0
     proved = sum(p.status is Status.PROVED for p in verdict.properties)
     unknown = [p.name.value for p in verdict.properties if p.status is Status.UNKNOWN]

@@ -1,11 +1,11 @@
 """Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
 
-plan: columns then rows, segments [0,1]x[1,2] (list-scheduled, forward rule; 101 candidate(s) ranked)
+plan: columns then rows, segments [0,1]x[1,2] (list-scheduled, forward rule; 109 candidate(s) ranked)
 launch: --system 1x4x4 --wiring cube_mesh --mesh 2x4 --cube-start 0 --queue-depth 4
 wiring: cube_mesh; 8 ranks; queue depth D = 4
 profile: default (assumed, not measured)
 sizes: S_q=1, S_kv_per_rank=16, h_q=1, h_kv=1, d_head=8
-predicted latency: 6.307 us; lower bound: 5.355 us (gap 1.18x)
+predicted latency: 6.307 us; lower bound: 5.755 us (gap 1.10x)
 
 The synthesiser is not trusted: this file plus its `meshproof verify` verdict is the
 certificate. The numbers above are a note; `meshproof simulate` re-measures.

@@ -41,7 +41,8 @@ def test_project_gate_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0, out
     cases = load_matrix(ROOT / "proofs.toml").cases
     expected_tests = sum(len(PROPERTY_NAMES) + (1 if c.simulate else 0)
-                         + (1 if c.is_deployment else 0) for c in cases)
+                         + (1 if c.is_deployment else 0) + (1 if c.synthesized else 0)
+                         for c in cases)
     root = ET.parse(junit).getroot()
     assert root.get("tests") == str(expected_tests)
     assert (root.get("failures"), root.get("errors")) == ("0", "0")

@@ -4,7 +4,6 @@ file, and (with --verify) prove it; the file plus its verdict is the certificate
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -19,18 +18,17 @@ from meshproof.cli.verdict_print import console, print_verdict
 from meshproof.errors import LaunchError, OptionError
 from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
-from meshproof.model.launch import Launch, build_launch
+from meshproof.model.launch import build_launch
 from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
-from meshproof.model.topology import System, parse_mesh
 from meshproof.outputs import check_writable, write_text
-from meshproof.synth.api import Objective, Synthesis, measure, synthesize
+from meshproof.synth.api import Objective, Synthesis, measure
 from meshproof.synth.emit import KERNEL_NAME
+from meshproof.synth.regen import synthesize_for
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import check_numeric_assumptions
 
 _SHOWN = 10      # candidates printed (all of them in --json)
-_SIP_ROWS, _SIP_COLS = 4, 4     # the default system's SIP (1x4x4)
 
 
 @click.command("synthesize")
@@ -69,21 +67,8 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
     check_numeric_assumptions(None, tolerance)
     check_writable(out, "--out")
     hw = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
-    if launch.queue_depth is None:
-        launch = replace(launch, queue_depth=hw.ipcq_depth)
-    if launch.kernel is None:   # the built-in whose launch and interface are copied
-        launch = replace(launch, kernel="mesh_mlo_2d" if launch.mesh else "mesh_mlo_1d")
-    if launch.system is None and launch.mesh:
-        rows, cols = parse_mesh(launch.mesh)
-        if rows > _SIP_ROWS or (rows > 1 and cols != _SIP_COLS) or cols > _SIP_COLS:
-            # a mesh the default SIP cannot hold
-            launch = replace(launch, system=System(1, rows, cols, max(8, launch.pes or 8)))
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    assert launch.kernel is not None
-    ref = pipeline.resolver(launch.kernel)
-    launch_opts = launch
-    built = build_launch(ref, launch_opts)
-    result = synthesize(built, hw, Objective(objective), _flags(built, launch))
+    result, launch_opts = synthesize_for(launch, pipeline.resolver, hw, Objective(objective))
     write_text(out, result.kernel_text)
     measured = measure(out, launch_opts, hw)
     verdict = None
@@ -104,15 +89,6 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
         if verdict is not None:
             print_verdict(verdict, console())
     return verdict.exit_code if verdict is not None else 0
-
-
-def _flags(launch: Launch, opts: LaunchOptions) -> str:
-    """The launch flags that reproduce the launch, for the file's docstring."""
-    spec = launch.spec
-    where = f"--mesh {opts.mesh.strip()}" if opts.mesh else \
-        f"--cubes {spec.n_cubes} --pes {spec.pes}"
-    return (f"--system {spec.system.shape_text} --wiring {opts.wiring or spec.wiring} "
-            f"{where} --cube-start {spec.cube_start} --queue-depth {spec.queue_depth}")
 
 
 def _print(result: Synthesis, out: Path, measured: float) -> None:

@@ -101,6 +101,19 @@ def check_simulate(raw: dict[str, Any], key: str, where: str) -> bool:
     return value
 
 
+def check_synthesized(raw: dict[str, Any], key: str, where: str) -> bool:
+    """`synthesized = true`: the case's kernel is a file `meshproof synthesize` wrote
+    (function `synthesized`), which the gate regenerates and compares byte for byte."""
+    value = check_simulate(raw, key, where)
+    kernel = raw.get("kernel")
+    if value and (not isinstance(kernel, str) or not kernel.endswith(".py::synthesized")
+                  or "panel" in raw):
+        raise ConfigError(f"{where}: synthesized = true needs kernel = "
+                          "\"FILE.py::synthesized\" (a file meshproof synthesize wrote) and "
+                          "no panel")
+    return value
+
+
 def check_rlimit(raw: dict[str, Any], key: str, where: str) -> int | None:
     value = raw.get(key)
     if value is None:
@@ -152,6 +165,7 @@ CHECK_KEYS: tuple[CheckKey, ...] = (
     CheckKey("rounding_tolerance", _rounding_tolerance, "--rounding-tolerance", testing=True),
     CheckKey("only", check_properties, "--only"),
     CheckKey("skip", check_properties, "--skip"),
+    CheckKey("synthesized", check_synthesized),
     CheckKey("recheck", lambda raw, key, where: check_recheck(raw, where), "--recheck"),
 )
 CHECK_KEY_NAMES = tuple(row.key for row in CHECK_KEYS)

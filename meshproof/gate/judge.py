@@ -14,7 +14,7 @@ the more useful thing to report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from meshproof.gate.outcome import (
@@ -134,6 +134,15 @@ class JudgedSeparation:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgedRegeneration:
+    """A `synthesized` case whose committed kernel is not what synthesize writes now: a
+    failure whatever the verdict (gate/synthesized.py)."""
+
+    reason: str
+    status: ItemStatus = ItemStatus.FAILED
+
+
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """The judge's answer for one outcome: a case status and every item it judged."""
 
@@ -141,14 +150,19 @@ class Judgement:
     properties: tuple[JudgedProperty, ...]     # the judged ones, in verdict order
     numerics: JudgedNumerics | None            # None: numerics not judged
     separation: JudgedSeparation | None = None  # several launches: launch_separation
+    regeneration: JudgedRegeneration | None = None  # a stale synthesised kernel
 
     @property
     def met(self) -> bool:
         return self.status is CaseStatus.MET
 
-    def problems(self) -> tuple[JudgedProperty | JudgedNumerics | JudgedSeparation, ...]:
+    def problems(self) -> tuple[JudgedProperty | JudgedNumerics | JudgedSeparation |
+                                JudgedRegeneration, ...]:
         """What is not as expected: contradictions first, then unknowns."""
-        items: list[JudgedProperty | JudgedNumerics | JudgedSeparation] = [*self.properties]
+        items: list[JudgedProperty | JudgedNumerics | JudgedSeparation |
+                    JudgedRegeneration] = [*self.properties]
+        if self.regeneration is not None:
+            items.insert(0, self.regeneration)
         if self.separation is not None:
             items.append(self.separation)
         if self.numerics is not None:
@@ -163,6 +177,11 @@ class Judgement:
 
     def of(self, prop: Property) -> JudgedProperty | None:
         return next((j for j in self.properties if j.prop is prop), None)
+
+    def with_stale_kernel(self, reason: str) -> Judgement:
+        """This judgement, failed because the committed synthesised kernel is stale."""
+        return replace(self, status=CaseStatus.FAILED,
+                       regeneration=JudgedRegeneration(reason))
 
 
 def judge(expect: Expectation, outcome: CaseOutcome) -> Judgement:

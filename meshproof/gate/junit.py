@@ -1,6 +1,7 @@
 """JUnit XML for the gate: one testcase per case x property (plus `numerics` when the case
-simulates, and `launch_separation` when it is several launches), so CI shows exactly which
-proof of which launch broke.
+simulates, `launch_separation` when it is several launches, and `synthesized` when its
+kernel must regenerate byte for byte), so CI shows exactly which proof of which launch
+broke.
 
 classname is the case name and name the property; a testcase whose property has a
 counterexample carries `file` and `line`, its first diagnostic's kernel line, so CI links
@@ -39,6 +40,7 @@ from meshproof.verify.result import Status
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 JUNIT_FLAG = "--junit"
 JUNIT_WHAT = "the JUnit report "
+SYNTHESIZED = "synthesized"    # the testcase of a `synthesized` case's byte comparison
 
 
 class Kind(Enum):
@@ -126,6 +128,18 @@ def separation_outcome(result: CaseResult) -> JUnitOutcome:
     return JUnitOutcome(kind, f"{case.name}: {judged.reason}", judged.got.text())
 
 
+def regeneration_outcome(result: CaseResult) -> JUnitOutcome:
+    """A `synthesized` case's byte comparison: the committed kernel must be what
+    synthesize writes (gate/synthesized.py)."""
+    case = result.case
+    if result.status is CaseStatus.ERROR or result.judgement is None:
+        return JUnitOutcome(Kind.ERROR, f"{case.name}: {result.error}", result.error)
+    judged = result.judgement.regeneration
+    if judged is None:
+        return JUnitOutcome(Kind.PASS)
+    return JUnitOutcome(Kind.FAILURE, f"{case.name}: {judged.reason}", judged.reason)
+
+
 def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
     suites = ET.Element("testsuites", name="meshproof gate")
     suite = ET.SubElement(suites, "testsuite", name=suite_name or suite_path(gate.matrix))
@@ -137,6 +151,8 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
             outcomes.append((NUMERICS, numerics_outcome(result)))
         if result.case.is_deployment:
             outcomes.append((SEPARATION, separation_outcome(result)))
+        if result.case.synthesized:
+            outcomes.append((SYNTHESIZED, regeneration_outcome(result)))
         for name, outcome in outcomes:
             element = ET.SubElement(suite, "testcase", classname=result.case.name, name=name,
                                     time=f"{outcome.seconds:.3f}")
@@ -165,7 +181,7 @@ def to_xml(gate: GateResult, suite_name: str | None = None) -> ET.Element:
 
 def _first_place(result: CaseResult, name: str) -> tuple[str, int] | None:
     """The kernel line of the counterexample's first located diagnostic, if any."""
-    if name in (NUMERICS, SEPARATION) or result.outcome is None:
+    if name in (NUMERICS, SEPARATION, SYNTHESIZED) or result.outcome is None:
         return None
     got = result.outcome.property(Property(name))
     return got.first_place if got is not None else None

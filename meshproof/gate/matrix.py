@@ -59,6 +59,8 @@ class GateCase:
     only: tuple[Property, ...] = ()      # check only these (empty: every property)
     skip: tuple[Property, ...] = ()      # leave these out
     recheck: RecheckSolver | None = None  # re-solve the protocol queries (--recheck)
+    # the kernel file is `meshproof synthesize`'s: regenerate it and compare the bytes
+    synthesized: bool = False
 
     @property
     def launch(self) -> LaunchOptions:
@@ -125,6 +127,8 @@ class GateCase:
         out["simulate"] = self.simulate
         if self.recheck is not None:
             out["recheck"] = self.recheck.value
+        if self.synthesized:
+            out["synthesized"] = True
         return out
 
 

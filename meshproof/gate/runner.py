@@ -31,6 +31,7 @@ from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement,
 from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case_launches
 from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.gate.synthesized import stale_kernel
 from meshproof.model.isolation import limit_stage
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import LaunchSpec
@@ -182,11 +183,15 @@ def evaluate(case: GateCase, *, kernel: KernelRef | None = None,
         verify_config, sim_config = case_configs(case, spec)
         outcome = run_case(launches, simulate=case.simulate, verify_config=verify_config,
                            sim_config=sim_config, cache=cache, pipeline=pipeline)
+        # never cached: the committed file may change while its schedule does not
+        stale = stale_kernel(case, pipeline.resolver) if case.synthesized else None
     except InternalError as exc:
         return _error(case, f"internal error (please report): {exc}", start, spec)
     except MeshproofError as exc:
         return _error(case, str(exc), start, spec)
     judgement = judge(case.expectation, outcome)
+    if stale is not None:
+        judgement = judgement.with_stale_kernel(stale)
     return CaseResult(case, judgement.status, outcome, judgement,
                       seconds=time.perf_counter() - start, launch=spec)
 

@@ -9,6 +9,8 @@
   block exchanges (E/W, then N/S), then the result is broadcast back down the same tree;
 - tree: the same reduce-exchange-broadcast over a breadth-first spanning tree of any
   wiring, rooted at a rank or a link (a wafer with a dead link);
+- halves (halves.py): two parts reduce to segments of their own, each part's state reaches
+  every rank, every rank merges the two;
 - fan-out: the hand-written kernels' plan (each rank forwards what it received and merges
   every partial), left for the list scheduler to re-order; on a line, a mesh or a ring
   (two arcs).
@@ -22,6 +24,7 @@ from collections.abc import Iterator, Sequence
 
 from meshproof.model.topology import Direction
 from meshproof.synth.graph import RankGraph
+from meshproof.synth.halves import halves_plans
 from meshproof.synth.plan import Family, Plan, PlanBuilder
 
 Parent = list[int | None]
@@ -55,6 +58,7 @@ def candidate_plans(graph: RankGraph) -> Iterator[Plan]:
         yield _ring_fanout(graph)
     if not (line or mesh) or graph.n <= TREE_ALONGSIDE_RANKS:
         yield from _trees(graph)
+    yield from halves_plans(graph)
 
 
 def _links(graph: RankGraph, pairs: Sequence[Pair]) -> bool:

@@ -33,6 +33,7 @@ class Family(Enum):
     TREE = "tree"
     FANOUT = "fanout"
     RING = "ring"
+    HALVES = "halves"
 
 
 @dataclass(frozen=True, slots=True)
