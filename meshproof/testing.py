@@ -236,8 +236,10 @@ def _outcome(result: CaseResult) -> CaseOutcome:
 
 
 def _verdict(result: CaseResult) -> Verdict:
+    """The first launch's verdict (the only one but for a panel of several launches, whose
+    others are in `result.verdict`)."""
     assert result.verdict is not None
-    return result.verdict
+    return result.verdict.verdicts[0]
 
 
 def _numeric_text(numeric: NumericOutcome | None) -> str:

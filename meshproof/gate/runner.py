@@ -39,13 +39,14 @@ from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.cvc5_solver import require_cvc5
 from meshproof.verify.properties import Property
-from meshproof.verify.result import Status, Verdict
+from meshproof.verify.result import Status
 from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
 
 if TYPE_CHECKING:
+    from meshproof.deploy.verify import DeploymentVerdict
     from meshproof.gate.cluster import ClusterSpec
 
-GATE_SCHEMA = "meshproof/gate-v1"
+GATE_SCHEMA = "meshproof/gate-v2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ class CaseResult:
         return self.outcome is not None and self.outcome.cached
 
     @property
-    def verdict(self) -> Verdict | None:
+    def verdict(self) -> DeploymentVerdict | None:
         return self.outcome.verdict if self.outcome else None
 
     @property
