@@ -33,6 +33,7 @@ from meshproof.errors import (
     InternalError,
     KernelLoadError,
     LaunchError,
+    TraceBudgetExceeded,
     TraceCpuLimit,
     TraceCrashed,
     TraceError,
@@ -174,11 +175,36 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     limits = limits or TraceLimits()
     method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
     name = launch.spec.kernel
-    reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
-                       f"the trace process of kernel {name}", tracer)
+    try:
+        reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
+                           f"the trace process of kernel {name}", tracer)
+    except (TraceTimeout, TraceCpuLimit) as exc:
+        if not is_builtin(kernel):
+            raise  # a user kernel's host loop may never end: its own fault (exit 2)
+        raise TraceBudgetExceeded(_budget_text(name, launch, limits, exc)) from None
     if reply.programs is not None:
         return Schedule(launch.spec, launch.wiring, unpack_programs(reply.programs))
     raise InternalError(f"tracing {name} in a child process failed: {reply.message}")
+
+
+def is_builtin(kernel: KernelRef | str) -> bool:
+    """A built-in kernel (found by name, not `path::function`): its trace ends for every
+    launch, so a limit that stops it says only that the launch is large or the machine
+    busy."""
+    spec = kernel if isinstance(kernel, str) else kernel.spec
+    return bool(spec) and "::" not in spec
+
+
+def _budget_text(name: str, launch: Launch, limits: TraceLimits,
+                 exc: TraceTimeout | TraceCpuLimit) -> str:
+    size = f" ({launch.spec.n_cubes * launch.spec.pes} ranks)"
+    if isinstance(exc, TraceCpuLimit):
+        limit, knob = f"CPU limit of {limits.cpu_seconds:g} s", limits.knobs.cpu
+    else:
+        limit, knob = f"wall-clock limit of {limits.wall_seconds:g} s", limits.knobs.wall
+    return (f"tracing built-in kernel {name}{size} did not finish within its {limit} "
+            "(a large launch, or a busy machine): no schedule, so no verdict (unknown); "
+            f"raise the limit with {knob}")
 
 
 # Kernel files (path, content hash) already imported in a child: without trouble (the
