@@ -127,7 +127,7 @@ def measure_row(kind: str, a: int, b: int, semantic: bool = True) -> dict[str, A
     from meshproof.model.channels import derive_channels
     from meshproof.model.trace import trace
     from meshproof.verify.certificate_job import certificate_job
-    from meshproof.verify.deadlock import progress_at_depth
+    from meshproof.verify.kahn import progress_at_depth
     from meshproof.verify.properties import CheckContext, VerifyConfig
     from meshproof.verify.registry import CHECKS
     from meshproof.verify.shared_analysis import shared_semantics

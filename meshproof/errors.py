@@ -103,6 +103,13 @@ class TimeBudgetExceeded(MeshproofError):
     bad input nor a violation; the CLI reports it as unknown (exit 3)."""
 
 
+class TraceBudgetExceeded(TimeBudgetExceeded):
+    """A built-in kernel's trace, which ends, ran past its wall-clock or CPU limit (a large
+    launch, a loaded machine): no schedule, so no verdict; unknown (exit 3), not bad input.
+    A user kernel's trace past a limit stays a TraceTimeout / TraceCpuLimit (exit 2):
+    its host loops may never end."""
+
+
 class OptionError(BadInput):
     """An option that cannot be used (an unknown property name, an empty selection)."""
 

@@ -29,7 +29,7 @@ import pytest
 
 if TYPE_CHECKING:
     from meshproof.gate.matrix import GateCase
-    from meshproof.gate.runner import CaseResult
+    from meshproof.gate.results import CaseResult
 
 NO_CACHE = "--meshproof-no-cache"
 

@@ -35,7 +35,8 @@ from meshproof.gate.case_values import check_positive, check_timeout
 from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus, Judgement, judge
 from meshproof.gate.matrix import DEFAULT_TIMEOUT_S, GateCase, resolve_case_launches
 from meshproof.gate.outcome import CaseOutcome, NumericOutcome, PropertyOutcome
-from meshproof.gate.runner import CaseResult, evaluate
+from meshproof.gate.results import CaseResult
+from meshproof.gate.runner import evaluate
 from meshproof.model.launch_options import KEY_NAMES, LaunchOptions
 from meshproof.model.loader import KernelRef, site_of
 from meshproof.model.schedule import Scalar
@@ -236,8 +237,10 @@ def _outcome(result: CaseResult) -> CaseOutcome:
 
 
 def _verdict(result: CaseResult) -> Verdict:
+    """The first launch's verdict (the only one but for a panel of several launches, whose
+    others are in `result.verdict`)."""
     assert result.verdict is not None
-    return result.verdict
+    return result.verdict.verdicts[0]
 
 
 def _numeric_text(numeric: NumericOutcome | None) -> str:

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from helpers import TEST_KERNELS, RunCli, assert_bad_input, kernel_spec, line_of
 
+from meshproof.cli import main
 from meshproof.cli.options import parse_arg
+from meshproof.errors import TraceBudgetExceeded
+from meshproof.gate.pipeline import Pipeline
+from meshproof.model.launch import Launch
+from meshproof.model.loader import KernelRef
+from meshproof.model.schedule import Schedule
 from meshproof.panels import panel_input_bound
 
 
@@ -108,6 +114,22 @@ def test_a_never_ending_host_loop_ends_within_its_limit(run_cli: RunCli, command
                           f"tracing {ENDLESS} did not finish within its wall-clock limit of "
                           "1 s; make the kernel's host loops end, or raise the limit with "
                           "--trace-timeout SECONDS")
+
+
+def _over_budget(kernel: KernelRef, launch: Launch) -> Schedule:
+    raise TraceBudgetExceeded("tracing built-in kernel mesh_mlo_1d (4 ranks) did not finish "
+                              "within its wall-clock limit of 60 s (...): no verdict (unknown)")
+
+
+@pytest.mark.parametrize("command", ["trace", "verify", "simulate"])
+def test_a_built_in_trace_past_its_limit_exits_3_unknown(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mistake caught: a correct built-in launch that outlasts its trace limit exited 2,
+    "bad input"; it is unknown (exit 3), the message saying so."""
+    assert main([command, "mesh_mlo_1d"], pipeline=Pipeline(tracer=_over_budget)) == 3
+    err = capsys.readouterr().err
+    assert "meshproof: error: tracing built-in kernel mesh_mlo_1d" in err
+    assert "no verdict (unknown)" in err
 
 
 def test_a_kernel_file_whose_top_level_never_ends_is_stopped(run_cli: RunCli,

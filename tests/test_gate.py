@@ -181,7 +181,7 @@ def test_json_is_deterministic_and_complete(fake: Callable[[Table], Fake], matri
     second = capsys.readouterr().out
     assert first == second
     data = json.loads(first)
-    assert data["schema"] == "meshproof/gate-v1" and data["ok"] is True
+    assert data["schema"] == "meshproof/gate-v2" and data["ok"] is True
     assert data["counts"] == {"met": 3, "failed": 0, "unknown": 0, "error": 0}
     bad = data["cases"][1]
     assert (bad["name"], bad["expected"], bad["got"]) == \

@@ -39,26 +39,29 @@ def test_a_simulated_error_above_the_proved_rounding_bound_is_an_internal_error(
     """Mistake caught: a simulator (or proof) bug that lets a proved kernel's numbers drift
     past the first-order rounding bound numeric_safety proved."""
     out = _run("mesh_mlo_1d", pes=4)
-    assert out.numeric is not None and out.verdict is not None
+    assert out.numeric is not None and out.verdict is not None and out.simulation is not None
     drifted = replace(out.numeric, max_abs_err=1e3)
     with pytest.raises(InternalError, match="the simulator and the proofs disagree"):
-        explain(drifted, out.verdict, out.simulation)
+        explain(drifted, out.verdict.verdicts[0], out.simulation.together)
 
 
 def test_the_simulated_error_of_each_built_in_kernel_stays_under_its_bound() -> None:
     for name in ("mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv"):
         out = _run(name)
         assert out.numeric is not None and out.verdict is not None
-        ns = out.verdict.property("numeric_safety")
+        verdict = out.verdict.verdicts[0]
+        ns = verdict.property("numeric_safety")
         bound = getattr(ns, "error_bound", None)
         assert bound is not None
         assert out.numeric.max_abs_err is not None
-        assert out.simulation is not None and out.simulation.numeric is not None
-        v_max = out.simulation.numeric.max_abs_v
+        assert out.simulation is not None
+        sim = out.simulation.together  # one launch: its whole run
+        assert sim.numeric is not None
+        v_max = sim.numeric.max_abs_v
         assert 0 < v_max <= ns.input_bound
         assert out.numeric.max_abs_err <= bound * v_max + (ns.error_floor or 0.0), name
         # explain() is the check run_case applies: it passes quietly here
-        assert explain(out.numeric, out.verdict, out.simulation) == out.numeric
+        assert explain(out.numeric, verdict, sim) == out.numeric
 
 
 def test_outcomes_keep_the_explanation_through_json() -> None:

@@ -138,15 +138,16 @@ def test_run_case_over_several_launches_checks_each_and_their_separation(
                    cache=cache, verify_config=WIDE)
     assert out.launches == 2 and out.ok and out.decided
     assert out.separation is not None and out.separation.status is Status.PROVED
-    assert out.deployment_verdict is not None and len(out.deployment_verdict.verdicts) == 2
+    assert out.verdict is not None and len(out.verdict.verdicts) == 2
     assert all(p.message.startswith("every launch: ") for p in out.properties)
     assert out.numeric is not None and out.numeric.ok
     again = run_case(_two_lines(1), simulate=True, sim_config=SimConfig(timing=False),
                      cache=cache, verify_config=WIDE)
     assert again.cached and again.launches == 2 and again.separation == out.separation
-    # one launch through the same function: its own verdict, no separation
+    # one launch through the same function and the same result type: no separation
     single = run_case(one_launch(*_two_lines(1).launches[0]), simulate=False)
     assert single.launches == 1 and single.separation is None and single.verdict is not None
+    assert len(single.verdict.verdicts) == 1 and single.verdict.ok
 
 
 def test_launches_that_overlap_fail_on_launch_separation() -> None:

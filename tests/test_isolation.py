@@ -27,6 +27,8 @@ from meshproof.errors import (
     BadInput,
     KernelLoadError,
     LaunchError,
+    TimeBudgetExceeded,
+    TraceBudgetExceeded,
     TraceCpuLimit,
     TraceCrashed,
     TraceError,
@@ -160,6 +162,37 @@ def test_a_never_ending_host_loop_ends_at_its_line_within_the_limit() -> None:
         "wall-clock limit of 1 s; make the kernel's host loops end, or raise the limit with "
         "TraceLimits(wall_seconds=...)")
     assert seconds < SHORT.wall_seconds + 5
+
+
+def _slow_trace(kernel: KernelRef, launch: Launch) -> object:
+    """A trace that outlasts any short limit, as a 64x64 launch does on a loaded machine."""
+    time.sleep(60)
+    return trace(kernel, launch)
+
+
+def test_a_built_in_kernel_past_its_trace_limit_is_unknown_not_bad_input() -> None:
+    """Mistake caught: a correct built-in launch that traces slowly on a busy machine was
+    reported as bad input (exit 2); its trace ends, so past the limit there is just no
+    verdict yet: TimeBudgetExceeded (exit 3, unknown)."""
+    ref = resolve_kernel("mesh_mlo_1d")
+    launch = build_launch(ref, LaunchOptions.from_mapping({"pes": 4}, "test"))
+    with pytest.raises(TraceBudgetExceeded) as info:
+        trace_isolated(ref, launch, SHORT, start=StartMethod.FORK,
+                       tracer=_slow_trace)  # type: ignore[arg-type]
+    assert isinstance(info.value, TimeBudgetExceeded) and not isinstance(info.value, BadInput)
+    assert str(info.value) == (
+        "tracing built-in kernel mesh_mlo_1d (4 ranks) did not finish within its wall-clock "
+        "limit of 1 s (a large launch, or a busy machine): no schedule, so no verdict "
+        "(unknown); raise the limit with TraceLimits(wall_seconds=...)")
+
+
+def test_a_user_kernel_past_its_trace_limit_stays_bad_input() -> None:
+    """The idiom kept: a user kernel's host loop may never end, so its limit is its fault
+    (TraceTimeout, exit 2), whatever the trace was doing."""
+    ref, launch = runaway("endless")
+    with pytest.raises(TraceTimeout):
+        trace_isolated(ref, launch, SHORT, start=StartMethod.FORK,
+                       tracer=_slow_trace)  # type: ignore[arg-type]
 
 
 def test_a_sleeping_kernel_is_ended_by_the_wall_clock() -> None:

@@ -223,7 +223,7 @@ def test_the_gate_key_rechecks_and_reports_a_line_in_junit_sarif_and_json(
                  "--no-cache"])
     assert r.code == 0, r.out + r.err
     doc = json.loads(r.out)
-    jsonschema.validate(doc, load_schema("gate-v1"))
+    jsonschema.validate(doc, load_schema("gate-v2"))
     line = {p["name"]: p["recheck"] for p in doc["cases"][0]["properties"]}
     assert line["deadlock_freedom"] == "proved (z3; re-checked by cvc5)"
     assert line["numeric_safety"].startswith("not re-checkable by SMT")

@@ -97,7 +97,7 @@ def test_simulate_json_is_simulation_v1(run_cli: RunCli) -> None:
     assert "refused" in refused and errors(refused) == []
 
 
-def test_gate_json_is_gate_v1(run_cli: RunCli) -> None:
+def test_gate_json_is_gate_v2(run_cli: RunCli) -> None:
     for matrix in ("real.toml", "unknown.toml"):
         res = run_cli(["gate", str(TEST_DATA / "gate" / matrix), "--no-cache", "--json"])
         assert res.code in (0, 3), res.err

@@ -217,12 +217,31 @@ def test_row_statistic_broadcasts_against_rows_for_any_rows(rec: Recorder) -> No
         assert (s - m).shape == (rows, 16)
 
 
-def test_softmax_keeps_shape_and_dtype(rec: Recorder) -> None:
+def test_softmax_keeps_shape_and_dtype_traced_as_its_ops_in_f32(rec: Recorder) -> None:
+    """tl.softmax is the ops it is (the one place softmax is handled): an f16 operand is
+    widened, max, sub, exp, sum, div in f32 along the axis, then rounded back."""
     x = rec.load((2, 8), "f16")
+    before = len(rec.ops)
     y = rec.tl.softmax(x)
-    assert (rec.last.kind, y.shape, y.dtype, rec.last.axis) == (OpKind.SOFTMAX, (2, 8), "f16", 1)
+    ops = rec.ops[before:]
+    assert (y.shape, y.dtype) == ((2, 8), "f16")
+    assert [op.kind for op in ops] == [OpKind.CAST, OpKind.MAX, OpKind.SUB, OpKind.EXP,
+                                       OpKind.SUM, OpKind.DIV, OpKind.CAST]
+    assert [op.dtype.value for op in ops] == ["f32"] * 6 + ["f16"]
+    assert [(op.axis, op.keepdims) for op in ops if op.kind in (OpKind.MAX, OpKind.SUM)] \
+        == [(1, True), (1, True)]
+    before = len(rec.ops)
     rec.tl.softmax(x, axis=0)
-    assert rec.last.axis == 0
+    assert {op.axis for op in rec.ops[before:] if op.axis is not None} == {0}
+
+
+def test_softmax_of_f32_needs_no_cast(rec: Recorder) -> None:
+    x = rec.load((2, 8), "f32")
+    before = len(rec.ops)
+    y = rec.tl.softmax(x)
+    assert y.dtype == "f32"
+    assert [op.kind for op in rec.ops[before:]] == [OpKind.MAX, OpKind.SUB, OpKind.EXP,
+                                                    OpKind.SUM, OpKind.DIV]
 
 
 # --- elementwise -------------------------------------------------------------------------

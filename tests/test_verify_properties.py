@@ -7,7 +7,7 @@ from helpers import WIDE_TOLERANCE, trace_kernel
 
 from meshproof.errors import InternalError, OptionError
 from meshproof.model.channels import derive_channels
-from meshproof.verify import deadlock, registry
+from meshproof.verify import deadlock, kahn, registry
 from meshproof.verify.api import verify
 from meshproof.verify.properties import (
     PROPERTY_NAMES,
@@ -113,7 +113,7 @@ def test_a_shared_analysis_runs_once_per_verify_call() -> None:
 def test_deadlock_freedom_reads_the_shared_kahn_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another property asking for the run at the judged depth gets the same object."""
     ctx = _context(queue_depth=3)
-    progress = ctx.shared(deadlock.progress_at_depth)
+    progress = ctx.shared(kahn.progress_at_depth)
 
     def no_second_run(*_: object, **__: object) -> None:
         raise AssertionError("the run at the judged depth was computed twice")
@@ -122,4 +122,4 @@ def test_deadlock_freedom_reads_the_shared_kahn_run(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(deadlock, "run",
                         lambda s, t, d: no_second_run() if d == 3 else real_run(s, t, d))
     result = deadlock.deadlock_freedom(ctx)
-    assert result.status is Status.PROVED and ctx.shared(deadlock.progress_at_depth) is progress
+    assert result.status is Status.PROVED and ctx.shared(kahn.progress_at_depth) is progress

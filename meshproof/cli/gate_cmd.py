@@ -27,7 +27,8 @@ from meshproof.gate.github import (
 from meshproof.gate.judge import CaseStatus, JudgedProperty
 from meshproof.gate.junit import check_junit_target, write_junit
 from meshproof.gate.matrix import load_matrix
-from meshproof.gate.runner import CaseResult, GateResult, check_matrix, default_cache, run_gate
+from meshproof.gate.results import CaseResult, GateResult
+from meshproof.gate.runner import check_matrix, default_cache, run_gate
 from meshproof.gate.sarif import check_sarif_target, gate_sarif, write_sarif
 from meshproof.model.serialize import dumps
 from meshproof.verify.result import Status

@@ -144,3 +144,12 @@ def cli_launches(launch: LaunchOptions, launches_file: Path | None,
 def several(listed: LaunchList, launches_file: Path | None) -> bool:
     """Whether the launches are run as a deployment (a launches file, or more than one)."""
     return launches_file is not None or listed.is_deployment
+
+
+def refuse_single_launch_options(listed: LaunchList, **given: object) -> None:
+    """Options that draw or dump one launch make no sense for several."""
+    used = [name for name, value in given.items() if value]
+    if used:
+        raise LaunchError(f"{' and '.join(used)} draw(s) one launch, and {listed.name} is "
+                          f"{len(listed.launches)} launches; pick one with --cube-start K "
+                          "(or run the launch on its own)")

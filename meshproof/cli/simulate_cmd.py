@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -13,6 +14,7 @@ from meshproof.cli.options import (
     cli_launches,
     current_pipeline,
     launch_options,
+    refuse_single_launch_options,
     several,
     trace_limit_options,
     trace_limits,
@@ -22,7 +24,7 @@ from meshproof.deploy.launches import LaunchList
 from meshproof.errors import LaunchError, OptionError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.outcome import EXPLAINERS, CaseOutcome, NumericOutcome, explain
-from meshproof.gate.pipeline import Pipeline, one_launch, run_case
+from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import DEFAULT_PROFILE, load_profile
 from meshproof.model.launch_options import LaunchOptions
@@ -35,6 +37,9 @@ from meshproof.sim.inputs import InputKind
 from meshproof.sim.perfetto import check_trace_target, perfetto_trace, write_trace
 from meshproof.sim.result import SIM_SCHEMA, SimResult, WitnessReplay
 from meshproof.verify.api import VerifyConfig
+
+if TYPE_CHECKING:
+    from meshproof.deploy.simulate import DeploymentSimulation
 
 # Ranks listed one per line in the table; beyond this, only the worst ones.
 _RANK_ROWS = 16
@@ -104,21 +109,21 @@ def _simulate(listed: LaunchList, deployment: bool, config: SimConfig, pipeline:
               as_json: bool, perfetto_path: Path | None, diagram: Path | None,
               keep_dot: bool) -> int:
     if deployment:
-        from meshproof.cli.deployments import refuse_single_launch_options, simulate_launches
-
         refuse_single_launch_options(listed, **{"--diagram": diagram,
                                                 "--perfetto": perfetto_path})
-        return simulate_launches(listed, pipeline, config, as_json)
-    (kernel, launch), = listed.launches
+    launch = listed.launches[0][1]
     # the diagram draws what the verifier finds, so --diagram verifies first
-    outcome = run_case(one_launch(kernel, launch), simulate=True, verify=diagram is not None,
+    outcome = run_case(listed, simulate=True, verify=diagram is not None,
                        verify_config=VerifyConfig(queue_depth=launch.spec.queue_depth),
                        sim_config=config, pipeline=pipeline)
+    if deployment:
+        return _launches_result(outcome, as_json)
     schedule = outcome.schedule
     assert schedule is not None  # traced here
     if diagram is not None:
         assert outcome.verdict is not None
-        click.echo(draw_diagram(schedule, outcome.verdict, diagram, keep_dot), err=True)
+        click.echo(draw_diagram(schedule, outcome.verdict.verdicts[0], diagram, keep_dot),
+                   err=True)
     if outcome.refused:
         message = " ".join(outcome.refused.split())
         if as_json:
@@ -126,8 +131,8 @@ def _simulate(listed: LaunchList, deployment: bool, config: SimConfig, pipeline:
                               "launch": launch.spec.to_json(), "refused": message}), nl=False)
         click.echo(f"meshproof: error: {message}", err=True)
         return ExitCode.VIOLATED
-    result = outcome.simulation
-    assert result is not None  # simulated and not refused
+    assert outcome.simulation is not None  # simulated and not refused
+    result = outcome.simulation.together  # one launch: its whole run
     if perfetto_path is not None and result.run is not None:
         write_trace(perfetto_path, perfetto_trace(schedule, derive_channels(schedule),
                                                   result.run))
@@ -142,6 +147,21 @@ def _simulate(listed: LaunchList, deployment: bool, config: SimConfig, pipeline:
         if why:
             click.echo(f"  explained by {why}")
     return result.exit_code
+
+
+def _launches_result(outcome: CaseOutcome, as_json: bool) -> int:
+    """Several launches (or a launches file): each launch's numerics, then the timing and
+    op log of all of them together."""
+    if outcome.refused:  # the launches are not separated
+        click.echo(f"meshproof: error: {' '.join(outcome.refused.split())}", err=True)
+        return ExitCode.VIOLATED
+    result = outcome.simulation
+    assert result is not None  # simulated and not refused
+    if as_json:
+        click.echo(dumps(result.to_json()), nl=False)
+    else:
+        _print_launches(result)
+    return ExitCode.OK if result.ok else ExitCode.VIOLATED
 
 
 def _state_estimate(cost: CostEstimate) -> None:
@@ -184,10 +204,10 @@ def _refuse_numeric_options() -> None:
 def _explanation(outcome: CaseOutcome, schedule: Schedule, pipeline: Pipeline) -> str:
     """For an out-of-tolerance run: the static property that explains it (the semantic
     properties are verified here, only then), or '' when none does."""
-    sim = outcome.simulation
+    sim = outcome.simulation.together if outcome.simulation is not None else None
     if sim is None or sim.numeric is None or sim.numeric.ok:
         return ""
-    verdict = outcome.verdict or pipeline.verifier(
+    verdict = outcome.verdict.verdicts[0] if outcome.verdict else pipeline.verifier(
         schedule, VerifyConfig(queue_depth=schedule.launch.queue_depth,
                                only=frozenset(EXPLAINERS)))
     numeric = explain(NumericOutcome.of(sim, ""), verdict, sim)
@@ -252,3 +272,27 @@ def witness_line(w: WitnessReplay) -> str:
             f"{w.endpoint.label}: simulated {w.simulated:.9g}, attention {w.attention:.9g}, "
             f"|diff|/max|V| {w.error:.4g} (max|V| = {w.max_v:g}); verdict: machine "
             f"{w.verdict_machine:.9g}, error {w.verdict_error:.4g}: {same}")
+
+
+def _print_launches(result: DeploymentSimulation) -> None:
+    d = result.deployment
+    click.echo(d.header())
+    for i, (s, r) in enumerate(zip(d.schedules, result.launches, strict=True)):
+        num = r.numeric if r is not None else None
+        if num is None:
+            continue
+        err = "n/a" if num.rel_err is None else f"{num.rel_err:.3g}"
+        click.echo(f"launch {i + 1} (cubes {s.launch.cube_start}.."
+                   f"{s.launch.cube_start + s.launch.n_cubes - 1}): numerics "
+                   f"{'ok' if num.ok else 'OUT OF TOLERANCE'}, {num.groups} group(s), "
+                   f"{len(num.per_rank)} checked rank(s), worst rel_err {err} "
+                   f"(tolerance {num.tolerance:g})")
+    tim = result.together.timing
+    if tim is not None:
+        click.echo(f"all launches together ({tim.profile}): latency "
+                   f"{tim.latency_s * 1e6:.3f} us, comm_steps {tim.comm_steps}, "
+                   f"{len(tim.links)} link(s) carried {sum(x.bytes for x in tim.links)} bytes")
+    log = result.together.op_log
+    click.echo(f"op log (all launches): gemm {log.gemm}, ipcq_send {log.ipcq_send}, "
+               f"ipcq_recv {log.ipcq_recv}, dma_read {log.dma_read}, dma_write "
+               f"{log.dma_write}")

@@ -77,9 +77,10 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
         emitted = build_launch(kernel, launch_opts)
         config = VerifyConfig(queue_depth=emitted.spec.queue_depth, timeout_s=timeout_s,
                               input_bound=input_bound, rounding_tolerance=tolerance)
-        verdict = run_case(one_launch(kernel, emitted), simulate=False, verify_config=config,
-                           pipeline=pipeline).verdict
-        assert verdict is not None
+        verified = run_case(one_launch(kernel, emitted), simulate=False,
+                            verify_config=config, pipeline=pipeline).verdict
+        assert verified is not None
+        verdict = verified.verdicts[0]
     if as_json:
         doc = result.to_json(str(out), measured)
         doc["verdict"] = verdict.to_json(timings=False) if verdict is not None else None

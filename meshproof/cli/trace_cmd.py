@@ -15,12 +15,15 @@ from meshproof.cli.options import (
     trace_limit_options,
     trace_limits,
 )
+from meshproof.deploy.deployment import Deployment, build_deployment
 from meshproof.exitcodes import ExitCode
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps, schedule_to_json
 from meshproof.model.wiring import BUILTIN_WIRINGS
 from meshproof.panels import PANELS
+
+DEPLOYMENT_TRACE_SCHEMA = "meshproof/deployment-trace-v1"
 
 
 @click.command("list")
@@ -61,12 +64,10 @@ def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, launch: La
     """Trace KERNEL symbolically and print each rank's schedule."""
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     listed = cli_launches(launch, launches_file, pipeline.resolver)
+    deployment = build_deployment(listed.name, listed.launches, pipeline.tracer)
     if several(listed, launches_file):
-        from meshproof.cli.deployments import trace_deployment
-
-        return trace_deployment(listed, pipeline, as_json)
-    (kernel, one), = listed.launches
-    schedule = pipeline.tracer(kernel, one)
+        return _trace_launches(deployment, as_json)
+    schedule = deployment.schedules[0]
     if as_json:
         click.echo(dumps(schedule_to_json(schedule)), nl=False)
         return ExitCode.OK
@@ -82,4 +83,21 @@ def trace_cmd(as_json: bool, trace_timeout: float, trace_memory: int, launch: La
             shape = "x".join(str(d) for d in op.shape) or "scalar"
             click.echo(f"  #{op.index:<4} {op.kind.value:<4} {op.dir.value} {shape} "
                        f"{op.dtype.value}  {op.source}")
+    return ExitCode.OK
+
+
+def _trace_launches(deployment: Deployment, as_json: bool) -> int:
+    """Several launches (or a launches file): the system, then a line a launch."""
+    if as_json:
+        click.echo(dumps({"schema": DEPLOYMENT_TRACE_SCHEMA, "name": deployment.name,
+                          "system": deployment.system.shape_text,
+                          "launches": [schedule_to_json(s) for s in deployment.schedules]}),
+                   nl=False)
+        return ExitCode.OK
+    click.echo(deployment.header())
+    for i, s in enumerate(deployment.schedules):
+        counts = Counter(op.kind.value for p in s.active for op in p.ops)
+        ops = ", ".join(f"{k} {counts[k]}" for k in sorted(counts))
+        click.echo(f"launch {i + 1}: {s.launch.header()}; {len(s.active)} of "
+                   f"{len(s.programs)} ranks run ops ({ops})")
     return ExitCode.OK

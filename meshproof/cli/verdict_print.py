@@ -1,16 +1,30 @@
-"""How the CLI prints one launch's verdict (verify, and each failing launch of several)."""
+"""How the CLI prints a verdict: one launch's, or several launches' as one table, the
+cross-launch check, then the counterexamples of the launches that fail."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from meshproof.verify.properties import Property
 from meshproof.verify.result import Status, Verdict
+
+if TYPE_CHECKING:
+    from meshproof.deploy.verify import DeploymentVerdict
 
 _STYLE = {Status.PROVED: "green", Status.VIOLATED: "bold red", Status.UNKNOWN: "yellow"}
 MAX_PRINTED_DIAGNOSTICS = 24
+_GLYPH = {Status.PROVED: "[green]✓[/]", Status.VIOLATED: "[bold red]✗[/]",
+          Status.UNKNOWN: "[yellow]?[/]"}
+_SHORT = {Property.DIRECTION_LEGALITY: "dir", Property.LAUNCH_CONFINEMENT: "conf",
+          Property.CHANNEL_MATCHING: "match", Property.DEADLOCK_FREEDOM: "deadlock",
+          Property.EXACTLY_ONCE_MERGE: "merge", Property.ATTENTION_EQUIVALENCE: "attention",
+          Property.NUMERIC_SAFETY: "numeric"}
+# failing launches whose whole verdict is printed; the others are named
+PRINTED_FAILING = 1
 
 
 def console() -> Console:
@@ -69,3 +83,43 @@ def print_verdict(verdict: Verdict, out: Console) -> None:
 def _op_list(ops: list[int]) -> str:
     shown = ", ".join(f"#{o}" for o in ops[:6])
     return shown + (", ..." if len(ops) > 6 else "")
+
+
+def print_launches_verdict(result: DeploymentVerdict, out: Console) -> None:
+    d = result.deployment
+    out.print(d.header(), markup=False)
+    props = [p.name for p in result.verdicts[0].properties]
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for head in ("launch", "cubes", "groups", *(_SHORT.get(p, p.value) for p in props),
+                 "min D", "seconds", "proofs"):
+        table.add_column(head, justify="right" if head == "seconds" else "left")
+    carried = result.carried_from or (None,) * len(result.verdicts)
+    for i, (v, origin) in enumerate(zip(result.verdicts, carried, strict=True)):
+        spec = v.launch
+        statuses = [_GLYPH[p.status] for p in v.properties]
+        depth = v.min_queue_depth
+        how = "checked" if origin is None else f"from {origin + 1}"
+        table.add_row(str(i + 1), f"{spec.cube_start}..{spec.cube_start + spec.n_cubes - 1}",
+                      spec.groups.value, *statuses, "–" if depth is None else str(depth),
+                      f"{sum(p.seconds for p in v.properties):.2f}", how)
+    out.print(table)
+    sep = result.separation
+    out.print(f"launch_separation: [{'green' if sep.ok else 'bold red'}]{sep.status.value}[/]"
+              f" ({sep.seconds:.2f} s): ", end="")
+    out.print(sep.message, markup=False)
+    for line in sep.diagnostics[:24]:
+        out.print(line, markup=False)
+    failing = result.failing()
+    for i in failing[:PRINTED_FAILING]:
+        out.print(f"\n[bold]{d.label(i)}[/]:")
+        print_verdict(result.verdicts[i], out)
+    rest = failing[PRINTED_FAILING:]
+    if rest:
+        out.print(f"\n{len(rest)} more launch(es) not proved: "
+                  + ", ".join(str(i + 1) for i in rest) + " (see --json)", markup=False)
+    if any(c is not None for c in carried):
+        out.print("proofs from N: the launch's schedule is launch N's moved over the same "
+                  "links, so it has the same proofs (spec/deployments.md)", markup=False)
+    total = sum(p.seconds for v in result.verdicts for p in v.properties) + sep.seconds
+    out.print(f"{'proved' if result.ok else 'not proved'}: {len(result.verdicts)} launch(es), "
+              f"{d.endpoints} endpoints, {total:.2f} s of checks", markup=False)

@@ -12,14 +12,15 @@ from meshproof.cli.options import (
     cli_launches,
     current_pipeline,
     launch_options,
+    refuse_single_launch_options,
     several,
     trace_limit_options,
     trace_limits,
 )
 from meshproof.cli.progress import VerifyBar, working
-from meshproof.cli.verdict_print import console, print_verdict
+from meshproof.cli.verdict_print import console, print_launches_verdict, print_verdict
 from meshproof.errors import OptionError
-from meshproof.gate.pipeline import one_launch, run_case
+from meshproof.gate.pipeline import run_case
 from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
@@ -98,31 +99,37 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
     check_diagram(diagram, keep_dot)
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
     listed = cli_launches(launch, launches_file, pipeline.resolver)
-    if several(listed, launches_file):
-        from meshproof.cli.deployments import refuse_single_launch_options, verify_launches
-
+    many = several(listed, launches_file)
+    if many:
         refuse_single_launch_options(listed, **{"--diagram": diagram, "--smt2": smt2_path,
                                                 "--sarif": sarif_path, "--recheck": recheck})
         with working(not as_json, f"verifying {len(listed.launches)} launches"):
-            return verify_launches(listed, pipeline, VerifyConfig(
+            outcome = run_case(listed, simulate=False, verify_config=VerifyConfig(
                 timeout_s=timeout_s, only=only_props, skip=skip_props,
                 input_bound=input_bound, score_bound=score_bound,
-                rounding_tolerance=rounding_tolerance),
-                as_json, not no_timings, console())
-    (kernel, one), = listed.launches
-    # a progress bar on a terminal once the run passes 2 s (never under --json): the
-    # property being checked and the semantic analysis's ops
-    with VerifyBar(not as_json, f"verifying {one.spec.kernel}") as bar:
-        config = VerifyConfig(queue_depth=one.spec.queue_depth, timeout_s=timeout_s,
-                              keep_smt2=smt2_path is not None, only=only_props,
-                              skip=skip_props, input_bound=input_bound,
-                              score_bound=score_bound,
-                              rounding_tolerance=rounding_tolerance, progress=bar,
-                              recheck=solver)
-        outcome = run_case(one_launch(kernel, one), simulate=False, verify_config=config,
-                           pipeline=pipeline)
-    verdict, schedule = outcome.verdict, outcome.schedule
-    assert verdict is not None and schedule is not None  # verified here, not cached
+                rounding_tolerance=rounding_tolerance), pipeline=pipeline)
+    else:
+        one = listed.launches[0][1]
+        # a progress bar on a terminal once the run passes 2 s (never under --json): the
+        # property being checked and the semantic analysis's ops
+        with VerifyBar(not as_json, f"verifying {one.spec.kernel}") as bar:
+            config = VerifyConfig(queue_depth=one.spec.queue_depth, timeout_s=timeout_s,
+                                  keep_smt2=smt2_path is not None, only=only_props,
+                                  skip=skip_props, input_bound=input_bound,
+                                  score_bound=score_bound,
+                                  rounding_tolerance=rounding_tolerance, progress=bar,
+                                  recheck=solver)
+            outcome = run_case(listed, simulate=False, verify_config=config,
+                               pipeline=pipeline)
+    verified, schedule = outcome.verdict, outcome.schedule
+    assert verified is not None and schedule is not None  # verified here, not cached
+    if many:
+        if as_json:
+            click.echo(dumps(verified.to_json(timings=not no_timings)), nl=False)
+        else:
+            print_launches_verdict(verified, console())
+        return verified.exit_code
+    verdict, kernel = verified.verdicts[0], listed.launches[0][0]
     notes: list[str] = []
     if smt2_path is not None and verdict.smt2 is not None:
         write_text(smt2_path, verdict.smt2)

@@ -31,8 +31,10 @@ Simulator = Callable[[Schedule, SimConfig], SimResult]
 
 @dataclass(frozen=True, slots=True)
 class DeploymentSimulation:
-    """Per launch its numeric run (None when numerics were not asked for); `together` is
-    the merged schedule's timing and op log."""
+    """N >= 1 launches simulated: per launch its numeric run (None when numerics were not
+    asked for); `together` is the merged schedule's timing and op log. One launch is run
+    once, whole: `together` is that run and `launches[0]` the same run when numerics were
+    asked for."""
 
     deployment: Deployment
     launches: tuple[SimResult | None, ...]
@@ -62,6 +64,10 @@ def simulate_deployment(deployment: Deployment, config: SimConfig = SimConfig(),
         raise SimulationRefused(f"the launches of {deployment.name} are not separated "
                                 f"({separation.message}); the simulator refuses to run "
                                 "them together (see `meshproof verify` for every crossing)")
+    if len(deployment.schedules) == 1:
+        # one launch: its own run is the system's, so it is simulated once, whole
+        alone = simulator(deployment.schedules[0], config)
+        return DeploymentSimulation(deployment, (alone if config.numerics else None,), alone)
     launches: list[SimResult | None] = []
     if config.numerics:
         only_numbers = replace(config, timing=False)

@@ -178,7 +178,7 @@ def _distributed() -> Any:
 
 
 def _unknown(case: GateCase, spec: ClusterSpec, why: str) -> Any:
-    from meshproof.gate.runner import CaseResult
+    from meshproof.gate.results import CaseResult
 
     return CaseResult(case, CaseStatus.UNKNOWN, None, None,
                       error=f"the cluster {spec.name} lost the case twice (a worker died: "

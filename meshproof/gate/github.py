@@ -16,7 +16,7 @@ from meshproof.errors import OutputError
 from meshproof.exitcodes import ExitCode
 from meshproof.gate.judge import CaseStatus, ItemStatus, JudgedProperty
 from meshproof.gate.locations import case_lines, report_path
-from meshproof.gate.runner import CaseResult, GateResult
+from meshproof.gate.results import CaseResult, GateResult
 from meshproof.verify.result import Role, Status
 
 GITHUB_ENV = "GITHUB_ACTIONS"

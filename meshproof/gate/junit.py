@@ -31,7 +31,7 @@ from meshproof.gate.judge import (
 )
 from meshproof.gate.locations import report_path, suite_path
 from meshproof.gate.outcome import SEPARATION
-from meshproof.gate.runner import CaseResult, GateResult
+from meshproof.gate.results import CaseResult, GateResult
 from meshproof.outputs import check_writable, write_text
 from meshproof.verify.properties import Property
 from meshproof.verify.result import Status

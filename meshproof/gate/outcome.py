@@ -211,7 +211,8 @@ def summed_properties(verdicts: tuple[Verdict, ...],
     """Each property over every launch: its worst status (`Status.worst`), with the
     message and counterexample of the first launch that has it."""
     out: list[PropertyOutcome] = []
-    for prop in Property:
+    # in the order the verifier reports them (the first launch's order)
+    for prop in dict.fromkeys(p.name for v in verdicts for p in v.properties):
         per = [(i, v.property(prop)) for i, v in enumerate(verdicts)
                if prop in {p.name for p in v.properties}]
         if not per:
@@ -226,14 +227,20 @@ def summed_properties(verdicts: tuple[Verdict, ...],
     return tuple(out)
 
 
-def _numeric_of_launches(simulation: DeploymentSimulation | None,
+def _numeric_of_launches(verdicts: tuple[Verdict, ...],
+                         simulation: DeploymentSimulation | None,
                          refused: str) -> NumericOutcome | None:
-    """The launches' numerics as one: ok when every launch's is, the worst errors."""
+    """The launches' numerics as one: ok when every launch's is, the worst errors. One
+    launch's is its own, with the static property that explains it when out of
+    tolerance."""
     if refused:
-        return NumericOutcome(False, None, None, None, f"simulation refused: {refused}")
-    runs = [NumericOutcome.of(r, "") for r in simulation.launches if r is not None] \
-        if simulation is not None else []
-    numerics = [n for n in runs if n is not None]
+        refusal = NumericOutcome(False, None, None, None, f"simulation refused: {refused}")
+        return explain(refusal, verdicts[0], None) if len(verdicts) == 1 else refusal
+    runs = simulation.launches if simulation is not None else ()
+    if len(runs) == 1:
+        return explain(NumericOutcome.of(runs[0], ""), verdicts[0] if verdicts else None,
+                       runs[0])
+    numerics = [n for n in (NumericOutcome.of(r, "") for r in runs) if n is not None]
     if not numerics:
         return None
     errors = [n.rel_err for n in numerics if n.rel_err is not None]
@@ -264,50 +271,33 @@ class CaseOutcome:
     launches: int = 1                          # the deployment's launches
     separation: SeparationOutcome | None = None   # several launches: launch_separation
     schedule: Schedule | None = field(default=None, compare=False, repr=False)  # the first
-    verdict: Verdict | None = field(default=None, compare=False, repr=False)   # one launch
-    simulation: SimResult | None = field(default=None, compare=False, repr=False)
-    # several launches: every launch's verdict and the cross-launch check; the simulation
-    deployment_verdict: DeploymentVerdict | None = field(default=None, compare=False,
-                                                         repr=False)
-    deployment_simulation: DeploymentSimulation | None = field(default=None, compare=False,
-                                                               repr=False)
+    # every launch's verdict and the cross-launch check; every launch's simulation
+    verdict: DeploymentVerdict | None = field(default=None, compare=False, repr=False)
+    simulation: DeploymentSimulation | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
-    def of(schedule: Schedule, verdict: Verdict | None, simulation: SimResult | None,
-           refused: str, *, numerics: bool) -> CaseOutcome:
-        props = tuple(PropertyOutcome.of(p, schedule).rechecked(verdict)
-                      for p in verdict.properties) \
-            if verdict else ()
-        numeric = explain(NumericOutcome.of(simulation, refused), verdict, simulation) \
-            if numerics else None
-        return CaseOutcome(props, numeric,
-                           verdict.min_queue_depth if verdict else None,
-                           verdict.rendezvous if verdict else None,
-                           verdict.skipped if verdict else (), refused=refused,
-                           schedule=schedule, verdict=verdict, simulation=simulation)
-
-    @staticmethod
-    def of_deployment(deployment: Deployment, verdict: DeploymentVerdict | None,
-                      simulation: DeploymentSimulation | None, refused: str, *,
-                      numerics: bool) -> CaseOutcome:
-        """Several launches: each property's worst status over them, launch_separation,
-        the launches' numerics as one."""
+    def of(deployment: Deployment, verdict: DeploymentVerdict | None,
+           simulation: DeploymentSimulation | None, refused: str, *,
+           numerics: bool) -> CaseOutcome:
+        """N >= 1 launches: each property's worst status over them, launch_separation
+        (kept for several launches: one launch is separated from nothing), the launches'
+        numerics as one."""
         schedules = deployment.schedules
-        props = summed_properties(verdict.verdicts, schedules) if verdict else ()
-        depths = [v.min_queue_depth for v in verdict.verdicts] if verdict else []
+        verdicts = verdict.verdicts if verdict else ()
+        props = summed_properties(verdicts, schedules)
+        depths = [v.min_queue_depth for v in verdicts]
         known = [d for d in depths if d is not None]
-        sep = verdict.separation if verdict else None
+        sep = verdict.separation if verdict and len(schedules) > 1 else None
         separation = SeparationOutcome(sep.status, sep.message, sep.diagnostics) \
             if sep else None
-        rendezvous = Status.worst(v.rendezvous for v in verdict.verdicts
-                                  if v.rendezvous is not None) if verdict else None
-        return CaseOutcome(props, _numeric_of_launches(simulation, refused) if numerics
-                           else None, max(known) if known and len(known) == len(depths)
-                           else None, rendezvous,
-                           verdict.verdicts[0].skipped if verdict else (), refused=refused,
+        meetings = [v.rendezvous for v in verdicts if v.rendezvous is not None]
+        return CaseOutcome(props, _numeric_of_launches(verdicts, simulation, refused)
+                           if numerics else None,
+                           max(known) if known and len(known) == len(depths) else None,
+                           Status.worst(meetings) if meetings else None,
+                           verdicts[0].skipped if verdicts else (), refused=refused,
                            launches=len(schedules), separation=separation,
-                           schedule=schedules[0], deployment_verdict=verdict,
-                           deployment_simulation=simulation)
+                           schedule=schedules[0], verdict=verdict, simulation=simulation)
 
     @property
     def statuses(self) -> tuple[Status, ...]:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from meshproof.deploy.deployment import Deployment, build_deployment
+from meshproof.deploy.deployment import build_deployment
 from meshproof.deploy.launches import LaunchList
 from meshproof.deploy.verify import verify_deployment
-from meshproof.errors import LaunchError, SimulationRefused
+from meshproof.errors import SimulationRefused
 from meshproof.gate.outcome import CaseOutcome
 from meshproof.kernels import resolve_kernel
 from meshproof.model.launch import Launch
@@ -67,88 +67,52 @@ def one_launch(kernel: KernelRef, launch: Launch) -> LaunchList:
 def run_case(launches: LaunchList, *, simulate: bool, verify: bool = True,
              verify_config: VerifyConfig = VerifyConfig(),
              sim_config: SimConfig = SimConfig(), cache: GateCache | None = None,
-             pipeline: Pipeline = Pipeline(), deployment: bool | None = None) -> CaseOutcome:
+             pipeline: Pipeline = Pipeline()) -> CaseOutcome:
     """Trace the deployment's N >= 1 launches, then verify and/or simulate them: every
-    caller (the commands, the gate, the report, the pytest helpers) runs through here.
+    caller (the commands, the gate, the report, the pytest helpers) runs through here,
+    one launch (`one_launch`) or several (`--launches FILE`, a panel of kv groups) alike.
 
-    One launch (`one_launch`): its verdict and simulation. Several (`--launches FILE`, a
-    panel of kv groups): every launch's properties plus launch_separation
-    (deploy/verify.py), numerics per launch and one timing run of all of them
-    (deploy/simulate.py); the outcome's properties are each property's worst status over
-    the launches. `deployment=True` takes that road for one launch too (a launches file
-    of one), `False` refuses several.
+    Every launch's properties plus launch_separation (deploy/verify.py), numerics per
+    launch and one timing run of all of them (deploy/simulate.py); the outcome's
+    properties are each property's worst status over the launches.
 
     A schedule the simulator refuses (it deadlocks, or the launches are not separated) is
     recorded in `refused`, not raised; every other error (bad input, a kernel that raises,
     an internal error) propagates. With a cache, an outcome of the same schedules is
     reused; only decided outcomes are stored (an unknown depends on machine load).
     """
-    several = len(launches.launches) > 1 if deployment is None else deployment
-    if not several and len(launches.launches) != 1:
-        raise LaunchError(f"{launches.name} is {len(launches.launches)} launches; run them "
-                          "as one deployment")
-    built: Deployment | None = None
-    if several:
-        built = build_deployment(launches.name, launches.launches, pipeline.tracer)
-        schedules: tuple[Schedule, ...] = built.schedules
-    else:
-        kernel, launch = launches.launches[0]
-        schedules = (pipeline.tracer(kernel, launch),)
-    key = _cache_key(cache, launches, schedules, simulate, verify_config, several)
+    built = build_deployment(launches.name, launches.launches, pipeline.tracer)
+    key = _cache_key(cache, launches, built.schedules, simulate, verify_config)
     if cache is not None:
         stored = cache.get(key)
         if stored is not None:
             try:
                 return replace(CaseOutcome.from_json(stored), cached=True,
-                               schedule=schedules[0])
+                               schedule=built.schedules[0])
             except (KeyError, TypeError, ValueError):
                 pass  # an entry from an incompatible build: prove again
-    if built is None:
-        outcome = _run_one(schedules[0], simulate, verify, verify_config, sim_config,
-                           pipeline)
-    else:
-        outcome = _run_many(built, simulate, verify, verify_config, sim_config, pipeline)
+    verdict = verify_deployment(built, verify_config, pipeline.verifier) if verify else None
+    simulation, refused = None, ""
+    if simulate:
+        from meshproof.deploy.simulate import simulate_deployment  # loads the simulator
+
+        try:
+            simulation = simulate_deployment(built, sim_config, pipeline.simulator)
+        except SimulationRefused as exc:  # it deadlocks, or the launches are not separated
+            refused = str(exc)
+    outcome = CaseOutcome.of(built, verdict, simulation, refused,
+                             numerics=simulate and sim_config.numerics)
     if cache is not None and outcome.decided:
         cache.put(key, outcome.to_json())
     return outcome
 
 
 def _cache_key(cache: GateCache | None, launches: LaunchList, schedules: tuple[Schedule, ...],
-               simulate: bool, config: VerifyConfig, several: bool) -> str:
+               simulate: bool, config: VerifyConfig) -> str:
     if cache is None:
         return ""
     keys = [cache.key(kernel, launch, schedule, simulate=simulate, config=config)
             for (kernel, launch), schedule in zip(launches.launches, schedules, strict=True)]
-    if not several:
+    if len(keys) == 1:
         return keys[0]
     return hashlib.sha256(("deployment:" + ",".join(keys)).encode()).hexdigest()
-
-
-def _run_one(schedule: Schedule, simulate: bool, verify: bool, verify_config: VerifyConfig,
-             sim_config: SimConfig, pipeline: Pipeline) -> CaseOutcome:
-    verdict = pipeline.verifier(schedule, verify_config) if verify else None
-    simulation, refused = None, ""
-    if simulate:
-        try:
-            simulation = pipeline.simulator(schedule, sim_config)
-        except SimulationRefused as exc:  # e.g. it deadlocks: there are no numbers to check
-            refused = str(exc)
-    return CaseOutcome.of(schedule, verdict, simulation, refused,
-                          numerics=simulate and sim_config.numerics)
-
-
-def _run_many(deployment: Deployment, simulate: bool, verify: bool,
-              verify_config: VerifyConfig, sim_config: SimConfig,
-              pipeline: Pipeline) -> CaseOutcome:
-    verdict = verify_deployment(deployment, verify_config, pipeline.verifier) \
-        if verify else None
-    simulation, refused = None, ""
-    if simulate:
-        from meshproof.deploy.simulate import simulate_deployment  # loads the simulator
-
-        try:
-            simulation = simulate_deployment(deployment, sim_config, pipeline.simulator)
-        except SimulationRefused as exc:  # the launches are not separated
-            refused = str(exc)
-    return CaseOutcome.of_deployment(deployment, verdict, simulation, refused,
-                                     numerics=simulate and sim_config.numerics)

@@ -13,9 +13,9 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from meshproof.errors import (
     BadInput,
@@ -25,12 +25,11 @@ from meshproof.errors import (
     TraceCrashed,
     TraceLimitExceeded,
 )
-from meshproof.exitcodes import ExitCode
 from meshproof.gate.cache import GateCache, cache_root
-from meshproof.gate.judge import EXPECT_PROVED, NUMERICS, CaseStatus, Judgement, judge
+from meshproof.gate.judge import CaseStatus, judge
 from meshproof.gate.matrix import GateCase, GateMatrix, resolve_case_launches
-from meshproof.gate.outcome import CaseOutcome, PropertyOutcome
 from meshproof.gate.pipeline import Pipeline, run_case
+from meshproof.gate.results import CaseResult, GateResult
 from meshproof.gate.synthesized import stale_kernel
 from meshproof.model.isolation import limit_stage
 from meshproof.model.loader import KernelRef
@@ -39,111 +38,10 @@ from meshproof.panels import panel_input_bound
 from meshproof.sim.config import SimConfig
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.cvc5_solver import require_cvc5
-from meshproof.verify.properties import Property
-from meshproof.verify.result import Status, Verdict
 from meshproof.verify.z3util import leave_ctrl_c_to_the_caller
 
 if TYPE_CHECKING:
     from meshproof.gate.cluster import ClusterSpec
-
-GATE_SCHEMA = "meshproof/gate-v1"
-
-
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """One case of a gate run: its status, the outcome and judgement (None when it raised)."""
-
-    case: GateCase
-    status: CaseStatus
-    outcome: CaseOutcome | None         # None when the case raised
-    judgement: Judgement | None         # None when the case raised
-    error: str = ""
-    seconds: float = 0.0
-    launch: LaunchSpec | None = None
-
-    @property
-    def reasons(self) -> tuple[str, ...]:
-        """Why the case failed / is unknown / raised, one line each."""
-        return self.judgement.reasons if self.judgement else (self.error,)
-
-    @property
-    def cached(self) -> bool:
-        return self.outcome is not None and self.outcome.cached
-
-    @property
-    def verdict(self) -> Verdict | None:
-        return self.outcome.verdict if self.outcome else None
-
-    @property
-    def got(self) -> str:
-        """The outcome in the same words as `expect`: proved, or what was violated."""
-        if self.outcome is None:
-            return "error"
-        props = self.outcome.properties
-        violated = [p.name.value for p in props if p.status is Status.VIOLATED]
-        if self.outcome.numeric is not None and not self.outcome.numeric.ok:
-            violated.append(NUMERICS)
-        unknown = [p.name.value for p in props if p.status is Status.UNKNOWN]
-        parts = [", ".join(violated)] if violated else []
-        if unknown:
-            parts.append("unknown: " + ", ".join(unknown))
-        return "; ".join(parts) or EXPECT_PROVED
-
-    def property(self, name: Property) -> PropertyOutcome | None:
-        return self.outcome.property(name) if self.outcome else None
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.outcome
-        violated = self.case.expectation.violated
-        return {
-            "name": self.case.name,
-            "case": self.case.to_json(),
-            "launch": self.launch.to_json() if self.launch else None,
-            "status": self.status.value,
-            "expected": self.case.expected_text,
-            "got": self.got,
-            "reasons": list(self.reasons),
-            "error": self.error or None,
-            "properties": [
-                {**p.to_json(), "expected": ("violated" if p.name in violated else "proved")}
-                for p in (out.properties if out else ())],
-            "numeric": out.numeric.to_json() if out and out.numeric else None,
-            "min_queue_depth": out.min_queue_depth if out else None,
-            "launches": out.launches if out else 1,
-            "separation": out.separation.to_json() if out and out.separation else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class GateResult:
-    """Every case of a gate run, in matrix order."""
-
-    matrix: Path
-    results: tuple[CaseResult, ...]
-
-    @property
-    def exit_code(self) -> ExitCode:
-        statuses = {r.status for r in self.results}
-        if statuses & {CaseStatus.FAILED, CaseStatus.ERROR}:
-            return ExitCode.VIOLATED
-        if CaseStatus.UNKNOWN in statuses:
-            return ExitCode.UNKNOWN
-        return ExitCode.OK
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code is ExitCode.OK
-
-    def count(self, status: CaseStatus) -> int:
-        return sum(1 for r in self.results if r.status is status)
-
-    def to_json(self) -> dict[str, Any]:
-        """Deterministic: no timings, no cache hits (they differ run to run)."""
-        return {"schema": GATE_SCHEMA, "matrix": self.matrix.as_posix(), "ok": self.ok,
-                "exit_code": int(self.exit_code),
-                "counts": {s.value: self.count(s) for s in CaseStatus},
-                "cases": [r.to_json() for r in self.results]}
-
 
 def case_configs(case: GateCase, launch: LaunchSpec) -> tuple[VerifyConfig, SimConfig]:
     """How a case is verified (its queue depth, timeout, rlimit) and simulated (the

@@ -32,7 +32,7 @@ from meshproof.gate.findings import Finding, Place
 from meshproof.gate.judge import NUMERICS, CaseStatus, ItemStatus
 from meshproof.gate.locations import artifact_uri, case_lines, report_path
 from meshproof.gate.outcome import PropertyOutcome
-from meshproof.gate.runner import CaseResult, GateResult
+from meshproof.gate.results import CaseResult, GateResult
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import Schedule
 from meshproof.outputs import check_writable, write_text

@@ -113,8 +113,6 @@ class OpSemantics(Protocol[V]):
 
     def reduce(self, rank: int, op: Op, fn: Reduction, x: V) -> V: ...
 
-    def softmax(self, rank: int, op: Op, x: V) -> V: ...
-
     def dot(self, rank: int, op: Op, a: V, b: V) -> V: ...
 
     def arange(self, rank: int, op: Op) -> V:
@@ -451,8 +449,6 @@ class Evaluation(Generic[V]):
                 return self._fn(op, d.reduce, Reduction.MAX)
             case OpKind.SUM:
                 return self._fn(op, d.reduce, Reduction.SUM)
-            case OpKind.SOFTMAX:
-                return self._unary(op, d.softmax)
             case OpKind.DOT:
                 x, y, dot = self._reader(op, 0), self._reader(op, 1), d.dot
                 return lambda rank: dot(rank, op, x(rank), y(rank))

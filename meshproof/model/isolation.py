@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import multiprocessing
 import os
 import pickle
@@ -32,7 +31,7 @@ from typing import Any
 from meshproof.errors import (
     InternalError,
     KernelLoadError,
-    LaunchError,
+    TraceBudgetExceeded,
     TraceCpuLimit,
     TraceCrashed,
     TraceError,
@@ -45,15 +44,16 @@ from meshproof.model.loader import KernelRef, describe_exception, resolve_kernel
 from meshproof.model.op_pack import unpack_programs
 from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
+from meshproof.model.trace_limits import CPU_MARGIN_SECONDS as CPU_MARGIN_SECONDS
+from meshproof.model.trace_limits import DEFAULT_CPU_SECONDS as DEFAULT_CPU_SECONDS
+from meshproof.model.trace_limits import DEFAULT_MEMORY_MB as DEFAULT_MEMORY_MB
+from meshproof.model.trace_limits import DEFAULT_WALL_SECONDS as DEFAULT_WALL_SECONDS
+from meshproof.model.trace_limits import LimitKnobs as LimitKnobs
+from meshproof.model.trace_limits import TraceLimits as TraceLimits
 
-DEFAULT_WALL_SECONDS = 60.0
-DEFAULT_CPU_SECONDS = 60.0
-DEFAULT_MEMORY_MB = 4096
 # After its own timer fires the child has this long to report where it was, before the
 # parent kills it: a kernel stuck in C code (or swallowing the stop) cannot delay the answer.
 KILL_GRACE_SECONDS = 2.0
-# The CPU limit a single timeout sets lies this far beyond its wall-clock limit.
-CPU_MARGIN_SECONDS = 1.0
 
 
 class StartMethod(Enum):
@@ -74,54 +74,6 @@ class StartMethod(Enum):
         if "fork" in available and (threading.active_count() == 1 or not findable):
             return StartMethod.FORK
         return StartMethod.FORKSERVER if "forkserver" in available else StartMethod.SPAWN
-
-
-@dataclass(frozen=True, slots=True)
-class LimitKnobs:
-    """How a user raises each limit, as the error messages say it (a CLI option, a gate
-    key); by default, the TraceLimits field."""
-
-    wall: str = "TraceLimits(wall_seconds=...)"
-    cpu: str = "TraceLimits(cpu_seconds=...)"
-    memory: str = "TraceLimits(memory_mb=...)"
-
-
-@dataclass(frozen=True, slots=True)
-class TraceLimits:
-    """What one isolated trace may use.
-
-    `memory_mb` bounds the address space the child may add to what it starts with (a forked
-    child starts as large as its parent); None sets no memory limit.
-    """
-
-    wall_seconds: float = DEFAULT_WALL_SECONDS
-    cpu_seconds: float = DEFAULT_CPU_SECONDS
-    memory_mb: int | None = DEFAULT_MEMORY_MB
-    knobs: LimitKnobs = field(default_factory=LimitKnobs)
-
-    def __post_init__(self) -> None:
-        for name, value, knob in (("wall-clock", self.wall_seconds, self.knobs.wall),
-                                  ("CPU", self.cpu_seconds, self.knobs.cpu)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not math.isfinite(value) or value <= 0:
-                raise LaunchError(f"the trace's {name} limit must be a positive number of "
-                                  f"seconds, got {value!r} ({knob})")
-        if self.memory_mb is not None and (isinstance(self.memory_mb, bool) or
-                                           not isinstance(self.memory_mb, int) or
-                                           self.memory_mb <= 0):
-            raise LaunchError(f"the trace's memory limit must be a positive number of MiB, "
-                              f"got {self.memory_mb!r} ({self.knobs.memory})")
-
-
-    @staticmethod
-    def of_timeout(seconds: float, knob: str, base: TraceLimits | None = None) -> TraceLimits:
-        """`base` (default: the defaults) with a wall-clock limit of `seconds` and a CPU limit
-        one second more (so a busy host loop is ended by the clock, and named so), both
-        raised with `knob`: what the CLI's --trace-timeout and the gate's trace_timeout give."""
-        base = base or TraceLimits()
-        cpu = seconds + CPU_MARGIN_SECONDS if math.isfinite(seconds) and seconds > 0 else seconds
-        return replace(base, wall_seconds=seconds, cpu_seconds=cpu,
-                       knobs=replace(base.knobs, wall=knob, cpu=knob))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +126,36 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     limits = limits or TraceLimits()
     method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
     name = launch.spec.kernel
-    reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
-                       f"the trace process of kernel {name}", tracer)
+    try:
+        reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
+                           f"the trace process of kernel {name}", tracer)
+    except (TraceTimeout, TraceCpuLimit) as exc:
+        if not is_builtin(kernel):
+            raise  # a user kernel's host loop may never end: its own fault (exit 2)
+        raise TraceBudgetExceeded(_budget_text(name, launch, limits, exc)) from None
     if reply.programs is not None:
         return Schedule(launch.spec, launch.wiring, unpack_programs(reply.programs))
     raise InternalError(f"tracing {name} in a child process failed: {reply.message}")
+
+
+def is_builtin(kernel: KernelRef | str) -> bool:
+    """A built-in kernel (found by name, not `path::function`): its trace ends for every
+    launch, so a limit that stops it says only that the launch is large or the machine
+    busy."""
+    spec = kernel if isinstance(kernel, str) else kernel.spec
+    return bool(spec) and "::" not in spec
+
+
+def _budget_text(name: str, launch: Launch, limits: TraceLimits,
+                 exc: TraceTimeout | TraceCpuLimit) -> str:
+    size = f" ({launch.spec.n_cubes * launch.spec.pes} ranks)"
+    if isinstance(exc, TraceCpuLimit):
+        limit, knob = f"CPU limit of {limits.cpu_seconds:g} s", limits.knobs.cpu
+    else:
+        limit, knob = f"wall-clock limit of {limits.wall_seconds:g} s", limits.knobs.wall
+    return (f"tracing built-in kernel {name}{size} did not finish within its {limit} "
+            "(a large launch, or a busy machine): no schedule, so no verdict (unknown); "
+            f"raise the limit with {knob}")
 
 
 # Kernel files (path, content hash) already imported in a child: without trouble (the

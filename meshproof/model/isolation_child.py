@@ -38,7 +38,7 @@ from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
 
 if TYPE_CHECKING:
-    from meshproof.model.isolation import TraceLimits
+    from meshproof.model.trace_limits import TraceLimits
 
 _MIB = 1 << 20
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

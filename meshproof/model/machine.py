@@ -135,13 +135,6 @@ class Machine:
         with np.errstate(all="ignore"):
             return self._done(op, f(x, axis=op.axis, keepdims=op.keepdims))
 
-    def softmax(self, rank: int, op: Op, x: V) -> V:
-        if x is None:
-            return None
-        with np.errstate(all="ignore"):
-            e = np.exp(x - np.max(x, axis=op.axis, keepdims=True))
-            return self._done(op, e / np.sum(e, axis=op.axis, keepdims=True))
-
     # masks as the simulator computes them (spec/simulator.md): float32 positions,
     # comparisons as 1.0 / 0.0, a select rounded to the op's dtype
     def arange(self, rank: int, op: Op) -> V:

@@ -55,7 +55,6 @@ class OpKind(Enum):
     LOG2 = "log2"
     LOG1P = "log1p"
     SIGMOID = "sigmoid"
-    SOFTMAX = "softmax"
     MAXIMUM = "maximum"
     MINIMUM = "minimum"
     CAST = "cast"

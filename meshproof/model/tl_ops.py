@@ -172,9 +172,18 @@ class Tl:
 
     @tl_op()
     def softmax(self, x: object, axis: object = -1) -> TensorHandle:
+        """Traced as the ops it is (Triton writes it so too): ``e = exp(x - max(x))``,
+        ``e / sum(e)`` along `axis`, in float32, rounded to x's dtype. The one place
+        softmax is handled: every back-end sees max, sub, exp, sum and div."""
         t = self._t.tensor(x, "softmax")
         ax = self._t.axis(t, axis, "softmax")
-        return self._t.defined(OpKind.SOFTMAX, (ValueRef(t.id),), t.shape, t.dt, axis=ax)
+        wide = t if t.dt is DType.F32 else \
+            self._t.defined(OpKind.CAST, (ValueRef(t.id),), t.shape, DType.F32)
+        top = self._reduce(OpKind.MAX, wide, ax, True)
+        e = self._t.unary("exp", self._t.binary("sub", wide, top))
+        p = self._t.binary("div", e, self._reduce(OpKind.SUM, e, ax, True))
+        return p if t.dt is DType.F32 else \
+            self._t.defined(OpKind.CAST, (ValueRef(p.id),), t.shape, t.dt)
 
     @tl_op()
     def maximum(self, a: object, b: object) -> TensorHandle:

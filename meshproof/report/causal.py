@@ -44,7 +44,7 @@ def causal_records(scale: str, pipeline: Pipeline, config: VerifyConfig,
                            verify_config=replace(config, only=frozenset(JUDGED),
                                                  input_bound=panel.input_bound),
                            sim_config=SimConfig(numerics=False), pipeline=pipeline)
-        result = outcome.simulation
+        result = outcome.simulation.together if outcome.simulation is not None else None
         timing = result.timing if result is not None else None
         first = min((r.endpoint.cube for r in timing.per_rank), default=0) if timing else 0
         record: dict[str, Any] = {

@@ -40,8 +40,8 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
     outcome = run_case(listed, simulate=True, verify_config=replace(
         config, input_bound=panel.input_bound, rounding_tolerance=tolerance),
         sim_config=SimConfig(numerics=False),
-        pipeline=pipeline, deployment=True)
-    result, simulation = outcome.deployment_verdict, outcome.deployment_simulation
+        pipeline=pipeline)
+    result, simulation = outcome.verdict, outcome.simulation
     assert result is not None and simulation is not None  # verified and simulated
     deployment = result.deployment
     together = simulation.together

@@ -135,8 +135,8 @@ def _verdict_record(outcome: CaseOutcome) -> dict[str, Any]:
 def _sim_record(outcome: CaseOutcome) -> dict[str, Any]:
     if outcome.refused:
         return {"refused": outcome.refused}
-    result = outcome.simulation
-    assert result is not None  # run_case simulated (simulate=True) and was not refused
+    assert outcome.simulation is not None  # run_case simulated and was not refused
+    result = outcome.simulation.together  # one launch: its whole run
     out: dict[str, Any] = {"op_log": result.op_log.to_json(), "ok": result.ok}
     if result.numeric is not None:
         n = result.numeric
@@ -174,8 +174,9 @@ def run_report_case(rc: ReportCase, options: SweepOptions,
     outcome = None
     try:
         outcome = _run(rc, options, verify=True)
-        schedule, verdict = outcome.schedule, outcome.verdict
-        assert schedule is not None and verdict is not None  # run here, not from a cache
+        schedule, verified = outcome.schedule, outcome.verdict
+        assert schedule is not None and verified is not None  # run here, not from a cache
+        verdict = verified.verdicts[0]
         record["launch"] = schedule.launch.to_json()
         record["active_ranks"] = len(schedule.active)
         record["verdict"] = _verdict_record(outcome)

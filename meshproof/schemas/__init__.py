@@ -1,6 +1,6 @@
 """JSON Schemas (draft 2020-12) of every JSON meshproof writes, shipped with the package:
 `meshproof/schedule-v1` (trace --json), `meshproof/verdict-v1` (verify --json),
-`meshproof/simulation-v1` (simulate --json), `meshproof/gate-v1` (gate --json),
+`meshproof/simulation-v1` (simulate --json), `meshproof/gate-v2` (gate --json),
 `meshproof/sweep-v1` (the report's sweep.json), `meshproof/placements-v1`
 (placements --json), and for several launches at once `meshproof/deployment-v1` (verify),
 `meshproof/deployment-simulation-v1` (simulate), `meshproof/deployment-trace-v1`
@@ -16,7 +16,7 @@ import json
 from importlib import resources
 from typing import Any
 
-SCHEMAS = ("schedule-v1", "verdict-v1", "simulation-v1", "gate-v1", "sweep-v1",
+SCHEMAS = ("schedule-v1", "verdict-v1", "simulation-v1", "gate-v2", "sweep-v1",
            "placements-v1", "deployment-v1", "deployment-simulation-v1", "deployment-trace-v1",
            "synthesis-v1")
 

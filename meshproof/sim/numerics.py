@@ -477,12 +477,6 @@ class GroupEvaluator:
         return self._computed(op, reduce(self._arg(i, op.args[0]), axis=op.axis + 1,
                                          keepdims=op.keepdims))
 
-    def _softmax(self, i: int, op: Op) -> object:
-        assert op.axis is not None
-        x = self._arg(i, op.args[0])
-        e = np.exp(x - np.max(x, axis=op.axis + 1, keepdims=True))
-        return self._computed(op, e / np.sum(e, axis=op.axis + 1, keepdims=True))
-
     def _follow(self, i: int, op: Op, arg: tuple[int, ...]) -> Streamed | None:
         """The streamed result of a trans / reshape / cast of a streamed value."""
         x = self._raw(i, op.args[0])
@@ -563,7 +557,7 @@ _HANDLERS: dict[OpKind, Handler] = {
     OpKind.LOAD: GroupEvaluator._load, OpKind.STORE: GroupEvaluator._store,
     OpKind.DOT: GroupEvaluator._dot, OpKind.TRANS: GroupEvaluator._trans,
     OpKind.RESHAPE: GroupEvaluator._reshape, OpKind.CAST: GroupEvaluator._cast,
-    OpKind.FULL: GroupEvaluator._full, OpKind.SOFTMAX: GroupEvaluator._softmax,
+    OpKind.FULL: GroupEvaluator._full,
     OpKind.MAX: GroupEvaluator._reduce, OpKind.SUM: GroupEvaluator._reduce,
     OpKind.ARANGE: GroupEvaluator._arange, OpKind.WHERE: GroupEvaluator._select,
 }

@@ -28,8 +28,6 @@ from meshproof.model.schedule import (
 from meshproof.model.topology import Endpoint, System
 
 LINK_CLASSES = ("intra_cube", "inter_cube", "inter_sip")
-# Passes over the data a softmax makes: max, exp and sum, divide.
-SOFTMAX_PASSES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +143,9 @@ def op_cost(op: Op, arg_shapes: tuple[tuple[int, ...], ...], hw: HardwareProfile
         case OpKind.DOT:
             inner = arg_shapes[0][-1] if arg_shapes and arg_shapes[0] else 1
             return hw.op_overhead_s + 2.0 * elems * inner / hw.gemm_flops_per_pe
-        case OpKind.MAX | OpKind.SUM | OpKind.SOFTMAX:
+        case OpKind.MAX | OpKind.SUM:
             n_in = math.prod(arg_shapes[0]) if arg_shapes else elems
-            passes = SOFTMAX_PASSES if op.kind is OpKind.SOFTMAX else 1
-            return hw.op_overhead_s + passes * n_in / hw.vector_elems_per_s
+            return hw.op_overhead_s + n_in / hw.vector_elems_per_s
         case (OpKind.ADD | OpKind.SUB | OpKind.MUL | OpKind.DIV | OpKind.MAXIMUM
               | OpKind.MINIMUM | OpKind.EXP | OpKind.EXP2 | OpKind.LOG | OpKind.LOG2
               | OpKind.LOG1P | OpKind.SIGMOID | OpKind.NEG | OpKind.CAST | OpKind.FULL

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from meshproof.model.trace_split import two_cores
 from meshproof.verify.deadlock_encoding import DeadlockModel, OrderConstraints, order_constraints
 from meshproof.verify.deadlock_ground import check_order
+from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext
 from meshproof.verify.z3util import Budget, Outcome, SatResult
 
@@ -71,8 +72,6 @@ class CertificateJob:
 def certificate_job(ctx: CheckContext) -> CertificateJob | None:
     """Start checking the order certificate in a child, for large launches that finish
     (shared: started once by `verify`, read by deadlock_freedom); None: check inline."""
-    from meshproof.verify.deadlock import progress_at_depth
-
     progress = ctx.shared(progress_at_depth)
     if progress.deadlock or ctx.channels.cols.n < BACKGROUND_OPS or not two_cores():
         return None

@@ -17,6 +17,7 @@ from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
 from meshproof.verify.deadlock_ground import check_order, check_stuck
+from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     BlockedOp,
@@ -30,11 +31,6 @@ from meshproof.verify.result import (
 from meshproof.verify.z3util import SatResult, check
 
 MAX_LISTED_BLOCKED = 48
-
-
-def progress_at_depth(ctx: CheckContext) -> Progress:
-    """The Kahn-network run at the judged queue depth (shared: `ctx.shared(...)`)."""
-    return run(ctx.schedule, ctx.channels, ctx.depth)
 
 
 def minimal_depth(schedule: Schedule, table: ChannelTable,

@@ -2,7 +2,8 @@
 
 Every property is a function `check(ctx: CheckContext) -> PropertyResult` registered in
 `verify/registry.py` under its `Property`. Adding a property is appending an enum member
-here and one registry entry there.
+to `Property` (verify/property_names.py, apart so results name properties without this
+module) and one registry entry there.
 
 `CheckContext.shared(analysis)` runs an expensive analysis once per verify call and
 hands every property that asks the same result (e.g. the Kahn-network run at the judged
@@ -21,22 +22,11 @@ from meshproof.errors import OptionError
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import Schedule
+from meshproof.verify.property_names import Property as Property  # re-exported
 from meshproof.verify.z3util import Budget
 
 if TYPE_CHECKING:
     from meshproof.verify.result import PropertyResult
-
-
-class Property(Enum):
-    """The properties meshproof proves, in the order a verdict lists them."""
-
-    DIRECTION_LEGALITY = "direction_legality"
-    LAUNCH_CONFINEMENT = "launch_confinement"
-    CHANNEL_MATCHING = "channel_matching"
-    DEADLOCK_FREEDOM = "deadlock_freedom"
-    EXACTLY_ONCE_MERGE = "exactly_once_merge"
-    ATTENTION_EQUIVALENCE = "attention_equivalence"
-    NUMERIC_SAFETY = "numeric_safety"
 
 
 PROPERTY_NAMES = tuple(p.value for p in Property)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from meshproof.model.progress import run
 from meshproof.verify.cvc5_solver import solve_cvc5
-from meshproof.verify.deadlock import progress_at_depth
+from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import (
     PROTOCOL_PROPERTIES,
     CheckContext,

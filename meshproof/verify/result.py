@@ -17,7 +17,7 @@ from meshproof.exitcodes import ExitCode
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import LaunchSpec, OpKind, SourceLoc
 from meshproof.model.topology import Direction, Endpoint
-from meshproof.verify.properties import Property
+from meshproof.verify.property_names import Property
 
 VERDICT_SCHEMA = "meshproof/verdict-v1"
 

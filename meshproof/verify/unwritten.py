@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from meshproof.model.blocking import Blocking, RootCause, blocking
 from meshproof.model.schedule import Op, OpKind, Schedule
-from meshproof.verify.deadlock import progress_at_depth
+from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     AttentionDetails,

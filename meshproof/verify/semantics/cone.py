@@ -52,9 +52,9 @@ def _arg_masks(op: Op, out: Mask, shapes: list[tuple[int, ...]]) -> list[Mask]:
     if k is OpKind.TRANS:
         assert op.perm is not None
         return [out.transpose(np.argsort(op.perm))]
-    if k in (OpKind.MAX, OpKind.SUM, OpKind.SOFTMAX):
+    if k in (OpKind.MAX, OpKind.SUM):
         assert op.axis is not None
-        m = out if op.keepdims or k is OpKind.SOFTMAX else np.expand_dims(out, op.axis)
+        m = out if op.keepdims else np.expand_dims(out, op.axis)
         m = np.asarray(m.any(axis=op.axis, keepdims=True))
         return [np.broadcast_to(m, shapes[0]).copy()]
     if k is OpKind.DOT:
@@ -191,23 +191,6 @@ class Masked(Numeric):
         if op.keepdims:
             out = np.expand_dims(out, op.axis)
         return self._out(op, out, x)
-
-    def softmax(self, rank: int, op: Op, x: Num | None) -> Num | None:
-        if x is None:
-            return None
-        mask = self._mask(rank, op)
-        assert op.axis is not None
-        data = np.moveaxis(np.asarray(x.data, dtype=object), op.axis, -1)
-        out = np.full(data.shape, self.be.const(0.0), dtype=object)
-        need = np.moveaxis(mask, op.axis, -1).any(axis=-1) if mask is not None else \
-            np.ones(data.shape[:-1], dtype=bool)
-        for idx in zip(*np.nonzero(need), strict=True):
-            row = list(data[idx])
-            top = max(row)
-            e = [_mp().exp(v - top) for v in row]
-            total = _mp().fsum(e)
-            out[idx] = np.array([v / total for v in e], dtype=object)
-        return self._out(op, np.moveaxis(out, -1, op.axis), x)
 
     def dot(self, rank: int, op: Op, a: Num | None, b: Num | None) -> Num | None:
         if a is None or b is None:

@@ -65,7 +65,7 @@ def mechanism_of(op: Op, kind: str, form: Rat | None, relation: str) -> Mechanis
     name, lower case)."""
     k = op.kind
     weight = kind in ("rel", "oscale")
-    if k in (OpKind.EXP, OpKind.EXP2, OpKind.SOFTMAX):
+    if k in (OpKind.EXP, OpKind.EXP2):
         return Mechanism.EXP if form is None or _has_score(form) else Mechanism.RESCALE
     if k is OpKind.DIV and kind == "out":
         return Mechanism.STORE

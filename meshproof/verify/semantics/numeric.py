@@ -222,13 +222,6 @@ class Numeric:
             return np.asarray(f(x.data, axis=op.axis, keepdims=op.keepdims))
         return self._guard(op, compute, x)
 
-    def softmax(self, rank: int, op: Op, x: V) -> V:
-        def compute() -> Array:
-            assert x is not None
-            e = self.be.exp(x.data - np.max(x.data, axis=op.axis, keepdims=True))
-            return np.asarray(e / np.sum(e, axis=op.axis, keepdims=True))
-        return self._guard(op, compute, x)
-
     # masks (spec/semantics.md §8): positions and comparisons depend on no input (what the
     # machine holds: f32 positions, 0/1 masks); tl.where selects elementwise
     def arange(self, rank: int, op: Op) -> V:

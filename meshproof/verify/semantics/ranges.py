@@ -186,9 +186,6 @@ class Ranges:
         n = self._axis(rank, op)
         return self._out(rank, op, (n * x[0], n * x[1]))
 
-    def softmax(self, rank: int, op: Op, x: Interval) -> Interval:
-        return self._out(rank, op, (0.0, 1.0))
-
     def arange(self, rank: int, op: Op) -> Interval:
         lo = op.fill if op.fill is not None else 0.0
         return lo, lo + op.shape[0] - 1

@@ -243,9 +243,6 @@ class ErrorBounds:
     def reduce(self, rank: int, op: Op, fn: Reduction, x: Err | None) -> Err | None:
         return self._compute(rank, op, [x])
 
-    def softmax(self, rank: int, op: Op, x: Err | None) -> Err | None:
-        return self._compute(rank, op, [x])
-
     def dot(self, rank: int, op: Op, a: Err | None, b: Err | None) -> Err | None:
         return self._compute(rank, op, [a, b])
 
@@ -439,12 +436,6 @@ class ErrorBounds:
             return None
         return Err(Kind.ABS, _expm1(a.total) + a.floor +
                    half_ulp(DType.F32, self._mag(key)), op.dtype)
-
-    def _softmax(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
-        n = self._axis_size(op, key)
-        u32 = UNIT[DType.F32]
-        a = self._abs_err(op, key, 0, args[0])
-        return Err(Kind.REL, 2 * a + 2 * EXP_ULP + (n + 2) * u32, op.dtype)
 
     def _sum(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         n = self._axis_size(op, key)
@@ -723,7 +714,6 @@ _RULES: dict[OpKind, Rule] = {
     OpKind.DOT: ErrorBounds._dot,
     OpKind.EXP: ErrorBounds._exp,
     OpKind.EXP2: ErrorBounds._exp,
-    OpKind.SOFTMAX: ErrorBounds._softmax,
     OpKind.SUM: ErrorBounds._sum,
     OpKind.LOG: ErrorBounds._log,
     OpKind.LOG2: ErrorBounds._log,

@@ -28,7 +28,6 @@ class Rules(Protocol[T]):
     def cast(self, rank: int, op: Op, x: T) -> T: ...
     def reshape(self, rank: int, op: Op, x: T) -> T: ...
     def trans(self, rank: int, op: Op, x: T) -> T: ...
-    def softmax(self, rank: int, op: Op, x: T) -> T: ...
     def unary(self, rank: int, op: Op, fn: Unary, x: T) -> T: ...
     def reduce(self, rank: int, op: Op, fn: Reduction, x: T) -> T: ...
     def binary(self, rank: int, op: Op, fn: Binary, a: T, b: T) -> T: ...
@@ -46,7 +45,6 @@ class Plain(Enum):
     CAST = "cast"
     RESHAPE = "reshape"
     TRANS = "trans"
-    SOFTMAX = "softmax"
     DOT = "dot"
     WHERE = "where"
 
@@ -102,8 +100,6 @@ def apply(domain: Rules[T], rule: Rule, rank: int, op: Op, args: Sequence[T]) ->
             return domain.reshape(rank, op, args[0])
         case Plain.TRANS:
             return domain.trans(rank, op, args[0])
-        case Plain.SOFTMAX:
-            return domain.softmax(rank, op, args[0])
         case Plain.DOT:
             return domain.dot(rank, op, args[0], args[1])
         case Plain.WHERE:

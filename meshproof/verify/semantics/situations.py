@@ -477,9 +477,6 @@ class Situations:
     def trans(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, Plain.TRANS)
 
-    def softmax(self, rank: int, op: Op, x: Held) -> Held:
-        return self._one(rank, op, x, Plain.SOFTMAX)
-
     # masks (spec/semantics.md §8): a position depends on no frame; a comparison of
     # positions neither (its guard is on digits); a tl.where moves with its operands
     def arange(self, rank: int, op: Op) -> Held:

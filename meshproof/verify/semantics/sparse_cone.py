@@ -123,9 +123,9 @@ def _arg_needs(ev: Evaluation[Any], key: Key, op: Op, idx: Index,
         for i, p in enumerate(op.perm):
             xc[p] = coords[i]
         return [((rank, refs[0][1].id), _ravel(xc, arg[0], len(idx)))]
-    if k in (OpKind.MAX, OpKind.SUM, OpKind.SOFTMAX):
+    if k in (OpKind.MAX, OpKind.SUM):
         assert op.axis is not None
-        keepdims = bool(op.keepdims) or k is OpKind.SOFTMAX
+        keepdims = bool(op.keepdims)
         return [((rank, refs[0][1].id),
                  _along(idx, op.shape, arg[0], op.axis, keepdims).ravel())]
     if k is OpKind.DOT:

@@ -227,22 +227,6 @@ class SparseDomain:
         out = [max(x.at(r)) if fn is Reduction.MAX else _mp().fsum(x.at(r)) for r in rows]
         return self._make(op, idx, out, x.constant)
 
-    def softmax(self, rank: int, op: Op, x: S) -> S:
-        if x is None:
-            return None
-        assert op.axis is not None
-        idx = self._need(rank, op)
-        coords = _unravel(idx, op.shape)
-        ax = op.axis % len(op.shape)
-        rows = _along(idx, op.shape, x.shape, op.axis, True)
-        out = []
-        for n, r in enumerate(rows):
-            row = list(x.at(r))
-            top = max(row)
-            e = [_mp().exp(v - top) for v in row]
-            out.append(e[int(coords[ax][n])] / _mp().fsum(e))
-        return self._make(op, idx, out, x.constant)
-
     def dot(self, rank: int, op: Op, a: S, b: S) -> S:
         if a is None or b is None:
             return None

@@ -400,21 +400,6 @@ class Symbolic:
             del shape[axis]
         return Value(Layout(tuple(axes), tuple(shape)), form)
 
-    def softmax(self, rank: int, op: Op, x: Result) -> Result:
-        if isinstance(x, Opaque):
-            return x
-        assert op.axis is not None
-        axis = op.axis
-
-        def compute() -> Result:
-            m = self._reduce(x, axis, True, Reduction.MAX)
-            e = self._binary(rank, Binary.SUB, x, m, op)
-            self.rec.exponent(op, e.form)
-            e = Value(e.layout, R.exp(e.form))
-            z = self._reduce(e, axis, True, Reduction.SUM)
-            return self._binary(rank, Binary.DIV, e, z, op)
-        return self._run(rank, op, compute)
-
     # masks (spec/semantics.md §8): positions are Idx atoms, comparisons guards (Ind),
     # tl.where(mask, s, -inf) the penalty s + Pen(G); masks.py holds the rules
     def arange(self, rank: int, op: Op) -> Result:
