@@ -6,7 +6,9 @@ simulator's arithmetic, and their ratio. A found error above the bound would be 
 The search: the verdict's witness families (seeded uniform in [-B, B]; ±B with V split in
 sign; the families aimed at the bound's mechanisms, rounding_witness_families.py: p at f16
 midpoints, keys and maxima at both ends of an f16 cell, V constant along the keys) plus
-`--seeds` more seeded uniform draws and ±B draws and 24 constant-V draws per seed, then
+`--seeds` more seeded uniform draws and ±B draws, 24 constant-V draws and 8 constant-V scans
+(`constant_v_scan`: seeded Q and K, V constant at the 64 lowest f16 values of the top
+binade) per seed, then
 `--climb` steps of a hill
 climb from the worst (one input element at a time, kept when the error grows), evaluated with
 model/machine.py against float64 attention. It is a lower bound of the true worst error,
@@ -35,6 +37,7 @@ import numpy as np
 from meshproof.model.channels import derive_channels
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
+from meshproof.model.problem import Problem
 from meshproof.model.trace import trace
 from meshproof.verify.api import VerifyConfig, verify
 from meshproof.verify.properties import Property
@@ -47,7 +50,7 @@ from meshproof.verify.semantics.rounding_witness import (
     signed_v,
     worst_element,
 )
-from meshproof.verify.semantics.rounding_witness_families import constant_v
+from meshproof.verify.semantics.rounding_witness_families import constant_v, constant_v_scan
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = str(ROOT / "examples" / "f16_design.py") + "::mesh_f16_design"
@@ -76,10 +79,13 @@ def _draw(rng: np.random.Generator, x: dict[int, np.ndarray], b: float, signs: b
     return out
 
 
-def _extra(problem: object, b: float, seeds: int) -> list[tuple[str, Inputs]]:
+def _extra(problem: Problem, b: float, seeds: int) -> list[tuple[str, Inputs]]:
     out = [x for s in range(seeds)   # V constant along the keys: 24 draws per seed
-           for x in constant_v(problem, b, 1 + s, 24)]  # type: ignore[arg-type]
-    base = families(problem, b, float("inf"))[0][1]  # type: ignore[arg-type]
+           for x in constant_v(problem, b, 1 + s, 24)]
+    per = max(64 // problem.d_head, 1)   # inputs per scan: the 64 lowest constants
+    out += [x for s in range(8 * seeds)  # of the top binade, for 8 Q and K per seed
+            for x in constant_v_scan(problem, b, 1 + s, per)]
+    base = families(problem, b, float("inf"))[0][1]
     for s in range(seeds):
         rng = np.random.default_rng(1000 + s)
         signs = bool(s % 2)
