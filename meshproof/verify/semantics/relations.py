@@ -22,6 +22,12 @@ At three ops the relation of the operands joins the memo key (situations.py), so
 rules stay functions of the situation: a rescale `X·α` (same / narrowed / other), a union
 `X + Y` (same reference point or not), a normalisation `o / ℓ` (partners, same reference
 point, or other). The cost is a few dict operations per op.
+
+Numbering is eager, in evaluation order. Numbering lazily (only the values a relation
+reads, cone first) was measured on mesh_mlo_2d at 16x16 and saves nothing: the unions read
+the reference points of both operands, whose numbering needs their whole cones, so 99% of
+the values get numbered anyway (222,720 of 224,768 in two analyses). The cost is kept down
+on the hot path instead (`related`).
 """
 
 from __future__ import annotations
