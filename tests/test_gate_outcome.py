@@ -13,6 +13,8 @@ from meshproof.gate.pipeline import one_launch, run_case
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.sim.config import SimConfig
+from meshproof.verify.properties import Property
+from meshproof.verify.result import Status
 
 NO_TIMING = SimConfig(timing=False)
 
@@ -68,3 +70,34 @@ def test_outcomes_keep_the_explanation_through_json() -> None:
     n = NumericOutcome(False, 0.7, 0.3, 0.01, "", "attention_equivalence: m")
     assert NumericOutcome.from_json(n.to_json()) == n
 
+
+
+@pytest.fixture(scope="module")
+def verified() -> CaseOutcome:
+    """mesh_mlo_1d on 4 PEs, verified only (the culprits are the verdict's)."""
+    ref = resolve_kernel("mesh_mlo_1d")
+    launch = build_launch(ref, LaunchOptions.from_mapping({"pes": 4}, "test"))
+    return run_case(one_launch(ref, launch), simulate=False)
+
+
+def test_a_proved_numeric_verdict_keeps_its_culprit_lines_through_the_cache(
+        verified: CaseOutcome) -> None:
+    """Idiom proved: mesh_mlo_1d's numeric_safety is proved, and its bound's shares by
+    mechanism, with the kernel lines, ride along (the cache's form keeps them; the gate's
+    JSON does not change)."""
+    out = verified
+    ns = out.property(Property.NUMERIC_SAFETY)
+    assert ns is not None and ns.status is Status.PROVED
+    assert ns.culprits and all("%" in c for c in ns.culprits)
+    assert any("mesh_mlo.py:" in c for c in ns.culprits)
+    assert "culprits" not in ns.to_json()
+    again = CaseOutcome.from_json(out.to_json()).property(Property.NUMERIC_SAFETY)
+    assert again is not None and again.culprits == ns.culprits
+
+
+def test_other_properties_carry_no_culprits(verified: CaseOutcome) -> None:
+    """Mistake caught: a culprit list read off a result that has none (a property other
+    than numeric_safety) would print empty shares in the report."""
+    out = verified
+    assert all(p.culprits == () for p in out.properties
+               if p.name is not Property.NUMERIC_SAFETY)

@@ -119,3 +119,31 @@ def test_a_long_list_in_a_result_is_folded() -> None:
     assert "cube 7 pe 1" in folded and "cube 8 pe 1" not in folded
     assert fold_list("a, b, c") == "a, b, c"
 
+
+
+def test_the_culprits_are_shown_beside_a_proved_numeric_verdict() -> None:
+    """Idiom proved: a proved numeric_safety shows where its bound comes from (mechanism,
+    share, kernel lines) in the README the page is built from."""
+    from meshproof.report.html_markdown import markdown_to_html
+    from meshproof.report.markdown import numeric_culprits
+
+    lines = ["the rounding of the scores: 37% at mesh_mlo.py:30",
+             "the normalisation o / ℓ and the output store: 30% at mesh_mlo.py:61"]
+    record = {"name": "mesh_mlo_1d", "verdict": {"properties": [
+        {"name": "numeric_safety", "status": "proved", "message": "…", "culprits": lines}]}}
+    shown = numeric_culprits([record])
+    assert shown == ["- `mesh_mlo_1d`: numeric_safety proved; the rounding bound's shares: "
+                     "the rounding of the scores: 37% at mesh_mlo.py:30; the normalisation "
+                     "o / ℓ and the output store: 30% at mesh_mlo.py:61"]
+    assert "37% at mesh_mlo.py:30" in markdown_to_html("\n".join(shown))
+
+
+def test_no_culprit_line_for_a_run_without_a_known_bound() -> None:
+    """Mistake caught: an empty 'shares:' line for a run whose bound is unknown or whose
+    numeric_safety was not checked."""
+    from meshproof.report.markdown import numeric_culprits
+
+    record = {"name": "k", "verdict": {"properties": [
+        {"name": "numeric_safety", "status": "unknown", "message": "…"},
+        {"name": "deadlock_freedom", "status": "proved", "message": "…"}]}}
+    assert numeric_culprits([record, {"name": "broken", "error": "boom"}]) == []

@@ -25,6 +25,7 @@ from meshproof.verify.semantics.rounding_witness import worst_element
 from meshproof.verify.semantics.rounding_witness_families import (
     aimed,
     constant_v,
+    constant_v_scan,
     m_boundary,
     p_boundary,
     score_cells,
@@ -101,3 +102,38 @@ def test_constant_v_shows_the_16_bit_merge_arithmetic_within_the_bound() -> None
     args = {**DESIGN_ARGS, "msg_dtype": "f16"}
     found, bound = _found_and_bound(DESIGN, args, 1.0, family, wiring="cube_mesh", cubes=8)
     assert 1e-4 < found <= bound, (found, bound)
+
+
+@pytest.mark.parametrize("b", [0.5, 1.0, 2.5, 16.0])
+def test_the_constant_v_scan_walks_the_f16_values_of_the_top_binade_within_b(b: float) -> None:
+    """Every scanned V is an f16 value within |x| <= B, constant along the keys, one value
+    per feature, from the bottom of the binade of B's largest values (the binade below B
+    when B is a power of two) up, none twice."""
+    s = _schedule("mesh_mlo_1d", {"d_head": 4, "S_kv_per_rank": 8, "n_ranks": 3}, pes=3)
+    sem = semantic_analysis(s, derive_channels(s), None, b)
+    assert sem.problem is not None
+    scan = constant_v_scan(sem.problem, b, 0)
+    seen = []
+    for name, x in scan:
+        for part in (x.q, x.k, x.v):
+            for a in part.values():
+                assert np.all(np.abs(a) <= b), name
+                assert np.array_equal(a.astype(np.float16).astype(np.float64), a), name
+        for a in x.v.values():
+            assert np.all(a == a[:1]), name          # constant along the keys
+        seen.extend(next(iter(x.v.values()))[0, 0, :].tolist())
+    lo = 2.0 ** (math.ceil(math.log2(b)) - 1)
+    assert seen[0] == lo and max(seen) <= b and min(seen) >= lo
+    assert len(set(seen)) >= len(seen) - 3     # only the last input wraps round
+    assert [n for n, _ in constant_v_scan(sem.problem, b, 0, 2)] == [n for n, _ in scan[:2]]
+
+
+def test_a_constant_v_scan_reaches_further_into_the_16_bit_merge_bound() -> None:
+    """All-f16 merges at B = 1 (bound 2.3e-2): over a few seeded Q and K, constants at the
+    bottom of [1/2, 1) find an output 2.8e-3·max|V| off (random constants found 1.4e-3,
+    which left the bound 16x above the worst found); never above the bound."""
+    def family(problem: Any, b: float) -> list[tuple[str, Any]]:
+        return [x for s in (12, 13) for x in constant_v_scan(problem, b, s, 8)]
+    args = {**DESIGN_ARGS, "msg_dtype": "f16"}
+    found, bound = _found_and_bound(DESIGN, args, 1.0, family, wiring="cube_mesh", cubes=8)
+    assert 2.5e-3 < found <= bound, (found, bound)

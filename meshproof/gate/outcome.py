@@ -38,6 +38,9 @@ class PropertyOutcome:
     seconds: float = 0.0
     located: Located = field(default_factory=Located)  # the diagnostics placed for CI
     recheck: str = ""                   # --recheck's line, without timings ("" if none)
+    # numeric_safety's rounding bound by mechanism, largest share first, one line each
+    # (`what: share% at file:line, ...`), for the report beside any verdict, proved too
+    culprits: tuple[str, ...] = ()
 
     @staticmethod
     def of(result: PropertyResult, schedule: Schedule | None = None) -> PropertyOutcome:
@@ -45,7 +48,8 @@ class PropertyOutcome:
         return PropertyOutcome(result.name, result.status, result.message,
                                cex.summary if cex else "",
                                tuple(d.format() for d in cex.diagnostics) if cex else (),
-                               result.seconds, locate(result, schedule))
+                               result.seconds, locate(result, schedule),
+                               culprits=_culprit_lines(result))
 
     def rechecked(self, verdict: Verdict | None) -> PropertyOutcome:
         """This outcome with the verdict's re-check line for it, if any."""
@@ -81,6 +85,8 @@ class PropertyOutcome:
             out["located"] = self.located.to_json()
         if self.recheck:
             out["recheck"] = self.recheck
+        if located and self.culprits:   # the cache's form only: the gate's JSON is unchanged
+            out["culprits"] = list(self.culprits)
         return out
 
     @staticmethod
@@ -90,7 +96,16 @@ class PropertyOutcome:
                                tuple(str(d) for d in data["diagnostics"]),
                                float(data.get("seconds", 0.0)),
                                Located.from_json(data.get("located")),
-                               str(data.get("recheck", "")))
+                               str(data.get("recheck", "")),
+                               tuple(str(c) for c in data.get("culprits", ())))
+
+
+def _culprit_lines(result: PropertyResult) -> tuple[str, ...]:
+    if not isinstance(result, NumericResult):
+        return ()
+    return tuple(f"{c.mechanism.value}: {100 * c.share:.0f}%"
+                 + (f" at {', '.join(c.sites)}" if c.sites else "")
+                 for c in result.culprits)
 
 
 @dataclass(frozen=True, slots=True)

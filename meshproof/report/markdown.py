@@ -109,6 +109,19 @@ def _first_problem(record: dict[str, Any]) -> str:
     return "all properties proved" + (", numerics within tolerance" if n else "")
 
 
+def numeric_culprits(records: list[dict[str, Any]]) -> list[str]:
+    """Per run, numeric_safety's verdict and its bound's shares by mechanism with their
+    kernel lines (largest first), beside a proved verdict too: where a kernel's rounding
+    error comes from, and so what would lower it."""
+    out: list[str] = []
+    for r in records:
+        for p in r.get("verdict", {}).get("properties", []):
+            if p["name"] == "numeric_safety" and p.get("culprits"):
+                out.append(f"- `{r['name']}`: numeric_safety {p['status']}; the rounding "
+                           "bound's shares: " + "; ".join(_cell(c) for c in p["culprits"]))
+    return out
+
+
 # a list longer than this (the 1,344 illegal ops of a case name 56 endpoints) is folded
 FOLD_OVER, FOLD_KEEP = 12, 8
 
@@ -193,6 +206,12 @@ def render_readme(sweep: dict[str, Any], figures: list[tuple[str, str]],
         out += verdict_table(panels)
         out += ["", "Op log per panel:", ""]
         out += op_log_table(panels)
+    culprits = numeric_culprits(cases + panels)
+    if culprits:
+        out += ["", "## Where the rounding error comes from", "",
+                "numeric_safety's bound by mechanism (share of the bound, kernel lines), "
+                "for every run whose bound is known:", ""]
+        out += culprits
     if facts:
         out += ["", "## Facts from the study, checked", ""]
         for text, ok, got in facts:

@@ -126,6 +126,8 @@ def _verdict_record(outcome: CaseOutcome) -> dict[str, Any]:
         if p.has_counterexample:
             entry["diagnostics"] = list(p.diagnostics[:MAX_DIAGNOSTICS])
             entry["diagnostics_total"] = len(p.diagnostics)
+        if p.culprits:   # numeric_safety's bound by mechanism, whatever the verdict
+            entry["culprits"] = list(p.culprits)
         props.append(entry)
     rendezvous = outcome.rendezvous
     return {"ok": outcome.ok, "properties": props, "min_queue_depth": outcome.min_queue_depth,

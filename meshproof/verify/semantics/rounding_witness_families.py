@@ -17,7 +17,13 @@ is held almost exactly). Every value is an f16 value within |x| <= B.
   just above a midpoint and just below the next one, so each partial is rescaled by almost
   half a spacing, in opposite directions; V = ±B by slice;
 - **constant V** (16-bit merge arithmetic): V constant along the keys, one value per
-  feature, so the output shows only o's and ℓ's own roundings and the store's.
+  feature, so the output shows only o's and ℓ's own roundings and the store's;
+- **constant V scan** (the same, exhaustively): for one seeded Q and K, V constant along
+  the keys at every 16-bit value c of the binade below B, d_head values per input. ℓ's
+  roundings are fixed by Q and K; o = c·ℓ rounds differently for each c, so the scan finds
+  the c whose roundings of o all go against ℓ's; over many Q and K, the constants near
+  the bottom of the binade are enough (an ulp of the output is then the largest share of
+  max|V|): the all-f16 design at B = 1 goes from 1.8e-3·max|V| to 2.8e-3.
 
 These are starting points: `signed_v` and the hill climb (rounding_witness.py) move on
 from the best of them.
@@ -197,10 +203,48 @@ def constant_v(problem: Problem, b: float, seed: int, draws: int
     return out
 
 
+def _binade_below(b: float) -> tuple[float, float]:
+    """[lo, hi): the values of the 16-bit binade of the largest values within |x| <= b
+    (the binade below b when b is a power of two)."""
+    lo = 2.0 ** (math.ceil(math.log2(b)) - 1)
+    return lo, min(2.0 * lo, b + _spacing(lo) / 2)
+
+
+def constant_v_scan(problem: Problem, b: float, seed: int, inputs: int | None = None
+                    ) -> list[tuple[str, Inputs]]:
+    """Seeded uniform Q and K (as `constant_v`), and V constant along the keys at the
+    16-bit values of the binade below b (`_binade_below`) from its bottom up, d_head of
+    them per input (one per feature), so that each output feature tries one constant;
+    the first `inputs` inputs (all when None): near the bottom of the binade an ulp of the
+    output is the largest share of max|V|."""
+    lo, hi = _binade_below(b)
+    values = _f16(np.arange(lo, hi, _spacing(lo)), b)
+    values = values[values < hi]
+    rng = np.random.default_rng(300 + seed)
+    d = problem.d_head
+    q = {g.index: _f16(rng.uniform(-b, b, (max(problem.q_rows(g.index), 1), problem.h_q, d)),
+                       b).reshape(max(problem.q_rows(g.index), 1), problem.h_q, d)
+         for g in problem.groups}
+    k = {g.index: _f16(rng.uniform(-b, b, (max(problem.kv_rows(g.index), 1), problem.h_kv,
+                                           d)), b).reshape(max(problem.kv_rows(g.index), 1),
+                                                           problem.h_kv, d)
+         for g in problem.groups}
+    out = []
+    for start in range(0, values.size, d)[:inputs]:
+        row = np.resize(values[start:start + d], d)   # the last input wraps round
+        v = {g.index: np.broadcast_to(row[None, None, :], (max(problem.kv_rows(g.index), 1),
+                                                           problem.h_kv, d)).copy()
+             for g in problem.groups}
+        out.append((f"seeded uniform Q and K in [-{b:g}, {b:g}] (seed {300 + seed}), V "
+                    f"constant along the keys at the 16-bit values {row[0]:g} to "
+                    f"{row[-1]:g}, one per feature", Inputs(q, k, v)))
+    return out
+
+
 def aimed(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     """Every aimed family, for |x| <= b."""
     return [*p_boundary(problem, b), *score_cells(problem, b), *m_boundary(problem, b),
             *constant_v(problem, b, 0, 4)]
 
 
-__all__ = ["aimed", "constant_v", "m_boundary", "p_boundary", "score_cells"]
+__all__ = ["aimed", "constant_v", "constant_v_scan", "m_boundary", "p_boundary", "score_cells"]
