@@ -325,7 +325,8 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
         parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k, lit)] \
             if whole.rows is not None else [whole]
         for e in parts:
-            floor = max((_term_floor(mono, c, m, k, e, lit) for mono, c in x.terms),
+            unit = _member_unit(e, k)     # once per member piece, not once per term
+            floor = max((_term_floor(mono, c, m, k, e, unit, lit) for mono, c in x.terms),
                         default=0.0)
             if not lit:
                 floor = max(floor, _sum_floor(x, m, k, e))
@@ -348,9 +349,14 @@ def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:
                                          if isinstance(p, Pen))
 
 
-def _is_body(s: RowSum, e: Elem, k: Fraction, lit: frozenset[Ind]) -> bool:
-    """s sums exp(k·e) times exactly the indicators `lit` (none for an unmasked member)."""
-    unit = Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs))
+def _member_unit(e: Elem, k: Fraction) -> Lin:
+    """The unit k·e (without its constant) that a row sum of member e's body holds."""
+    return Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs))
+
+
+def _is_body(s: RowSum, unit: Lin, lit: frozenset[Ind]) -> bool:
+    """s sums exp(unit) (a member's `_member_unit`) times exactly the indicators `lit`
+    (none for an unmasked member)."""
     if s.body.unit != unit or len(s.body.vars) != len(lit):
         return False
     return all(p == 1 and a in lit for a, p in s.body.vars)
@@ -361,8 +367,9 @@ def _pieces(e: Elem, x: Poly, k: Fraction, lit: frozenset[Ind] = frozenset()
     """The intervals of a ranged member cut where x's row sums of its body start or end
     (rows merged once and twice are two sums: each piece needs a term of its own)."""
     assert e.rows is not None
+    unit = _member_unit(e, k)
     cuts = {p for mono, _ in x.terms for a, _ in mono.vars
-            if isinstance(a, RowSum) and _is_body(a, e, k, lit) for p in (a.lo, a.hi)}
+            if isinstance(a, RowSum) and _is_body(a, unit, lit) for p in (a.lo, a.hi)}
     out: list[tuple[int, int]] = []
     for lo, hi in e.rows.parts:
         out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
@@ -388,22 +395,24 @@ def _sum_floor(x: Poly, m: Max, k: Fraction, e: Elem) -> float:
     return _exp(float(-e.body.const))
 
 
-def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem,
+def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem, unit: Lin,
                 lit: frozenset[Ind] = frozenset()) -> float:
     """A lower bound of one term c·exp(u)·prod(x) where member e attains m (0: none);
-    `lit`: the indicators that are 1 there (a masked member's)."""
+    `unit`: `_member_unit(e, k)`; `lit`: the indicators that are 1 there (a masked
+    member's)."""
     if c <= 0 or mono.unit.coeff(m) != -k:
         return 0.0
     assert isinstance(e.body.const, Fraction)
-    rest = Lin(mono.unit.const, tuple((a, q) for a, q in mono.unit.coeffs if a is not m))
     if e.rows is not None:
-        # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser
-        for a, p in mono.vars:
-            if isinstance(a, RowSum) and p == 1 and _is_body(a, e, k, lit) and \
-                    a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi and \
-                    len(mono.vars) == 1 and not rest.coeffs:
-                assert isinstance(rest.const, Fraction)
-                return float(c) * math.exp(float(rest.const - k * e.body.const))
+        # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser (the unit
+        # is exp(-k·M + const) alone: m is its only atom)
+        if len(mono.vars) != 1 or len(mono.unit.coeffs) != 1:
+            return 0.0
+        a, p = mono.vars[0]
+        if isinstance(a, RowSum) and p == 1 and _is_body(a, unit, lit) and \
+                a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi:
+            assert isinstance(mono.unit.const, Fraction)
+            return float(c) * math.exp(float(mono.unit.const - k * e.body.const))
         return 0.0
     if lit:
         mono = Monomial(mono.unit, tuple((a, p) for a, p in mono.vars if a not in lit))
