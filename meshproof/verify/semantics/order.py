@@ -29,6 +29,7 @@ from meshproof.verify.semantics.guards import (
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat, sign
+from meshproof.verify.semantics.strided import expand_form
 
 B_ROW = Aff(0, ((BOUND, 1),))
 
@@ -287,6 +288,7 @@ def lower_bound(x: Rat, low_of: LowOf | None = None) -> float:
     """A positive L with x >= L for every input, by max-domination (0 if none is shown)."""
     if x.den or sign(x) <= 0:
         return 0.0
+    x = expand_form(x)           # strided sums read as their pieces (an identity)
     best = 0.0
     for m, c in x.num.terms:
         if not m.unit.coeffs and not m.vars:
@@ -429,6 +431,7 @@ def ratio_at_most_one(r: Rat) -> bool:
     """r = N / Y with every term of N also a term of Y (coefficients no larger): <= 1."""
     if len(r.den) != 1 or r.den[0][1] != 1:
         return False
+    r = expand_form(r)
     y = r.den[0][0]
     if not P.positive(y):
         return False
