@@ -10,7 +10,7 @@ member's own exp(0), a log-sum-exp's exp(log ℓ - log ℓ)).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from itertools import pairwise
 
@@ -313,6 +313,7 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
     lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
     above = max((v for v in lows if v is not None), default=-math.inf)
     low = math.inf
+    index: _SumIndex | None = None      # x's row sums by body, for the ranged members
     for member in m.elems:
         opened = _unmasked(member)
         if opened is None:
@@ -324,18 +325,80 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
             continue
         # a member ranged over several intervals attains the max on one of them: each
         # interval needs a term of its own
-        parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k, lit)] \
-            if whole.rows is not None else [whole]
+        if whole.rows is not None and index is None:
+            index = _SumIndex(x, m, k)
+        parts = [Elem(whole.body, Ranges((part,))) for part in index.pieces(whole, k, lit)] \
+            if whole.rows is not None and index is not None else [whole]
         for e in parts:
             unit = _member_unit(e, k)     # once per member piece, not once per term
-            floor = max((_term_floor(mono, c, m, k, e, unit, lit) for mono, c in x.terms),
-                        default=0.0)
+            if e.rows is not None and index is not None:
+                floor = index.floor(e, k, unit, lit)
+            else:
+                floor = max((_term_floor(mono, c, m, k, e, unit, lit) for mono, c in x.terms),
+                            default=0.0)
             if not lit:
                 floor = max(floor, _sum_floor(x, m, k, e))
             if floor <= 0:
                 return 0.0
             low = min(low, floor)
     return 0.0 if low == math.inf else low
+
+
+BodyKey = tuple[str, frozenset[str]]
+
+
+def _body_key(unit: Lin, lit: Iterable[Atom]) -> BodyKey:
+    return unit.key, frozenset(a.key for a in lit)
+
+
+class _SumIndex:
+    """x's row sums by body (unit and indicators: what `_is_body` compares), built once per
+    max: a ranged member then finds its cuts and its terms in one lookup instead of a pass
+    over every term (a striped ring's maxima have a member per shard)."""
+
+    def __init__(self, x: Poly, m: Max, k: Fraction) -> None:
+        self.cuts: dict[BodyKey, set[int]] = {}
+        self.terms: dict[BodyKey, list[tuple[int, int, Fraction, Fraction]]] = {}
+        for mono, c in x.terms:
+            for a, _ in mono.vars:
+                key = _sum_key(a)
+                if key is not None and isinstance(a, RowSum):
+                    self.cuts.setdefault(key, set()).update((a.lo, a.hi))
+            # the terms c·exp(const - k·M)·Σ exp(k·g(b)) a ranged member's floor reads
+            if c <= 0 or len(mono.vars) != 1 or len(mono.unit.coeffs) != 1 or \
+                    mono.unit.coeff(m) != -k or mono.vars[0][1] != 1:
+                continue
+            a = mono.vars[0][0]
+            key = _sum_key(a)
+            if key is not None:
+                assert isinstance(a, RowSum) and isinstance(mono.unit.const, Fraction)
+                self.terms.setdefault(key, []).append((a.lo, a.hi, c, mono.unit.const))
+
+    def pieces(self, e: Elem, k: Fraction, lit: frozenset[Ind]) -> list[tuple[int, int]]:
+        """`_pieces`: e's intervals cut where x's row sums of its body start or end."""
+        assert e.rows is not None
+        cuts = self.cuts.get(_body_key(_member_unit(e, k), lit), set())
+        out: list[tuple[int, int]] = []
+        for lo, hi in e.rows.parts:
+            out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
+        return out
+
+    def floor(self, e: Elem, k: Fraction, unit: Lin, lit: frozenset[Ind]) -> float:
+        """`_term_floor` over every term for a ranged member: the largest term holding a
+        row sum of its body over rows covering e's."""
+        assert e.rows is not None and isinstance(e.body.const, Fraction)
+        first, last = e.rows.parts[0][0], e.rows.parts[-1][1]
+        return max((float(c) * math.exp(float(const - k * e.body.const))
+                    for lo, hi, c, const in self.terms.get(_body_key(unit, lit), ())
+                    if lo <= first and last <= hi), default=0.0)
+
+
+def _sum_key(a: Atom) -> BodyKey | None:
+    """A row sum's body key when its body is exp(unit) times indicators only."""
+    if not isinstance(a, RowSum) or \
+            not all(p == 1 and isinstance(v, Ind) for v, p in a.body.vars):
+        return None
+    return _body_key(a.body.unit, (v for v, _ in a.body.vars))
 
 
 def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:
