@@ -31,6 +31,7 @@ from meshproof.verify.semantics.mask_departure import mask_departure
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situations import Forms, Held, Situations
+from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
 
 
@@ -234,7 +235,7 @@ def _coords_for(domain: Symbolic, rank: int, offset: int, value: Value
     if isinstance(placed, Unplaced):
         return placed
     layout, coords = placed
-    form = value.form
+    form = expand_form(value.form)    # the judge and the counts read row sums only
     for va, oa in zip(value.layout.axes, layout.axes, strict=True):
         unified = unify_axis(va, oa, domain.src) if (va or oa) else ((), {}, {})
         if unified is None:

@@ -25,6 +25,7 @@ from meshproof.verify.semantics.order import (
 )
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.strided import expand_form
 
 Interval = tuple[float, float]
 DEPTH = 8
@@ -212,6 +213,7 @@ def magnitude(form: Rat, b: float, d: int, depth: int = 0,
     """An upper bound on |value| for every input with |x| <= b (None: none found)."""
     if form.inf:
         return None
+    form = expand_form(form)     # strided sums read as their pieces (an identity)
     lin = form.as_lin()
     if lin is not None:
         return _lin_bound(lin, b, d, depth)

@@ -10,7 +10,7 @@ member's own exp(0), a log-sum-exp's exp(log ℓ - log ℓ)).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from itertools import pairwise
 
@@ -29,6 +29,7 @@ from meshproof.verify.semantics.guards import (
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
 from meshproof.verify.semantics.rational import Rat, sign
+from meshproof.verify.semantics.strided import expand_form
 
 B_ROW = Aff(0, ((BOUND, 1),))
 
@@ -287,6 +288,7 @@ def lower_bound(x: Rat, low_of: LowOf | None = None) -> float:
     """A positive L with x >= L for every input, by max-domination (0 if none is shown)."""
     if x.den or sign(x) <= 0:
         return 0.0
+    x = expand_form(x)           # strided sums read as their pieces (an identity)
     best = 0.0
     for m, c in x.num.terms:
         if not m.unit.coeffs and not m.vars:
@@ -311,6 +313,7 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
     lows = [low_of(e.body) for e in m.elems if e.body.coeffs] if low_of else []
     above = max((v for v in lows if v is not None), default=-math.inf)
     low = math.inf
+    index: _SumIndex | None = None      # x's row sums by body, for the ranged members
     for member in m.elems:
         opened = _unmasked(member)
         if opened is None:
@@ -322,17 +325,80 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
             continue
         # a member ranged over several intervals attains the max on one of them: each
         # interval needs a term of its own
-        parts = [Elem(whole.body, Ranges((part,))) for part in _pieces(whole, x, k, lit)] \
-            if whole.rows is not None else [whole]
+        if whole.rows is not None and index is None:
+            index = _SumIndex(x, m, k)
+        parts = [Elem(whole.body, Ranges((part,))) for part in index.pieces(whole, k, lit)] \
+            if whole.rows is not None and index is not None else [whole]
         for e in parts:
-            floor = max((_term_floor(mono, c, m, k, e, lit) for mono, c in x.terms),
-                        default=0.0)
+            unit = _member_unit(e, k)     # once per member piece, not once per term
+            if e.rows is not None and index is not None:
+                floor = index.floor(e, k, unit, lit)
+            else:
+                floor = max((_term_floor(mono, c, m, k, e, unit, lit) for mono, c in x.terms),
+                            default=0.0)
             if not lit:
                 floor = max(floor, _sum_floor(x, m, k, e))
             if floor <= 0:
                 return 0.0
             low = min(low, floor)
     return 0.0 if low == math.inf else low
+
+
+BodyKey = tuple[str, frozenset[str]]
+
+
+def _body_key(unit: Lin, lit: Iterable[Atom]) -> BodyKey:
+    return unit.key, frozenset(a.key for a in lit)
+
+
+class _SumIndex:
+    """x's row sums by body (unit and indicators: what `_is_body` compares), built once per
+    max: a ranged member then finds its cuts and its terms in one lookup instead of a pass
+    over every term (a striped ring's maxima have a member per shard)."""
+
+    def __init__(self, x: Poly, m: Max, k: Fraction) -> None:
+        self.cuts: dict[BodyKey, set[int]] = {}
+        self.terms: dict[BodyKey, list[tuple[int, int, Fraction, Fraction]]] = {}
+        for mono, c in x.terms:
+            for a, _ in mono.vars:
+                key = _sum_key(a)
+                if key is not None and isinstance(a, RowSum):
+                    self.cuts.setdefault(key, set()).update((a.lo, a.hi))
+            # the terms c·exp(const - k·M)·Σ exp(k·g(b)) a ranged member's floor reads
+            if c <= 0 or len(mono.vars) != 1 or len(mono.unit.coeffs) != 1 or \
+                    mono.unit.coeff(m) != -k or mono.vars[0][1] != 1:
+                continue
+            a = mono.vars[0][0]
+            key = _sum_key(a)
+            if key is not None:
+                assert isinstance(a, RowSum) and isinstance(mono.unit.const, Fraction)
+                self.terms.setdefault(key, []).append((a.lo, a.hi, c, mono.unit.const))
+
+    def pieces(self, e: Elem, k: Fraction, lit: frozenset[Ind]) -> list[tuple[int, int]]:
+        """`_pieces`: e's intervals cut where x's row sums of its body start or end."""
+        assert e.rows is not None
+        cuts = self.cuts.get(_body_key(_member_unit(e, k), lit), set())
+        out: list[tuple[int, int]] = []
+        for lo, hi in e.rows.parts:
+            out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
+        return out
+
+    def floor(self, e: Elem, k: Fraction, unit: Lin, lit: frozenset[Ind]) -> float:
+        """`_term_floor` over every term for a ranged member: the largest term holding a
+        row sum of its body over rows covering e's."""
+        assert e.rows is not None and isinstance(e.body.const, Fraction)
+        first, last = e.rows.parts[0][0], e.rows.parts[-1][1]
+        return max((float(c) * math.exp(float(const - k * e.body.const))
+                    for lo, hi, c, const in self.terms.get(_body_key(unit, lit), ())
+                    if lo <= first and last <= hi), default=0.0)
+
+
+def _sum_key(a: Atom) -> BodyKey | None:
+    """A row sum's body key when its body is exp(unit) times indicators only."""
+    if not isinstance(a, RowSum) or \
+            not all(p == 1 and isinstance(v, Ind) for v, p in a.body.vars):
+        return None
+    return _body_key(a.body.unit, (v for v, _ in a.body.vars))
 
 
 def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:
@@ -348,9 +414,14 @@ def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:
                                          if isinstance(p, Pen))
 
 
-def _is_body(s: RowSum, e: Elem, k: Fraction, lit: frozenset[Ind]) -> bool:
-    """s sums exp(k·e) times exactly the indicators `lit` (none for an unmasked member)."""
-    unit = Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs))
+def _member_unit(e: Elem, k: Fraction) -> Lin:
+    """The unit k·e (without its constant) that a row sum of member e's body holds."""
+    return Lin.make(ZERO, ((a, q * k) for a, q in e.body.coeffs))
+
+
+def _is_body(s: RowSum, unit: Lin, lit: frozenset[Ind]) -> bool:
+    """s sums exp(unit) (a member's `_member_unit`) times exactly the indicators `lit`
+    (none for an unmasked member)."""
     if s.body.unit != unit or len(s.body.vars) != len(lit):
         return False
     return all(p == 1 and a in lit for a, p in s.body.vars)
@@ -361,8 +432,9 @@ def _pieces(e: Elem, x: Poly, k: Fraction, lit: frozenset[Ind] = frozenset()
     """The intervals of a ranged member cut where x's row sums of its body start or end
     (rows merged once and twice are two sums: each piece needs a term of its own)."""
     assert e.rows is not None
+    unit = _member_unit(e, k)
     cuts = {p for mono, _ in x.terms for a, _ in mono.vars
-            if isinstance(a, RowSum) and _is_body(a, e, k, lit) for p in (a.lo, a.hi)}
+            if isinstance(a, RowSum) and _is_body(a, unit, lit) for p in (a.lo, a.hi)}
     out: list[tuple[int, int]] = []
     for lo, hi in e.rows.parts:
         out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
@@ -388,22 +460,24 @@ def _sum_floor(x: Poly, m: Max, k: Fraction, e: Elem) -> float:
     return _exp(float(-e.body.const))
 
 
-def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem,
+def _term_floor(mono: Monomial, c: Fraction, m: Max, k: Fraction, e: Elem, unit: Lin,
                 lit: frozenset[Ind] = frozenset()) -> float:
     """A lower bound of one term c·exp(u)·prod(x) where member e attains m (0: none);
-    `lit`: the indicators that are 1 there (a masked member's)."""
+    `unit`: `_member_unit(e, k)`; `lit`: the indicators that are 1 there (a masked
+    member's)."""
     if c <= 0 or mono.unit.coeff(m) != -k:
         return 0.0
     assert isinstance(e.body.const, Fraction)
-    rest = Lin(mono.unit.const, tuple((a, q) for a, q in mono.unit.coeffs if a is not m))
     if e.rows is not None:
-        # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser
-        for a, p in mono.vars:
-            if isinstance(a, RowSum) and p == 1 and _is_body(a, e, k, lit) and \
-                    a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi and \
-                    len(mono.vars) == 1 and not rest.coeffs:
-                assert isinstance(rest.const, Fraction)
-                return float(c) * math.exp(float(rest.const - k * e.body.const))
+        # a row sum exp(k·g(b)) over rows covering e's: it holds e's maximiser (the unit
+        # is exp(-k·M + const) alone: m is its only atom)
+        if len(mono.vars) != 1 or len(mono.unit.coeffs) != 1:
+            return 0.0
+        a, p = mono.vars[0]
+        if isinstance(a, RowSum) and p == 1 and _is_body(a, unit, lit) and \
+                a.lo <= e.rows.parts[0][0] and e.rows.parts[-1][1] <= a.hi:
+            assert isinstance(mono.unit.const, Fraction)
+            return float(c) * math.exp(float(mono.unit.const - k * e.body.const))
         return 0.0
     if lit:
         mono = Monomial(mono.unit, tuple((a, p) for a, p in mono.vars if a not in lit))
@@ -420,6 +494,7 @@ def ratio_at_most_one(r: Rat) -> bool:
     """r = N / Y with every term of N also a term of Y (coefficients no larger): <= 1."""
     if len(r.den) != 1 or r.den[0][1] != 1:
         return False
+    r = expand_form(r)
     y = r.den[0][0]
     if not P.positive(y):
         return False

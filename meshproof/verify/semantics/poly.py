@@ -326,6 +326,22 @@ class RowSum(Atom):
         return len(self.body.vars) == 1 and g is not None and g.covers(self.lo, self.hi)
 
 
+class Summed(Atom):
+    """A sum over key rows that is not one interval (strided.py's sums over residue
+    classes). Rules that read row sums expand it first; every other rule sees a variable
+    with no bound, >= 0 and > 0 only as the subclass shows."""
+
+    __slots__ = ()
+
+    @property
+    def nonnegative(self) -> bool:
+        return False
+
+    @property
+    def positive(self) -> bool:
+        return False
+
+
 class Log(Atom):
     """log of a positive polynomial (primitive: no rational content, no common unit) or
     of a positive rational constant."""
@@ -625,9 +641,10 @@ def positive(p: Poly) -> bool:
     as long as one term is positive everywhere."""
     if not p.terms or any(c <= 0 for _, c in p.terms):
         return False
-    if not all(isinstance(a, RowSum) and a.nonnegative for m, _ in p.terms for a, _ in m.vars):
+    if not all(isinstance(a, (RowSum, Summed)) and a.nonnegative
+               for m, _ in p.terms for a, _ in m.vars):
         return False
-    return any(all(isinstance(a, RowSum) and a.positive for a, _ in m.vars)
+    return any(all(isinstance(a, (RowSum, Summed)) and a.positive for a, _ in m.vars)
                for m, _ in p.terms)
 
 
@@ -640,7 +657,8 @@ def as_lin(p: Poly) -> Lin | None:
             return None
         if not m.vars:
             const += c
-        elif len(m.vars) == 1 and m.vars[0][1] == 1 and not isinstance(m.vars[0][0], RowSum):
+        elif len(m.vars) == 1 and m.vars[0][1] == 1 and \
+                not isinstance(m.vars[0][0], (RowSum, Summed)):
             items.append((m.vars[0][0], c))
         else:
             return None

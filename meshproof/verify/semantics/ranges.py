@@ -21,6 +21,7 @@ from meshproof.verify.semantics.bounds import lin_interval, magnitude
 from meshproof.verify.semantics.order import lower_bound, nonpositive
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.readers import FormReader
+from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.symbolic import Opaque
 
 Interval = tuple[float, float]
@@ -72,6 +73,7 @@ def form_interval(form: Rat, b: float, d: int, sizes: dict[int, int]) -> Interva
     if form.inf:
         v = INF if form.inf > 0 else -INF
         return v, v
+    form = expand_form(form)     # strided sums read as their pieces (an identity)
     lin = form.as_lin()
     if lin is not None:
         iv = lin_interval(lin, b, d)

@@ -30,7 +30,7 @@ from meshproof.verify.semantics.atoms import (
 )
 from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum, Summed
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
 
@@ -48,7 +48,7 @@ def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes) -> Bound:
     """Rename the summed digits `over` into the canonical bound key row: the key-row
     coordinate of the score (or of K, V) becomes BOUND itself."""
     for a in atoms:
-        if isinstance(a, (Max, Log, RowSum)) and a.digits & over:
+        if isinstance(a, (Max, Log, RowSum, Summed)) and a.digits & over:
             raise NotModelled("reduces over an axis that a maximum or a sum inside the "
                               "value also depends on")
     refs = sorted((a for a in atoms if (r := row_of(a)) is not None and r.digits & over),
@@ -161,7 +161,7 @@ def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
 
 
 def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial | None:
-    if any(isinstance(a, RowSum) and a.digits & dep for a, _ in m.vars):
+    if any(isinstance(a, (RowSum, Summed)) and a.digits & dep for a, _ in m.vars):
         raise NotModelled("sums over key rows a value that already sums over key rows")
     unit_b = [(a, c) for a, c in m.unit.coeffs if a.digits & dep]
     vars_b = [(a, k) for a, k in m.vars if a.digits & dep]

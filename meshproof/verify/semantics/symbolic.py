@@ -47,6 +47,7 @@ from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined, UndefinedKind
 from meshproof.verify.semantics.reduce import max_over, sum_over
 from meshproof.verify.semantics.scalars import machine_value
+from meshproof.verify.semantics.strided import stride_form
 from meshproof.verify.semantics.views import describe
 
 
@@ -122,6 +123,10 @@ class Symbolic:
                          f"{exc}")
             return Opaque(str(exc), rank, op)
         if isinstance(out, Value):
+            # long chains of shifted guarded row sums (striped shards) as one atom each
+            strided = stride_form(out.form)
+            if strided is not out.form:
+                out = Value(out.layout, strided)
             self.budget.tick(op, len(out.form.key))
         if isinstance(out, Value) and (len(out.form.key) > FORM_LIMIT or
                                        len(out.form.num.terms) > TERM_LIMIT):

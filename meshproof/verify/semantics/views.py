@@ -17,6 +17,7 @@ from meshproof.verify.semantics.atoms import Input, Lin, Max, Score
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.poly import NO_UNIT, Log, Monomial, RowSum
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.strided import expand_form
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class Term:
 
 def has_value(r: Rat) -> bool:
     """The numerator holds V (through a row sum or a V element)."""
+    r = expand_form(r)     # strided sums read as their pieces
     for m, _ in r.num.terms:
         for a, _ in m.vars:
             if isinstance(a, RowSum) and any(isinstance(x, Input) and x.tensor in ("V", "Vx")
@@ -42,6 +44,7 @@ def has_value(r: Rat) -> bool:
 
 
 def sums(r: Rat) -> Iterator[RowSum]:
+    r = expand_form(r)     # strided sums read as their pieces
     for m, _ in r.num.terms:
         for a, _ in m.vars:
             if isinstance(a, RowSum):
@@ -50,6 +53,7 @@ def sums(r: Rat) -> Iterator[RowSum]:
 
 def linear_terms(r: Rat) -> list[Term] | None:
     """The numerator's terms if each holds exactly one row sum to the power 1."""
+    r = expand_form(r)     # strided sums read as their pieces
     out = []
     for m, c in r.num.terms:
         rs = [(a, k) for a, k in m.vars if isinstance(a, RowSum)]
@@ -64,6 +68,7 @@ def linear_terms(r: Rat) -> list[Term] | None:
 
 def describe(form: Rat) -> str:
     """What a value is, in the words of an online softmax."""
+    form = expand_form(form)     # strided sums read as their pieces
     if form.inf:
         return "an infinite constant"
     if form.as_const() is not None:
@@ -100,6 +105,7 @@ def short(form: Rat) -> str:
 def partial_rows(form: Rat) -> dict[str, list[tuple[int, int, Fraction]]]:
     """Per partial shape (the body of a row sum of scores, without the reference point),
     its row intervals with their coefficients, for numerators linear in row sums."""
+    form = expand_form(form)     # strided sums read as their pieces
     terms = linear_terms(form)
     out: dict[str, list[tuple[int, int, Fraction]]] = {}
     if terms is None:
@@ -114,6 +120,7 @@ def partial_rows(form: Rat) -> dict[str, list[tuple[int, int, Fraction]]]:
 
 def reference_points(form: Rat) -> dict[str, set[str]]:
     """Per partial shape, the distinct reference points exp(R) its terms carry."""
+    form = expand_form(form)     # strided sums read as their pieces
     terms = linear_terms(form)
     out: dict[str, set[str]] = {}
     for t in terms or ():
@@ -171,6 +178,7 @@ def _weighted_value(body: Monomial) -> tuple[Monomial, Input] | None:
 def numerator_and_denominator(form: Rat) -> tuple[list[Piece], list[Piece]] | None:
     """Numerator and (single) denominator partials on a common partition, when both are
     linear in row sums."""
+    form = expand_form(form)     # strided sums read as their pieces
     if len(form.den) != 1 or form.den[0][1] != 1:
         return None
     num, den = linear_terms(form), linear_terms(Rat(form.den[0][0]))
@@ -183,6 +191,7 @@ def numerator_and_denominator(form: Rat) -> tuple[list[Piece], list[Piece]] | No
 def convex_output(form: Rat) -> bool:
     """The form is a convex combination of V rows (numerator = the common denominator's
     partials times V), normalised once: what an attention output is, whatever its rows."""
+    form = expand_form(form)     # strided sums read as their pieces
     split = numerator_and_denominator(form)
     if split is None:
         return False
