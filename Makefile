@@ -29,11 +29,11 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-# the edit-test loop: lint and every test not marked slow (tests/slow_tests.txt), under a
+# the edit-test loop: lint and every test not marked slow (tests/slow_tests.txt) or scale, under a
 # minute on the 2-core machine; `make test` stays the whole suite
 test-fast: $(STAMP)
 	$(BIN)/ruff check meshproof tests benchmarks examples
-	$(BIN)/pytest -q -n 2 -m 'not slow'
+	$(BIN)/pytest -q -n 2 -m 'not slow and not scale'
 
 gate: $(STAMP)
 	$(BIN)/meshproof gate proofs.toml
