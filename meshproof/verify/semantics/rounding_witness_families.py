@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from meshproof.model.problem import Problem
-from meshproof.verify.semantics.numeric import Inputs
+from meshproof.verify.semantics.numeric import Array, Inputs
 
 _F16_MANT = 10
 
@@ -172,6 +172,25 @@ def m_boundary(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     return out
 
 
+def _uniform_qk(problem: Problem, b: float, rng: np.random.Generator
+                ) -> tuple[dict[int, Array], dict[int, Array]]:
+    """Q, then K, uniform in [-b, b] and rounded to f16, drawn from `rng` in that order."""
+    def draw(rows: int, heads: int) -> Array:
+        return _f16(rng.uniform(-b, b, (rows, heads, problem.d_head)), b).reshape(
+            rows, heads, problem.d_head)
+    q = {g.index: draw(max(problem.q_rows(g.index), 1), problem.h_q) for g in problem.groups}
+    k = {g.index: draw(max(problem.kv_rows(g.index), 1), problem.h_kv)
+         for g in problem.groups}
+    return q, k
+
+
+def _v_constant_along_keys(problem: Problem, row: Array) -> dict[int, Array]:
+    """V equal to `row` (d_head values) at every key row and kv head of every group."""
+    return {g.index: np.broadcast_to(row[None, None, :], (max(problem.kv_rows(g.index), 1),
+                                                          problem.h_kv, problem.d_head)).copy()
+            for g in problem.groups}
+
+
 def constant_v(problem: Problem, b: float, seed: int, draws: int
                ) -> list[tuple[str, Inputs]]:
     """Seeded uniform Q and K, and V constant along the keys, one constant per feature
@@ -184,19 +203,11 @@ def constant_v(problem: Problem, b: float, seed: int, draws: int
     lo = 2.0 ** e
     rng = np.random.default_rng(300 + seed)
     d = problem.d_head
-    q = {g.index: _f16(rng.uniform(-b, b, (max(problem.q_rows(g.index), 1), problem.h_q, d)),
-                       b).reshape(max(problem.q_rows(g.index), 1), problem.h_q, d)
-         for g in problem.groups}
-    k = {g.index: _f16(rng.uniform(-b, b, (max(problem.kv_rows(g.index), 1), problem.h_kv,
-                                           d)), b).reshape(max(problem.kv_rows(g.index), 1),
-                                                           problem.h_kv, d)
-         for g in problem.groups}
+    q, k = _uniform_qk(problem, b, rng)
     out = []
     for i in range(draws):
         row = _f16(rng.uniform(lo, 1.2 * lo, d), b)
-        v = {g.index: np.broadcast_to(row[None, None, :], (max(problem.kv_rows(g.index), 1),
-                                                           problem.h_kv, d)).copy()
-             for g in problem.groups}
+        v = _v_constant_along_keys(problem, row)
         out.append((f"seeded uniform Q and K in [-{b:g}, {b:g}] (seed {300 + seed}), V "
                     f"constant along the keys, per feature in [{lo:g}, {1.2 * lo:g}] "
                     f"(draw {i})", Inputs(q, k, v)))
@@ -222,19 +233,11 @@ def constant_v_scan(problem: Problem, b: float, seed: int, inputs: int | None = 
     values = values[values < hi]
     rng = np.random.default_rng(300 + seed)
     d = problem.d_head
-    q = {g.index: _f16(rng.uniform(-b, b, (max(problem.q_rows(g.index), 1), problem.h_q, d)),
-                       b).reshape(max(problem.q_rows(g.index), 1), problem.h_q, d)
-         for g in problem.groups}
-    k = {g.index: _f16(rng.uniform(-b, b, (max(problem.kv_rows(g.index), 1), problem.h_kv,
-                                           d)), b).reshape(max(problem.kv_rows(g.index), 1),
-                                                           problem.h_kv, d)
-         for g in problem.groups}
+    q, k = _uniform_qk(problem, b, rng)
     out = []
     for start in range(0, values.size, d)[:inputs]:
         row = np.resize(values[start:start + d], d)   # the last input wraps round
-        v = {g.index: np.broadcast_to(row[None, None, :], (max(problem.kv_rows(g.index), 1),
-                                                           problem.h_kv, d)).copy()
-             for g in problem.groups}
+        v = _v_constant_along_keys(problem, row)
         out.append((f"seeded uniform Q and K in [-{b:g}, {b:g}] (seed {300 + seed}), V "
                     f"constant along the keys at the 16-bit values {row[0]:g} to "
                     f"{row[-1]:g}, one per feature", Inputs(q, k, v)))
