@@ -34,25 +34,13 @@ from __future__ import annotations
 from typing import Any
 
 from meshproof.kernels.attention_parts import (
+    fold_scores,
     gqa_group,
     load_kv,
     load_q,
     softmax_scale,
     store_output,
 )
-
-
-def _fold(state: Any, scores: Any, v: Any, tl: Any) -> Any:
-    if state is None:
-        m = tl.max(scores, axis=-1)
-        p = tl.exp(scores - m)
-        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
-    m, ell, o = state
-    m_new = tl.maximum(m, tl.max(scores, axis=-1))
-    alpha = tl.exp(m - m_new)
-    p = tl.exp(scores - m_new)
-    return (m_new, ell * alpha + tl.sum(p, axis=-1),
-            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
 
 
 def _keep(q_pos: Any, k_pos: Any, swapped: bool) -> Any:
@@ -124,7 +112,7 @@ def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, h_q: int, h_
                         keep = _keep(q_pos, k_pos, mutation == "swapped_comparison")
                         s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE
                     scores = tl.reshape(s4, (h_kv, rows * group, rows))
-                states[j] = _fold(states[j], scores, v, tl)
+                states[j] = fold_scores(states[j], scores, v, tl)
     for j, state in enumerate(states):
         _m, ell, o = state
         store_output(o_ptr + j * rows * h_q * d_head, o, ell, rows, h_q, h_kv, d_head, tl)
