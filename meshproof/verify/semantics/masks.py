@@ -241,11 +241,7 @@ def _where_union(union: tuple[Guard, ...], fa: Rat, fb: Rat) -> Rat:
             raise NotModelled("selects -inf where an \"or\" of masks holds, whose negation "
                               "is not one conjunction of comparisons")
         return _penalty(fb, neg)
-    if fa.inf or fb.inf:
-        raise NotModelled("selects +inf under a mask")
-    if penalised(fa) or penalised(fb):
-        raise NotModelled("selects between masked scores under a second mask: nest the "
-                          "conditions in one tl.where (a product of the masks)")
+    _check_finite_unmasked(fa, fb)
     ind = R.ZERO_RAT
     for g in union:
         ind = R.add(ind, Rat.atom(Ind.make(g)))
@@ -253,6 +249,15 @@ def _where_union(union: tuple[Guard, ...], fa: Rat, fb: Rat) -> Rat:
     if fb.is_zero:
         return out
     return R.add(out, R.mul(R.sub(R.ONE_RAT, ind), fb))
+
+
+def _check_finite_unmasked(fa: Rat, fb: Rat) -> None:
+    """The branches of a select that is a sum of indicators: finite, and not masked already."""
+    if fa.inf or fb.inf:
+        raise NotModelled("selects +inf under a mask")
+    if penalised(fa) or penalised(fb):
+        raise NotModelled("selects between masked scores under a second mask: nest the "
+                          "conditions in one tl.where (a product of the masks)")
 
 
 def _penalty(x: Rat, g: Guard) -> Rat:
@@ -283,11 +288,7 @@ def where(fc: Rat, fa: Rat, fb: Rat) -> Rat:
             raise NotModelled("selects -inf where a conjunction of comparisons holds (its "
                               "negation is a disjunction)")
         return _penalty(fb, neg)
-    if fa.inf or fb.inf:
-        raise NotModelled("selects +inf under a mask")
-    if penalised(fa) or penalised(fb):
-        raise NotModelled("selects between masked scores under a second mask: nest the "
-                          "conditions in one tl.where (a product of the masks)")
+    _check_finite_unmasked(fa, fb)
     out = R.mul(Rat.atom(Ind.make(g)), fa)
     if fb.is_zero:
         return out
