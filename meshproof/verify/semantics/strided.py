@@ -22,7 +22,7 @@ never in a wrong verdict.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
 from meshproof.verify.semantics.atoms import _set, frame_parts
@@ -214,21 +214,21 @@ def expand(p: Poly) -> Poly:
 def stride_form(r: Rat) -> Rat:
     """The form with its numerator and each denominator factor strided (the same object
     when nothing changes)."""
-    if r.inf:
-        return r
-    num = stride(r.num)
-    den = tuple((stride(f), k) for f, k in r.den)
-    if num is r.num and all(a is b for (a, _), (b, _) in zip(den, r.den, strict=True)):
-        return r
-    return Rat(num, den)
+    return _each_poly(r, stride)
 
 
 def expand_form(r: Rat) -> Rat:
     """The form with every strided sum replaced by its pieces (an identity)."""
+    return _each_poly(r, expand)
+
+
+def _each_poly(r: Rat, rewrite: Callable[[Poly], Poly]) -> Rat:
+    """`rewrite` applied to the numerator and each denominator factor; `r` itself when
+    it changes none of them."""
     if r.inf:
         return r
-    num = expand(r.num)
-    den = tuple((expand(f), k) for f, k in r.den)
+    num = rewrite(r.num)
+    den = tuple((rewrite(f), k) for f, k in r.den)
     if num is r.num and all(a is b for (a, _), (b, _) in zip(den, r.den, strict=True)):
         return r
     return Rat(num, den)
