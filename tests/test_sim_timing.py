@@ -175,5 +175,5 @@ def test_every_op_kind_has_a_cost(kind: OpKind) -> None:
             DType.F32, SourceLoc("k.py", 1), nbytes=128)
     cost = op_cost(op, ((4, 8), (8, 8)), DEFAULT_PROFILE)
     assert math.isfinite(cost) and cost >= 0
-    if kind is not OpKind.RESHAPE:
+    if kind not in (OpKind.RESHAPE, OpKind.VIEW):   # metadata views are free
         assert cost > 0

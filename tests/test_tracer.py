@@ -25,7 +25,7 @@ from meshproof.errors import (
 )
 from meshproof.model import tensor
 from meshproof.model.schedule import Const, DType, Op, OpKind, ValueRef
-from meshproof.model.serialize import dumps, schedule_to_json
+from meshproof.model.serialize import dumps, op_to_json, schedule_to_json
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.model.tracer import SUPPORTED_OPS, KernelSite, Pointer, RankTracer
 from meshproof.verify.api import VerifyConfig, verify
@@ -189,6 +189,25 @@ def test_reshape_keeps_elements_and_dtype(rec: Recorder) -> None:
         rec.tl.reshape(x, (5, 5))
     with pytest.raises(ShapeError, match="non-negative ints"):
         rec.tl.reshape(x, (-1, 4))  # no -1 inference
+
+
+def test_view_records_a_flat_run_of_elements_and_keeps_the_dtype(rec: Recorder) -> None:
+    x = rec.load((2, 3, 4), "bf16")
+    y = rec.tl.view(x, 12, (3, 4))
+    assert (rec.last.kind, rec.last.offset, y.shape, y.dtype) == (OpKind.VIEW, 12, (3, 4),
+                                                                  "bf16")
+    assert rec.last.args == (ValueRef(x.id),)
+    assert rec.tl.view(x, offset=0, shape=24).shape == (24,)
+    assert op_to_json(rec.last)["offset"] == 0
+
+
+def test_view_refuses_a_run_past_the_end_and_a_bad_offset(rec: Recorder) -> None:
+    x = rec.load((2, 3, 4))
+    with pytest.raises(ShapeError, match=r"view of elements \[20, 28\) of a \(2, 3, 4\) tensor"):
+        rec.tl.view(x, 20, (2, 4))
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ShapeError, match="view offset must be a Python int >= 0"):
+            rec.tl.view(x, bad, (4,))
 
 
 # --- reductions and softmax --------------------------------------------------------------

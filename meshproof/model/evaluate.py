@@ -105,6 +105,9 @@ class OpSemantics(Protocol[V]):
 
     def reshape(self, rank: int, op: Op, x: V) -> V: ...
 
+    def view_slice(self, rank: int, op: Op, x: V) -> V:
+        """Elements [op.offset, op.offset + prod(op.shape)) of x, row-major, as op.shape."""
+
     def trans(self, rank: int, op: Op, x: V) -> V: ...
 
     def unary(self, rank: int, op: Op, fn: Unary, x: V) -> V: ...
@@ -417,6 +420,8 @@ class Evaluation(Generic[V]):
                 return self._unary(op, d.cast)
             case OpKind.RESHAPE:
                 return self._unary(op, d.reshape)
+            case OpKind.VIEW:
+                return self._unary(op, d.view_slice)
             case OpKind.TRANS:
                 return self._unary(op, d.trans)
             case OpKind.EXP:

@@ -116,6 +116,12 @@ class Machine:
     def trans(self, rank: int, op: Op, x: V) -> V:
         return None if x is None else np.transpose(x, op.perm)
 
+    def view_slice(self, rank: int, op: Op, x: V) -> V:
+        if x is None:
+            return None
+        return np.array(x.reshape(-1)[op.offset:op.offset + math.prod(op.shape)]
+                        .reshape(op.shape))
+
     def unary(self, rank: int, op: Op, fn: Unary, x: V) -> V:
         if x is None:
             return None

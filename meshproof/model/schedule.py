@@ -47,6 +47,7 @@ class OpKind(Enum):
     DOT = "dot"
     TRANS = "trans"
     RESHAPE = "reshape"
+    VIEW = "view"       # elements [offset, offset + prod(shape)) of x, row-major; no copy
     MAX = "max"
     SUM = "sum"
     EXP = "exp"
@@ -125,7 +126,8 @@ class Op:
     `shape`/`dtype` describe the op's result; for `send` and `store` they describe the
     value sent or stored. `out` is the id of the value the op defines (None for send and
     store). `axis` is the reduction/softmax axis (non-negative); `perm` the axis order of
-    `trans`; `ptr`/`offset` the buffer of `load`/`store` (offset in elements); `fill` the
+    `trans`; `ptr`/`offset` the buffer of `load`/`store` (offset in elements), and `offset`
+    the first flat element a `view` selects; `fill` the
     value of `full` and the first position of `arange`.
     """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from meshproof.model.schedule import Const, Op, Schedule, json_scalar
+from meshproof.model.schedule import Const, Op, OpKind, Schedule, json_scalar
 
 SCHEDULE_SCHEMA = "meshproof/schedule-v1"
 
@@ -33,6 +33,8 @@ def op_to_json(op: Op) -> dict[str, Any]:
         out["perm"] = list(op.perm)
     if op.ptr is not None:
         out["ptr"] = op.ptr
+        out["offset"] = op.offset
+    elif op.kind is OpKind.VIEW:
         out["offset"] = op.offset
     if op.fill is not None:
         out["fill"] = json_scalar(op.fill)

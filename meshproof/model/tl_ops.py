@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 _DIRECTIONS = {d.value: d for d in Direction}  # "E" -> Direction.E (parse handles the rest)
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
-                 "max", "sum", "exp", "exp2", "log", "log2", "log1p", "sigmoid", "softmax",
+                 "view", "max", "sum", "exp", "exp2", "log", "log2", "log1p", "sigmoid", "softmax",
                  "maximum", "minimum", "cast", "zeros", "full", "arange", "where", "send",
                  "recv")
 # positions are f32 values (spec/tl.md §4): integers are exact in f32 up to this
@@ -125,6 +125,22 @@ class Tl:
             raise self._t.shape_error(f"reshape of {t.shape} ({math.prod(t.shape)} elements) "
                                       f"to {dims} ({math.prod(dims)} elements)")
         return self._t.defined(OpKind.RESHAPE, (ValueRef(t.id),), dims, t.dt)
+
+    @tl_op()
+    def view(self, x: object, offset: object, shape: object) -> TensorHandle:
+        """Elements [offset, offset + prod(shape)) of x in row-major order, read as `shape`:
+        metadata only, like reshape (a chunk of a state without a round trip through
+        memory)."""
+        t = self._t.tensor(x, "view")
+        check_data_free(offset)
+        if not isinstance(offset, (int, np.integer)) or isinstance(offset, bool) or offset < 0:
+            raise self._t.shape_error(f"view offset must be a Python int >= 0, got {offset!r}")
+        dims = self._t.dims(shape)
+        n, total = math.prod(dims), math.prod(t.shape)
+        if int(offset) + n > total:
+            raise self._t.shape_error(f"view of elements [{int(offset)}, {int(offset) + n}) "
+                                      f"of a {t.shape} tensor ({total} elements)")
+        return self._t.defined(OpKind.VIEW, (ValueRef(t.id),), dims, t.dt, offset=int(offset))
 
     def _reduce(self, kind: OpKind, x: object, axis: object, keepdims: object) -> TensorHandle:
         t = self._t.tensor(x, kind.value)

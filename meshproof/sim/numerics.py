@@ -500,6 +500,14 @@ class GroupEvaluator:
             return lazy
         return self._arg(i, op.args[0]).reshape(self.batch, *op.shape)
 
+    def _view(self, i: int, op: Op) -> object:
+        # a streamed operand is made whole by _arg (the plan does not follow views); a copy,
+        # so that no later in-place update writes through into x
+        x = self._arg(i, op.args[0])
+        n = math.prod(op.shape)
+        flat = x.reshape(self.batch, -1)[:, op.offset:op.offset + n]
+        return np.array(flat.reshape(self.batch, *op.shape))
+
     def _cast(self, i: int, op: Op) -> object:
         lazy = self._follow(i, op, ())
         if lazy is not None:
@@ -557,6 +565,7 @@ _HANDLERS: dict[OpKind, Handler] = {
     OpKind.LOAD: GroupEvaluator._load, OpKind.STORE: GroupEvaluator._store,
     OpKind.DOT: GroupEvaluator._dot, OpKind.TRANS: GroupEvaluator._trans,
     OpKind.RESHAPE: GroupEvaluator._reshape, OpKind.CAST: GroupEvaluator._cast,
+    OpKind.VIEW: GroupEvaluator._view,
     OpKind.FULL: GroupEvaluator._full,
     OpKind.MAX: GroupEvaluator._reduce, OpKind.SUM: GroupEvaluator._reduce,
     OpKind.ARANGE: GroupEvaluator._arange, OpKind.WHERE: GroupEvaluator._select,

@@ -138,8 +138,8 @@ def op_cost(op: Op, arg_shapes: tuple[tuple[int, ...], ...], hw: HardwareProfile
     match op.kind:
         case OpKind.LOAD | OpKind.STORE:
             return hw.dma_latency_s + op.nbytes / hw.dma_bandwidth_Bps
-        case OpKind.RESHAPE:
-            return 0.0  # a metadata view
+        case OpKind.RESHAPE | OpKind.VIEW:
+            return 0.0  # metadata views
         case OpKind.DOT:
             inner = arg_shapes[0][-1] if arg_shapes and arg_shapes[0] else 1
             return hw.op_overhead_s + 2.0 * elems * inner / hw.gemm_flops_per_pe

@@ -49,6 +49,10 @@ def _arg_masks(op: Op, out: Mask, shapes: list[tuple[int, ...]]) -> list[Mask]:
     k = op.kind
     if k in (OpKind.RESHAPE, OpKind.RECV):
         return [out.reshape(shapes[0])]
+    if k is OpKind.VIEW:   # the selected run of x's flat elements
+        need = np.zeros(math.prod(shapes[0]), dtype=bool)
+        need[op.offset:op.offset + out.size] = out.reshape(-1)
+        return [need.reshape(shapes[0])]
     if k is OpKind.TRANS:
         assert op.perm is not None
         return [out.transpose(np.argsort(op.perm))]

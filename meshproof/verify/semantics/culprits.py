@@ -144,7 +144,7 @@ def sites(ops: Iterable[tuple[Op, str, Rat | None]]) -> dict[Mechanism, list[str
     for op, kind, form in ops:
         if kind == "exact" and op.kind is not OpKind.CAST:
             continue
-        if op.kind in (OpKind.RESHAPE, OpKind.TRANS, OpKind.MAX, OpKind.MAXIMUM,
+        if op.kind in (OpKind.RESHAPE, OpKind.VIEW, OpKind.TRANS, OpKind.MAX, OpKind.MAXIMUM,
                        OpKind.MINIMUM, OpKind.SEND, OpKind.NEG, OpKind.FULL,
                        OpKind.RECV) or \
                 (op.kind is OpKind.LOAD and kind == "exact"):

@@ -173,6 +173,13 @@ class Numeric:
     def trans(self, rank: int, op: Op, x: V) -> V:
         return None if x is None else Num(np.transpose(x.data, op.perm), x.constant)
 
+    def view_slice(self, rank: int, op: Op, x: V) -> V:
+        if x is None:
+            return None
+        n = math.prod(op.shape)
+        flat = np.asarray(x.data).reshape(-1)[op.offset:op.offset + n]
+        return Num(np.array(flat).reshape(op.shape), x.constant)
+
     def unary(self, rank: int, op: Op, fn: Unary, x: V) -> V:
         be = self.be
 

@@ -147,6 +147,9 @@ class Ranges:
     def trans(self, rank: int, op: Op, x: Interval) -> Interval:
         return self._out(rank, op, x)
 
+    def view_slice(self, rank: int, op: Op, x: Interval) -> Interval:
+        return self._out(rank, op, x)   # some of x's elements: x's interval holds for them
+
     def unary(self, rank: int, op: Op, fn: Unary, x: Interval) -> Interval:
         lo, hi = x
         match fn:

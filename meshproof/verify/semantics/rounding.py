@@ -46,8 +46,8 @@ from meshproof.verify.semantics.symbolic import Opaque
 from meshproof.verify.semantics.ulp import EXP_ULP, TINY, UNIT, accumulation, half_ulp
 from meshproof.verify.semantics.views import convex_output, describe
 
-_VIEWS = (OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.TRANS, OpKind.NEG, OpKind.MAX,
-          OpKind.MAXIMUM, OpKind.MINIMUM)
+_VIEWS = (OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.VIEW, OpKind.TRANS, OpKind.NEG,
+          OpKind.MAX, OpKind.MAXIMUM, OpKind.MINIMUM)
 _LN2 = math.log(2.0)
 ROUNDING_ASSUMPTIONS = ("inputs f16 or bf16 values as loaded, f32 exp within 1 ulp, "
                         "round to nearest, f32 accumulation in any order")
@@ -233,6 +233,9 @@ class ErrorBounds:
     def trans(self, rank: int, op: Op, x: Err | None) -> Err | None:
         return self._compute(rank, op, [x])
 
+    def view_slice(self, rank: int, op: Op, x: Err | None) -> Err | None:
+        return self._compute(rank, op, [x])
+
     def unary(self, rank: int, op: Op, fn: Unary, x: Err | None) -> Err | None:
         return self._compute(rank, op, [x])
 
@@ -386,7 +389,7 @@ class ErrorBounds:
         """Views and maxima move no value: the worst operand's error. A max of exact
         machine numbers is exact; of inexact ones off by at most the larger error."""
         if len(args) == 1:
-            if op.kind in (OpKind.RESHAPE, OpKind.TRANS) and args[0].kstar:
+            if op.kind in (OpKind.RESHAPE, OpKind.VIEW, OpKind.TRANS) and args[0].kstar:
                 args = [replace(args[0], arg=0.0, kstar=0.0)]   # the key axis may move
             return replace(args[0], kind=kind, dtype=op.dtype) if kind is not Kind.ABS or \
                 args[0].kind is Kind.ABS else Err(kind, args[0].eps, op.dtype, args[0].floor)

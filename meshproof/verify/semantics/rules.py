@@ -27,6 +27,7 @@ class Rules(Protocol[T]):
     def arange(self, rank: int, op: Op) -> T: ...
     def cast(self, rank: int, op: Op, x: T) -> T: ...
     def reshape(self, rank: int, op: Op, x: T) -> T: ...
+    def view_slice(self, rank: int, op: Op, x: T) -> T: ...
     def trans(self, rank: int, op: Op, x: T) -> T: ...
     def unary(self, rank: int, op: Op, fn: Unary, x: T) -> T: ...
     def reduce(self, rank: int, op: Op, fn: Reduction, x: T) -> T: ...
@@ -44,6 +45,7 @@ class Plain(Enum):
     ARANGE = "arange"
     CAST = "cast"
     RESHAPE = "reshape"
+    VIEW = "view"
     TRANS = "trans"
     DOT = "dot"
     WHERE = "where"
@@ -98,6 +100,8 @@ def apply(domain: Rules[T], rule: Rule, rank: int, op: Op, args: Sequence[T]) ->
             return domain.cast(rank, op, args[0])
         case Plain.RESHAPE:
             return domain.reshape(rank, op, args[0])
+        case Plain.VIEW:
+            return domain.view_slice(rank, op, args[0])
         case Plain.TRANS:
             return domain.trans(rank, op, args[0])
         case Plain.DOT:

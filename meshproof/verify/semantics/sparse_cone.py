@@ -116,6 +116,8 @@ def _arg_needs(ev: Evaluation[Any], key: Key, op: Op, idx: Index,
     arg = [(1,) if isinstance(a, Const) else shapes[(rank, a.id)] for a in op.args]
     if k in (OpKind.RESHAPE, OpKind.CAST):
         return [((rank, refs[0][1].id), idx)]
+    if k is OpKind.VIEW:   # flat element i of the view is x's flat element offset + i
+        return [((rank, refs[0][1].id), idx + op.offset)]
     if k is OpKind.TRANS:
         assert op.perm is not None
         coords = _unravel(idx, op.shape)

@@ -171,6 +171,12 @@ class SparseDomain:
         idx = self._need(rank, op)
         return Sparse(op.shape, idx, x.at(idx), x.constant)
 
+    def view_slice(self, rank: int, op: Op, x: S) -> S:
+        if x is None:
+            return None
+        idx = self._need(rank, op)
+        return Sparse(op.shape, idx, x.at(idx + op.offset), x.constant)
+
     def trans(self, rank: int, op: Op, x: S) -> S:
         if x is None:
             return None
