@@ -86,6 +86,22 @@ def store_output(o_ptr: Any, o: Tensor, ell: Tensor, S_q: int, h_q: int, h_kv: i
     tl.store(o_ptr, tl.cast(out, "f16"))
 
 
+def row_chunk(x: Tensor, c: int, rows: int, tl: Any) -> Tensor:
+    """Rows [c·rows, (c+1)·rows) of x's rows (its last axis kept) as a (rows, n) view:
+    chunk c of a state's o, or the matching rows of m, ℓ or a rescale factor."""
+    n = x.shape[-1]
+    return tl.view(x, c * rows * n, (rows, n))
+
+
+def store_row_chunk(o_ptr: Any, o_c: Tensor, ell: Tensor, c: int, rows: int,
+                    tl: Any) -> None:
+    """Normalise chunk c of o (rows [c·rows, ...), given as o_c) and store it in f16 at its
+    offset. Only when the output's (S_q, h_q, d) order is o's (h_kv, S_q·group, d) order:
+    S_q == 1 or h_kv == 1."""
+    out = o_c / row_chunk(ell, c, rows, tl)
+    tl.store(o_ptr + c * rows * o_c.shape[-1], tl.cast(out, "f16"))
+
+
 def fold_scores(state: Triplet | None, scores: Tensor, v: Tensor, tl: Any) -> Triplet:
     """Fold a tile of (possibly masked) scores into a running (m, ℓ, o); None starts it."""
     if state is None:

@@ -19,16 +19,22 @@ from meshproof.model.schedule import Scalar
 from meshproof.model.trace import trace
 from meshproof.sim.timing import check_profile, run_timing
 from meshproof.synth.bounds import LowerBound, lower_bound
-from meshproof.synth.costs import SIZE_NAMES, block_costs
+from meshproof.synth.costs import SIZE_NAMES, BlockCosts, block_costs, chunkable
 from meshproof.synth.emit import KERNEL_NAME, EmitInfo, emit_kernel, program_rows
+from meshproof.synth.emit_chunks import emit_chunked_kernel
 from meshproof.synth.families import candidate_plans
-from meshproof.synth.graph import rank_graph
+from meshproof.synth.graph import RankGraph, rank_graph
 from meshproof.synth.order import Ordered, Rule, schedule_plan
 from meshproof.synth.plan import CheckedPlan, check_plan
 
 SYNTH_SCHEMA = "meshproof/synthesis-v1"
 SECOND_RULE_PLANS = 4
 SECOND_RULE_MAX_RANKS = 1024     # past this, one list schedule per plan (each is ~n·25 ops)
+# chunked variants (o in K row chunks, tl.view): the best few plans, each K that divides
+# the rows; a chunked schedule has ~K/2 times the tasks, so only up to this many ranks
+CHUNK_COUNTS = (2, 4, 8)
+CHUNK_PLANS = 4
+CHUNK_MAX_RANKS = 256
 
 
 class Objective(Enum):
@@ -46,11 +52,13 @@ class Candidate:
     steps: int              # the plan's longest chain of transfers
     max_link_bytes: int
     total_bytes: int
+    chunks: int = 1          # o in this many row chunks (1: whole)
 
     def to_json(self) -> dict[str, object]:
         return {"plan": self.plan, "family": self.family, "rule": self.rule,
                 "latency_s": self.latency_s, "steps": self.steps,
-                "max_link_bytes": self.max_link_bytes, "total_bytes": self.total_bytes}
+                "max_link_bytes": self.max_link_bytes, "total_bytes": self.total_bytes,
+                "chunks": self.chunks}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +110,9 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     sizes = tuple((k, args[k]) for k in SIZE_NAMES)
     graph = rank_graph(launch)
     costs = block_costs(sizes, hw, spec.system)
-    bound = lower_bound(graph, costs)
+    variants = [block_costs(sizes, hw, spec.system, k) for k in CHUNK_COUNTS
+                if graph.n <= CHUNK_MAX_RANKS and chunkable(dict(sizes), k)]
+    bound = lower_bound(graph, costs, variants)
     found: list[tuple[Candidate, CheckedPlan, Ordered]] = []
     rejected: list[str] = []
     checked_plans: list[CheckedPlan] = []
@@ -124,6 +134,9 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
                                     rule.value, ordered.latency_s, checked.depth,
                                     ordered.max_link_bytes, ordered.total_bytes),
                           checked, ordered))
+    if found:
+        found.sort(key=lambda f: _rank_key(f[0], objective))
+        found += _chunked(found, variants, graph, spec.queue_depth)
     if not found:
         raise SynthesisError(f"no plan of any family fits the {graph.n} ranks of wiring "
                              f"{launch.wiring.name}: {'; '.join(rejected[:2])}")
@@ -133,9 +146,29 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
                     launch.wiring.name, launch_flags, best.latency_s, bound.latency_s,
                     len(found))
     rows, merges = program_rows(checked, ordered)
-    text = emit_kernel(graph, rows, merges, info)
+    text = emit_kernel(graph, rows, merges, info) if best.chunks == 1 else \
+        emit_chunked_kernel(graph, rows, merges, info, best.chunks)
     return Synthesis(tuple(f[0] for f in found), tuple(rejected), bound, objective, graph.n,
                      spec.queue_depth, hw.name, sizes, launch.wiring.name, text)
+
+
+def _chunked(found: list[tuple[Candidate, CheckedPlan, Ordered]],
+             variants: list[BlockCosts], graph: RankGraph, depth: int
+             ) -> list[tuple[Candidate, CheckedPlan, Ordered]]:
+    """The best few plans (found is ranked) with o in K row chunks, forward rule."""
+    plans: list[CheckedPlan] = []
+    for _c, checked, _o in found:
+        if checked not in plans:
+            plans.append(checked)
+    out = []
+    for v in variants:
+        for checked in plans[:CHUNK_PLANS]:
+            ordered = schedule_plan(checked, graph, v, depth, Rule.FORWARD)
+            out.append((Candidate(f"{checked.plan.name}, o in {v.chunks} chunks",
+                                  checked.plan.family.value, Rule.FORWARD.value,
+                                  ordered.latency_s, checked.depth, ordered.max_link_bytes,
+                                  ordered.total_bytes, v.chunks), checked, ordered))
+    return out
 
 
 def _rank_key(c: Candidate, objective: Objective) -> tuple[float, float, float, str, str]:

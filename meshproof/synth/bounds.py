@@ -23,10 +23,16 @@ an o message carrying s's partial (three recvs) after the first of them arrives,
 and a q other than r only adds (its sends of ℓ and o and the hops on to r cost at least
 the hop that the triangle inequality saves). comm_steps >= D, because information crosses
 one link per message. Every bound takes the cheapest link class of the launch.
+
+With chunked variants in the class (o in K row chunks, spec/synthesis.md §3), each bound is
+the smallest over the variants: a chunk's mul and add are cheaper, the o-chain becomes s's
+K chunk sends one after another and then the last chunk's D hops, and the stores are K
+blocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshproof.synth.costs import BlockCosts
@@ -34,7 +40,6 @@ from meshproof.synth.graph import RankGraph
 
 # positions in attention_parts.merge's 11 ops
 _M_TAIL = (0, 1, 2, 8, 10)       # maximum, sub, exp, mul into o, add into o
-_O_TAIL = (8, 10)
 # all-pairs breadth-first search up to here; beyond, the longest distance two sweeps find
 EXACT_DIAMETER_RANKS = 1024
 # relative: far above the rounding of summing a few dozen costs in double precision
@@ -60,26 +65,50 @@ def diameter(graph: RankGraph) -> int:
     return max(graph.distances(far))
 
 
-def lower_bound(graph: RankGraph, costs: BlockCosts) -> LowerBound:
+def lower_bound(graph: RankGraph, costs: BlockCosts,
+                variants: Sequence[BlockCosts] = ()) -> LowerBound:
+    """The bound for the class of `costs` (unchunked) and of each chunked variant."""
     d = diameter(graph)
+    every = (costs, *variants)
     partial = BlockCosts.total(costs.partial)
-    store = BlockCosts.total(costs.store)
     if d == 0:
+        store = min(sum(BlockCosts.total(s) for s in v.stores) for v in every)
         return LowerBound((partial + store) * (1.0 - ROUNDING_SLACK), 0, "m")
     classes = sorted({e.cls for e in graph.edges})
-    m_bytes, _l_bytes, o_bytes = costs.message_bytes
+    m_bytes = costs.message_bytes[0]
 
-    def hop(nbytes: int) -> float:
-        return min(costs.send + nbytes / costs.link(c).bandwidth_Bps +
-                   costs.link(c).latency_s + costs.recv for c in classes)
+    def hop(nbytes: int, c: str) -> float:
+        return costs.send + nbytes / costs.link(c).bandwidth_Bps + costs.link(c).latency_s \
+            + costs.recv
 
-    m_chain = partial + d * hop(m_bytes) + sum(costs.merge[i] for i in _M_TAIL) + store
-    o_chain = partial + d * hop(o_bytes) + sum(costs.merge[i] for i in _O_TAIL) + store
-    # the merge bound: D hops to the output rank less the last recv, then its three recvs
-    # of s's m, ℓ and o, the whole last merge and the store, one after another
-    merged = partial + d * hop(m_bytes) - costs.recv + 3 * costs.recv + \
-        sum(costs.merge) + store
-    bounds = (("m", m_chain), ("o", o_chain), ("merge", merged))
+    def chains(v: BlockCosts) -> tuple[float, float, float]:
+        # every store follows every other op of its rank (the class), so a chain that ends
+        # in a merge op is followed by all of the rank's store blocks
+        stores = sum(BlockCosts.total(s) for s in v.stores)
+        k = v.chunks
+        tail = min(v.merge[8 + 3 * c] + v.merge[10 + 3 * c] for c in range(k))
+        m_hop = min(hop(m_bytes, c) for c in classes)
+        m_chain = partial + d * m_hop + sum(v.merge[i] for i in _M_TAIL[:3]) + tail + stores
+        # o_s reaches r only in o messages, K chunks of it: s sends all K one after another
+        # (the last then crosses >= D links), and r receives all K after the first arrives
+        o_bytes = v.message_bytes[2]
+        o_hop = min(hop(o_bytes, c) for c in classes)
+        first = min(v.send + o_bytes / costs.link(c).bandwidth_Bps + costs.link(c).latency_s
+                    for c in classes)
+        o_chain = partial + max((k - 1) * (v.send + o_bytes / max(costs.link(c).bandwidth_Bps
+                                                                   for c in classes)) +
+                                first + costs.recv + (d - 1) * o_hop,
+                                first + (d - 1) * o_hop + k * costs.recv) + tail + stores
+        # the merge bound: D hops to the output rank less the last recv, then its recvs of
+        # s's m, ℓ and each chunk of o, the whole last merge and the stores, one after
+        # another
+        merged = partial + d * m_hop - costs.recv + (2 + k) * costs.recv + sum(v.merge) + \
+            stores
+        return m_chain, o_chain, merged
+
+    per = [chains(v) for v in every]
+    bounds = (("m", min(p[0] for p in per)), ("o", min(p[1] for p in per)),
+              ("merge", min(p[2] for p in per)))
     chain, best = max(bounds, key=lambda b: b[1])
     # the timing run adds the same costs in another order: an exact tie (the merge bound
     # is met on a ring with slow links) must not come out a few ulps above it

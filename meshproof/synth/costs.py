@@ -14,12 +14,15 @@ from typing import Any
 
 from meshproof.errors import SynthesisError
 from meshproof.kernels.attention_parts import (
+    gqa_group,
     load_kv,
     load_q,
     merge,
     partial_attention,
+    row_chunk,
     softmax_scale,
     store_output,
+    store_row_chunk,
 )
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.launch import LaunchOptions, build_launch
@@ -31,19 +34,33 @@ from meshproof.sim.timing import arg_shapes, op_cost
 
 SIZE_NAMES = ("S_q", "S_kv_per_rank", "h_q", "h_kv", "d_head")
 MERGE_OPS = 11      # attention_parts.merge: maximum, 2 x (sub, exp), 3 on ℓ, 3 on o
+WHOLE_OPS = 8       # the merge's ops on m and ℓ; the 3 on o run once per chunk of o
 
 
 @dataclass(frozen=True, slots=True)
 class BlockCosts:
-    """Seconds, op by op, of each block a rank runs; message bytes of m, ℓ, o."""
+    """Seconds, op by op, of each block a rank runs; message bytes of m, ℓ, o.
+
+    With `chunks` K > 1, o travels and merges as K row chunks (attention_parts.row_chunk,
+    views that cost 0): `merge` is the 8 ops on m and ℓ then (mul, mul, add) per chunk,
+    `message_bytes` is m, ℓ, then one entry per chunk, and each chunk is stored on its own
+    (`store_chunks`)."""
 
     partial: tuple[float, ...]
     merge: tuple[float, ...]
     store: tuple[float, ...]
     send: float                      # a send's op cost (its injection is per link)
     recv: float
-    message_bytes: tuple[int, int, int]
+    message_bytes: tuple[int, ...]
     links: tuple[tuple[str, LinkCost], ...]
+    chunks: int = 1
+    rows: int = 0                    # rows of o per chunk (K > 1)
+    store_chunks: tuple[tuple[float, ...], ...] = ()
+
+    @property
+    def stores(self) -> tuple[tuple[float, ...], ...]:
+        """The op costs of each store block, in program order (one block unchunked)."""
+        return self.store_chunks or (self.store,)
 
     def link(self, cls: str) -> LinkCost:
         return dict(self.links)[cls]
@@ -67,8 +84,45 @@ def probe(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_ran
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
 
+def chunk_probe(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, chunks: int, *,
+                tl: Any) -> None:
+    """The chunked kernel's blocks on one rank, op for op as emit.py's interpreter makes
+    them: partial, one merge (m and ℓ whole, o chunk by chunk), the chunk stores."""
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    m, ell, o = partial_attention(q, k_t, v, softmax_scale(d_head, None), tl)
+    rows = h_kv * S_q * gqa_group(h_q, h_kv) // chunks
+    parts = [row_chunk(o, c, rows, tl) for c in range(chunks)]
+    m_c = tl.maximum(m, m)
+    alpha = tl.exp(m - m_c)
+    beta = tl.exp(m - m_c)
+    ell_c = ell * alpha + ell * beta
+    merged = [parts[c] * row_chunk(alpha, c, rows, tl) + parts[c] * row_chunk(beta, c, rows, tl)
+              for c in range(chunks)]
+    for c in range(chunks):
+        store_row_chunk(o_ptr, merged[c], ell_c, c, rows, tl)
+
+
+def chunkable(sizes: dict[str, Scalar], chunks: int) -> bool:
+    """Whether o splits into `chunks` row chunks that views select exactly and that store
+    at their offsets: the output's order is o's (S_q == 1 or h_kv == 1), the chunks are
+    whole rows that nest with the (h_kv, S_q·group) rows."""
+    S_q, h_q, h_kv = (int(sizes[k] or 0) for k in ("S_q", "h_q", "h_kv"))
+    if chunks < 2 or (S_q != 1 and h_kv != 1) or h_kv < 1 or h_q % h_kv:
+        return False
+    per_kv = S_q * (h_q // h_kv)
+    total = h_kv * per_kv
+    if total % chunks:
+        return False
+    rows = total // chunks
+    return per_kv % rows == 0 or rows % per_kv == 0
+
+
 def block_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
-                system: System) -> BlockCosts:
+                system: System, chunks: int = 1) -> BlockCosts:
+    if chunks > 1:
+        return _chunk_costs(sizes, hw, system, chunks)
     kernel = KernelRef("synth-probe", probe, site_of(probe))
     launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
                                                 args=sizes, queue_depth=1))
@@ -89,6 +143,30 @@ def block_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
         message_bytes=(nbytes[0], nbytes[1], nbytes[2]),
         links=(("intra_cube", hw.intra_cube), ("inter_cube", hw.inter_cube),
                ("inter_sip", hw.inter_sip)))
+
+
+def _chunk_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
+                 system: System, chunks: int) -> BlockCosts:
+    whole = block_costs(sizes, hw, system)
+    kernel = KernelRef("synth-chunk-probe", chunk_probe, site_of(chunk_probe))
+    launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
+                                                args=(*sizes, ("chunks", chunks)),
+                                                queue_depth=1))
+    ops = [op for op in trace(kernel, launch).programs[0].ops if op.kind is not OpKind.VIEW]
+    costs = _priced(tuple(ops), hw)
+    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MAXIMUM)
+    end = first + WHOLE_OPS + 3 * chunks
+    per_store = (len(ops) - end) // chunks
+    if ops[first + WHOLE_OPS - 1].kind is not OpKind.ADD or (len(ops) - end) % chunks:
+        raise SynthesisError("the chunk probe's merge is not attention_parts.merge's ops; "
+                             "synthesize needs the built-ins' building blocks")
+    chunk = ops[first + WHOLE_OPS]
+    rows = chunk.shape[0]
+    nbytes = (*whole.message_bytes[:2],
+              *(math.prod(chunk.shape) * 4 for _ in range(chunks)))
+    stores = tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
+    return replace(whole, merge=costs[first:end], store=stores[0], message_bytes=nbytes,
+                   chunks=chunks, rows=rows, store_chunks=stores)
 
 
 def _priced(ops: tuple[Op, ...], hw: HardwareProfile) -> tuple[float, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from meshproof.model.schedule import Scalar
 from meshproof.synth.graph import RankGraph
-from meshproof.synth.order import COMPONENTS, Ordered, TaskKind
+from meshproof.synth.order import Ordered, TaskKind, components
 from meshproof.synth.plan import CheckedPlan, RowKind
 
 KERNEL_NAME = "synthesized"
@@ -42,8 +42,13 @@ def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...
                                                               tuple[tuple[int, int, int], ...]]:
     """One instruction string per rank, and the merges (out, a, b). Words: S<dir><c><state>
     sends component c (m, l or o) of a state; R<dir><c><state> receives it; M<p>:<out> runs
-    op p of attention_parts.merge's 11 for state out; O<state> stores."""
+    op p of attention_parts.merge's 11 for state out; O<state> stores. Chunked (o in K row
+    chunks): S<dir><c>:<state> and R<dir><c>:<state> with c one of m, l, o0, o1, ...;
+    O<chunk>:<state> stores one chunk."""
     rows = checked.plan.rows
+    chunked = ordered.chunks > 1
+    comps = components(ordered.chunks)
+    sep = ":" if chunked else ""
     out: list[str] = []
     merges = sorted((r.out, r.args[0], r.args[1]) for r in rows
                     if r.kind is RowKind.MERGE and r.out is not None)
@@ -53,14 +58,14 @@ def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...
             row = rows[task.row]
             if task.kind is TaskKind.SEND:
                 assert task.dir is not None
-                words.append(f"S{task.dir.value}{COMPONENTS[task.part]}{row.args[0]}")
+                words.append(f"S{task.dir.value}{comps[task.part]}{sep}{row.args[0]}")
             elif task.kind is TaskKind.RECV:
                 assert task.dir is not None
-                words.append(f"R{task.dir.value}{COMPONENTS[task.part]}{row.out}")
+                words.append(f"R{task.dir.value}{comps[task.part]}{sep}{row.out}")
             elif task.kind is TaskKind.MERGE_OP:
                 words.append(f"M{task.part}:{row.out}")
             else:
-                words.append(f"O{row.args[0]}")
+                words.append(f"O{task.part}:{row.args[0]}" if chunked else f"O{row.args[0]}")
         out.append(" ".join(words))
     return tuple(out), tuple(merges)
 

@@ -42,6 +42,31 @@ MERGE_DEPS: tuple[tuple[tuple[str, str], ...], ...] = (
 MADE_BY = {"m": 0, "l": 7, "o": 10}    # the merge op that makes each component of c
 
 
+def components(chunks: int) -> tuple[str, ...]:
+    """The messages of one transfer, in the order they leave: m, ℓ, then o (or its row
+    chunks o0, o1, ... with `chunks` > 1)."""
+    return COMPONENTS if chunks == 1 else ("m", "l", *(f"o{c}" for c in range(chunks)))
+
+
+def merge_deps(chunks: int) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """MERGE_DEPS with o in `chunks` row chunks: the 8 ops on m and ℓ, then (o_a·α, o_b·β,
+    sum) per chunk (the factors' rows are views, which cost nothing)."""
+    if chunks == 1:
+        return MERGE_DEPS
+    out = list(MERGE_DEPS[:8])
+    for c in range(chunks):
+        base = 8 + 3 * c
+        out += [(("a", f"o{c}"), ("t", "2")), (("b", f"o{c}"), ("t", "4")),
+                (("t", str(base)), ("t", str(base + 1)))]
+    return tuple(out)
+
+
+def made_by(chunks: int) -> dict[str, int]:
+    if chunks == 1:
+        return MADE_BY
+    return {"m": 0, "l": 7, **{f"o{c}": 10 + 3 * c for c in range(chunks)}}
+
+
 class Rule(Enum):
     FORWARD = "forward"
     CRITICAL = "critical"
@@ -57,7 +82,8 @@ class TaskKind(Enum):
 @dataclass(frozen=True, slots=True)
 class Task:
     """One op of one rank: `row` is the plan row it comes from; `part` the component
-    (0 m, 1 ℓ, 2 o) of a send or recv, or the index of a merge op."""
+    (0 m, 1 ℓ, 2 o; 2 + c chunk c of o) of a send or recv, the index of a merge op, or the
+    chunk a store stores."""
 
     kind: TaskKind
     rank: int
@@ -75,6 +101,7 @@ class Ordered:
     rule: Rule
     max_link_bytes: int
     total_bytes: int
+    chunks: int = 1
 
 
 def schedule_plan(checked: CheckedPlan, graph: RankGraph, costs: BlockCosts, depth: int,
@@ -96,6 +123,7 @@ class _Scheduler:
         self.costs = costs
         self.depth = depth
         self.rule = rule
+        self.comps = components(costs.chunks)
         self.tasks: list[Task] = []
         self.chan: dict[int, tuple[int, Direction]] = {}   # transfer row -> (src, dir)
         self.cls: dict[tuple[int, Direction], str] = {}
@@ -160,12 +188,12 @@ class _Scheduler:
                 self.chan[r_i] = (row.rank, d)
                 self.cls[(row.rank, d)] = graph.link_class(row.rank, d)
                 sends: list[int] = []
-                for p, comp in enumerate(COMPONENTS):
+                for p, comp in enumerate(self.comps):
                     # m, ℓ, o leave in that order
                     sends.append(add(Task(TaskKind.SEND, row.rank, r_i, p, d),
                                      [maker.get((row.args[0], comp)),
                                       sends[-1] if sends else None]))
-                for p, comp in enumerate(COMPONENTS):
+                for p, comp in enumerate(self.comps):
                     # a recv is considered once its message is sent (then in FIFO order)
                     maker[(row.out, comp)] = add(Task(TaskKind.RECV, row.dst, r_i, p,
                                                       d.opposite), [sends[p]])
@@ -173,15 +201,16 @@ class _Scheduler:
                 assert row.out is not None
                 side = {"a": row.args[0], "b": row.args[1]}
                 ops: list[int] = []
-                for p, deps in enumerate(MERGE_DEPS):
+                for p, deps in enumerate(merge_deps(self.costs.chunks)):
                     ids = [ops[int(name)] if s == "t" else maker.get((side[s], name))
                            for s, name in deps]
                     ops.append(add(Task(TaskKind.MERGE_OP, row.rank, r_i, p), ids))
-                for comp, p in MADE_BY.items():
+                for comp, p in made_by(self.costs.chunks).items():
                     maker[(row.out, comp)] = ops[p]
             else:
-                add(Task(TaskKind.STORE, row.rank, r_i),
-                    [maker.get((row.args[0], "l")), maker.get((row.args[0], "o"))])
+                for c, comp in enumerate(self.comps[2:]):
+                    add(Task(TaskKind.STORE, row.rank, r_i, c),
+                        [maker.get((row.args[0], "l")), maker.get((row.args[0], comp))])
         self.succ = succ
         self.waits = waits
         self.level = self._levels()
@@ -191,7 +220,7 @@ class _Scheduler:
         if task.kind is TaskKind.MERGE_OP:
             return c.merge[task.part]
         if task.kind is TaskKind.STORE:
-            return BlockCosts.total(c.store)
+            return BlockCosts.total(c.stores[task.part])
         return c.send if task.kind is TaskKind.SEND else c.recv
 
     def _levels(self) -> list[float]:
@@ -202,7 +231,7 @@ class _Scheduler:
             task = self.tasks[i]
             after = max((level[s] for s in self.succ[i]), default=0.0)
             if task.kind is TaskKind.SEND:
-                after = max(after, latency + level[i + 3])   # its recv
+                after = max(after, latency + level[i + len(self.comps)])   # its recv
             level[i] = self._cost(task) + after
         return level
 
@@ -252,8 +281,8 @@ class _Scheduler:
         r = self.t_rank[i]
         if kind == _MERGE:
             return self.clock[r]
-        if kind == _STORE:
-            return self.clock[r] if self.left[r] == 1 else None
+        if kind == _STORE:   # the stores end the program (spec/synthesis.md §3's class)
+            return self.clock[r] if self.left[r] <= self.costs.chunks else None
         ch = self.t_ch[i]
         if kind == _SEND:
             k = len(self.sent[ch]) - self.depth
@@ -263,8 +292,8 @@ class _Scheduler:
             return max(self.clock[r], done[k]) if k < len(done) else None
         order = self.sent[ch]
         at = self.got[ch]
-        # a transfer's recvs are its sends' ids + 3 (they are built in that order)
-        if at >= len(order) or order[at] + 3 != i:
+        # a transfer's recvs are its sends' ids + len(comps) (built in that order)
+        if at >= len(order) or order[at] + len(self.comps) != i:
             return None
         return max(self.clock[r], self.arrival[order[at]])
 
@@ -278,7 +307,7 @@ class _Scheduler:
         if kind == _MERGE:
             t = start + self.costs.merge[self.t_part[i]]
         elif kind == _STORE:
-            t = BlockCosts.total(self.costs.store, start)
+            t = BlockCosts.total(self.costs.stores[self.t_part[i]], start)
         elif kind == _SEND:
             ch = self.t_ch[i]
             t = start + self.costs.send + \
@@ -307,7 +336,7 @@ class _Scheduler:
         per_link = [sum(self.costs.message_bytes[self.t_part[i]] for i in ids)
                     for ids in self.sent]
         return Ordered(tuple(tuple(d) for d in self.done), max(self.clock), self.rule,
-                       max(per_link, default=0), sum(per_link))
+                       max(per_link, default=0), sum(per_link), self.costs.chunks)
 
 
 assert len(MERGE_DEPS) == MERGE_OPS
