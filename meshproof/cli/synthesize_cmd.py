@@ -40,6 +40,9 @@ _SHOWN = 10      # candidates printed (all of them in --json)
               default=Objective.LATENCY.value, show_default=True,
               help="Rank candidates by modelled latency, by comm steps, or by the largest "
                    "bytes on a link (ties: latency, then plan name).")
+@click.option("--chunks", "chunks", type=click.IntRange(min=1), default=None,
+              help="Only plans with o in this many row chunks (tl.view; 1: whole). "
+                   "Default: whole and every chunk count the sizes allow (2, 4, 8).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="The kernel file to write (FILE.py); its function is "
                                   f"`{KERNEL_NAME}`.")
@@ -52,7 +55,8 @@ _SHOWN = 10      # candidates printed (all of them in --json)
 @click.option("--rounding-tolerance", "tolerance", type=float, default=None,
               help="With --verify: numeric_safety's tolerance (default: the simulator's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one synthesis-v1 JSON object.")
-def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: bool,
+def synthesize_cmd(hw_file: Path | None, objective: str, chunks: int | None, out: Path,
+                   run_verify: bool,
                    timeout_s: float, input_bound: float, tolerance: float | None,
                    as_json: bool, trace_timeout: float, trace_memory: int,
                    launch: LaunchOptions, launches_file: Path | None) -> int:
@@ -68,7 +72,8 @@ def synthesize_cmd(hw_file: Path | None, objective: str, out: Path, run_verify: 
     check_writable(out, "--out")
     hw = load_profile(hw_file) if hw_file is not None else DEFAULT_PROFILE
     pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
-    result, launch_opts = synthesize_for(launch, pipeline.resolver, hw, Objective(objective))
+    result, launch_opts = synthesize_for(launch, pipeline.resolver, hw, Objective(objective),
+                                         chunks=chunks)
     write_text(out, result.kernel_text)
     measured = measure(out, launch_opts, hw)
     verdict = None

@@ -96,7 +96,9 @@ class Synthesis:
 
 
 def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
-               launch_flags: str) -> Synthesis:
+               launch_flags: str, chunks: int | None = None) -> Synthesis:
+    """Search, order, rank and emit. `chunks`: only candidates with o in that many row
+    chunks (1: whole; None: every variant that fits the sizes)."""
     check_profile(hw)
     spec = launch.spec
     args = dict(launch.call_args)
@@ -110,9 +112,17 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     sizes = tuple((k, args[k]) for k in SIZE_NAMES)
     graph = rank_graph(launch)
     costs = block_costs(sizes, hw, spec.system)
-    variants = [block_costs(sizes, hw, spec.system, k) for k in CHUNK_COUNTS
-                if graph.n <= CHUNK_MAX_RANKS and chunkable(dict(sizes), k)]
-    bound = lower_bound(graph, costs, variants)
+    if chunks is not None and chunks != 1 and not chunkable(dict(sizes), chunks):
+        raise SynthesisError(f"o does not split into {chunks} row chunks at these sizes "
+                             f"({', '.join(f'{k}={v}' for k, v in sizes)}): chunks need "
+                             "S_q == 1 or h_kv == 1 and whole rows of the (h_kv, S_q*group) "
+                             "rows; pass another --chunks or none")
+    counts = CHUNK_COUNTS if chunks is None else (chunks,) if chunks > 1 else ()
+    variants = [block_costs(sizes, hw, spec.system, k) for k in counts
+                if (chunks is not None or graph.n <= CHUNK_MAX_RANKS)
+                and chunkable(dict(sizes), k)]
+    bound = lower_bound(graph, costs, variants) if chunks is None or chunks == 1 else \
+        lower_bound(graph, variants[0])
     found: list[tuple[Candidate, CheckedPlan, Ordered]] = []
     rejected: list[str] = []
     checked_plans: list[CheckedPlan] = []
@@ -137,6 +147,8 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     if found:
         found.sort(key=lambda f: _rank_key(f[0], objective))
         found += _chunked(found, variants, graph, spec.queue_depth)
+        if chunks is not None:
+            found = [f for f in found if f[0].chunks == chunks]
     if not found:
         raise SynthesisError(f"no plan of any family fits the {graph.n} ranks of wiring "
                              f"{launch.wiring.name}: {'; '.join(rejected[:2])}")

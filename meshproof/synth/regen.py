@@ -47,7 +47,8 @@ def launch_flags(launch: Launch, opts: LaunchOptions) -> str:
 def synthesize_for(opts: LaunchOptions, resolver: Callable[[str], KernelRef],
                    hw: HardwareProfile = DEFAULT_PROFILE,
                    objective: Objective = Objective.LATENCY,
-                   written: LaunchOptions | None = None) -> tuple[Synthesis, LaunchOptions]:
+                   written: LaunchOptions | None = None,
+                   chunks: int | None = None) -> tuple[Synthesis, LaunchOptions]:
     """Synthesise for the launch `opts` describe (filled by `synthesis_options`); returns
     the synthesis and the filled options. `written`: the keys as the user wrote them, for
     the docstring's flags (default: `opts`), when `opts` holds anchored paths."""
@@ -55,7 +56,7 @@ def synthesize_for(opts: LaunchOptions, resolver: Callable[[str], KernelRef],
     assert filled.kernel is not None
     built = build_launch(resolver(filled.kernel), filled)
     shown = synthesis_options(written, hw) if written is not None else filled
-    return synthesize(built, hw, objective, launch_flags(built, shown)), filled
+    return synthesize(built, hw, objective, launch_flags(built, shown), chunks), filled
 
 
 def command_text(written: LaunchOptions, out: str) -> str:

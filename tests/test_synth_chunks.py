@@ -1,0 +1,89 @@
+"""synth with o in row chunks (costs.chunkable/chunk costs, order.py's chunked tasks,
+emit_chunks.py, the bound over the variants): the prediction is `sim.timing`'s latency of
+the emitted chunked file, the chunked kernel is proved like any other, chunks are offered
+only where views select them exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshproof.errors import SynthesisError
+from meshproof.kernels import resolve_kernel
+from meshproof.model.hardware import DEFAULT_PROFILE
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel_file
+from meshproof.model.topology import parse_system
+from meshproof.model.trace import trace
+from meshproof.synth.api import Objective, measure, synthesize
+from meshproof.synth.costs import chunkable
+from meshproof.synth.emit import KERNEL_NAME
+from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.result import Status
+
+# four rows of o (h_q 4 over one kv head): 2 or 4 chunks
+SIZES = (("S_q", 1), ("S_kv_per_rank", 8), ("h_q", 4), ("h_kv", 1), ("d_head", 8))
+
+
+def _opts(kind: str, a: int, b: int, depth: int) -> tuple[str, LaunchOptions]:
+    if kind == "line":
+        return "mesh_mlo_1d", LaunchOptions(pes=a, queue_depth=depth, args=SIZES)
+    return "mesh_mlo_2d", LaunchOptions(system=parse_system(f"1x{a}x{b}", 8),
+                                        wiring="cube_mesh", mesh=f"{a}x{b}",
+                                        queue_depth=depth, args=SIZES)
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.builds(lambda n: ("line", n, 0), st.integers(2, 6)),
+                 st.builds(lambda r, c: ("mesh", r, c), st.integers(1, 2), st.integers(2, 4))),
+       st.integers(1, 4), st.sampled_from([2, 4]))
+def test_the_chunked_prediction_is_sim_timing_of_the_emitted_file(
+        tmp_path: Path, shape: tuple[str, int, int], depth: int, chunks: int) -> None:
+    kernel, opts = _opts(*shape, depth)
+    result = synthesize(build_launch(resolve_kernel(kernel), opts), DEFAULT_PROFILE,
+                        Objective.LATENCY, "", chunks=chunks)
+    assert all(c.chunks == chunks for c in result.candidates)
+    assert f"o in {chunks} chunks" in result.chosen.plan
+    assert result.bound.latency_s <= result.chosen.latency_s
+    path = tmp_path / f"k_{shape[0]}_{shape[1]}_{shape[2]}_{depth}_{chunks}.py"
+    path.write_text(result.kernel_text)
+    assert measure(path, opts, DEFAULT_PROFILE) == result.chosen.latency_s
+
+
+def test_a_chunked_kernel_is_proved(tmp_path: Path) -> None:
+    """A chunked kernel's views are exact element selections: all seven properties."""
+    kernel, opts = _opts("mesh", 2, 2, 2)
+    result = synthesize(build_launch(resolve_kernel(kernel), opts), DEFAULT_PROFILE,
+                        Objective.LATENCY, "", chunks=2)
+    path = tmp_path / "chunked.py"
+    path.write_text(result.kernel_text)
+    ref = resolve_kernel_file(f"{path}::{KERNEL_NAME}")
+    verdict = verify(trace(ref, build_launch(ref, opts)), VerifyConfig())
+    assert [p.name.value for p in verdict.properties if p.status is not Status.PROVED] == []
+
+
+def test_chunks_only_where_views_select_whole_rows_that_store_in_place() -> None:
+    sizes = dict(SIZES)
+    assert chunkable(sizes, 2) and chunkable(sizes, 4)
+    assert not chunkable(sizes, 3)                               # 4 rows
+    assert not chunkable(sizes, 8)                               # a chunk under one row
+    assert not chunkable({**sizes, "S_q": 2, "h_kv": 2, "h_q": 4}, 2)   # stored strided
+    assert chunkable({**sizes, "h_q": 64, "h_kv": 8}, 8)        # the headline sizes
+    kernel, opts = _opts("line", 4, 0, 2)
+    with pytest.raises(SynthesisError, match="does not split into 3 row chunks"):
+        synthesize(build_launch(resolve_kernel(kernel), opts), DEFAULT_PROFILE,
+                   Objective.LATENCY, "", chunks=3)
+
+
+def test_validation_sizes_offer_no_chunks() -> None:
+    """One row of o: the search is what it was (the gate's committed kernel keeps its
+    bytes)."""
+    kernel, opts = _opts("line", 4, 0, 2)
+    opts = LaunchOptions(pes=4, queue_depth=2)
+    result = synthesize(build_launch(resolve_kernel(kernel), opts), DEFAULT_PROFILE,
+                        Objective.LATENCY, "")
+    assert {c.chunks for c in result.candidates} == {1}
