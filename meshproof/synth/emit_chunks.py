@@ -117,16 +117,15 @@ def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any,
             tl.send(dir=word[1], src=values[(int(state), comp)])
         elif code == "R":
             comp, _, state = word[2:].partition(":")
-            shape = own["ml".index(comp)].shape if comp in "ml" else \
-                (CHUNK_ROWS, d_head)
+            shape = own["ml".index(comp)].shape if comp in "ml" else (CHUNK_ROWS, d_head)
             values[(int(state), comp)] = tl.recv(dir=word[1], shape=shape, dtype="f32")
         elif code == "M":
             op, _, out = word[1:].partition(":")
             _merge_op(int(op), int(out), values, tl)
         else:
-            k, _, state = word[1:].partition(":")
-            store_row_chunk(o_ptr, values[(int(state), f"o{{k}}")], values[(int(state), "l")],
-                            int(k), CHUNK_ROWS, tl)
+            chunk, _, state = word[1:].partition(":")
+            store_row_chunk(o_ptr, values[(int(state), f"o{{chunk}}")],
+                            values[(int(state), "l")], int(chunk), CHUNK_ROWS, tl)
 
 
 def _merge_op(op: int, c: int, v: dict[tuple[int, str], Any], tl: Any) -> None:
