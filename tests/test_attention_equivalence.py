@@ -77,6 +77,23 @@ def test_mistakes_are_violated_with_a_witness_and_named(name: str) -> None:
     assert "semantic_cases.py:" in text
 
 
+VIEWS = KERNELS / "view_cases.py"
+
+
+def test_a_swap_of_o_in_row_chunks_through_views_is_proved() -> None:
+    """tl.view selects exactly its elements: each head's rows, sent, merged and stored
+    on their own, are attention (and every other property holds)."""
+    verdict = run(f"{VIEWS}::chunked", pes=2)
+    assert [p.name.value for p in verdict.properties if p.status is not Status.PROVED] == []
+
+
+@pytest.mark.parametrize("name", ["same_chunk_twice", "factor_of_other_row"])
+def test_views_of_the_wrong_rows_are_violated(name: str) -> None:
+    p = prop(f"{VIEWS}::{name}", pes=2)
+    assert p.status is Status.VIOLATED, _text(p)
+    assert "view_cases.py:" in _text(p)
+
+
 def test_the_seed_kernel_is_violated_with_its_causes_at_their_lines() -> None:
     if not SEED.exists():
         pytest.skip("../shared/seeds is not present")

@@ -223,3 +223,14 @@ def test_a_streamed_piece_dots_as_one_flat_blas_call_like_the_stacked_one(heads:
                                atol=1e-5)
     assert not _flat_dot("a_free", q, k_piece, scores, 0, 64)
     assert not _flat_dot("b_free", q, np.zeros((2, 16, 64), np.float32), scores, 0, 64)
+
+
+VIEWS = Path(__file__).parent / "kernels" / "view_cases.py"
+
+
+@pytest.mark.parametrize(("name", "ok"), [("chunked", True), ("same_chunk_twice", False)])
+def test_views_select_their_elements(name: str, ok: bool) -> None:
+    """tl.view copies elements [offset, offset + n) of its operand: a chunked swap is
+    attention; sending head 0's rows twice is not."""
+    result = simulate(trace_kernel(f"{VIEWS}::{name}", pes=2), SimConfig(timing=False))
+    assert result.ok is ok
