@@ -101,10 +101,16 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
         o_hop = min(hop(o_bytes, c) for c in classes)
         first = min(v.send + o_bytes / costs.link(c).bandwidth_Bps + costs.link(c).latency_s
                     for c in classes)
-        o_chain = partial + max((k - 1) * (v.send + o_bytes / max(costs.link(c).bandwidth_Bps
-                                                                   for c in classes)) +
-                                first + costs.recv + (d - 1) * o_hop,
-                                first + (d - 1) * o_hop + k * costs.recv) + tail + stores
+        fastest = v.send + o_bytes / max(costs.link(c).bandwidth_Bps for c in classes)
+        forms = [(k - 1) * fastest + first + costs.recv + (d - 1) * o_hop,
+                 first + (d - 1) * o_hop + k * costs.recv]
+        if d >= 2:
+            # a state's chunks move together (one transfer), so the rank before r on the
+            # path receives and sends all K after the first arrives there
+            latency = min(costs.link(c).latency_s for c in classes)
+            forms.append(first + (d - 2) * o_hop + k * (costs.recv + fastest) + latency +
+                         costs.recv)
+        o_chain = partial + max(forms) + tail + stores
         # the merge bound: D hops to the output rank less the last recv, then its recvs of
         # s's m, ℓ and each chunk of o, the whole last merge and the stores, one after
         # another
