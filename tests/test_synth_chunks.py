@@ -36,7 +36,7 @@ def _opts(kind: str, a: int, b: int, depth: int) -> tuple[str, LaunchOptions]:
                                         queue_depth=depth, args=SIZES)
 
 
-@settings(max_examples=6, deadline=None,
+@settings(max_examples=4, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.builds(lambda n: ("line", n, 0), st.integers(2, 6)),
                  st.builds(lambda r, c: ("mesh", r, c), st.integers(1, 2), st.integers(2, 4))),
