@@ -11,7 +11,10 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - reasons.py   why a form is outside the algebra (NotModelled, Undefined)
 - atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
 - guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
-- poly.py      exponential polynomials, row sums over key rows, logarithms
+- poly_terms.py  monomials and polynomials (the terms); poly_atoms.py: row sums over key
+               rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;
+               poly_divide.py: exact division
+- poly.py      exponential polynomials: arithmetic and normalisation
 - rational.py  the normal form: rational functions, exp, log, max
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows

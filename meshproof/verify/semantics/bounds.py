@@ -23,7 +23,8 @@ from meshproof.verify.semantics.order import (
     nonpositive,
     ratio_at_most_one,
 )
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.strided import expand_form
 

@@ -27,7 +27,9 @@ from meshproof.verify.semantics.guards import (
     without_pens,
 )
 from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_intervals import common
+from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.strided import expand_form
 
@@ -244,7 +246,7 @@ def _termwise_le(x: Poly, y: Poly) -> bool:
     """Every term of x is a term of y with no larger coefficient (y positive)."""
     if x == y:
         return True
-    a, b = P.common(x, y)
+    a, b = common(x, y)
     terms = dict(b.terms)
     return all(m in terms and c <= terms[m] for m, c in a.terms)
 
@@ -498,6 +500,6 @@ def ratio_at_most_one(r: Rat) -> bool:
     y = r.den[0][0]
     if not P.positive(y):
         return False
-    num, den = P.common(r.num, y)
+    num, den = common(r.num, y)
     terms = dict(den.terms)
     return all(m in terms and c <= terms[m] for m, c in num.terms)

@@ -15,7 +15,8 @@ from fractions import Fraction
 
 from meshproof.verify.semantics.atoms import Input, Lin, Max, Score
 from meshproof.verify.semantics.guards import Ind
-from meshproof.verify.semantics.poly import NO_UNIT, Log, Monomial, RowSum
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.strided import expand_form
 
