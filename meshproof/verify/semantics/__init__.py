@@ -24,6 +24,8 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - layouts.py   values: a layout and a form
 - events.py    departures, recorded where a kernel stops being an online softmax
 - budget.py    the analysis's time and memory budget
+- symbolic_core.py  the symbolic domain's frame: Opaque, the guard around every op, the
+               harness's inputs; symbolic_arith.py: its unary and binary arithmetic
 - symbolic.py  the symbolic domain of model/evaluate.py
 - readers.py   what the interval and rounding rules read (protocols)
 - ranges.py    the interval domain; rounding.py: the rounding-error domain

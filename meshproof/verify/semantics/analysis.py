@@ -32,7 +32,8 @@ from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situations import Forms, Held, Situations
 from meshproof.verify.semantics.strided import expand_form
-from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
+from meshproof.verify.semantics.symbolic import Symbolic
+from meshproof.verify.semantics.symbolic_core import Opaque, Result
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.guards import Pen
 from meshproof.verify.semantics.index import Aff, Layout
 from meshproof.verify.semantics.layouts import Value
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 Lookup = Callable[[int, int], Value | Opaque]
 

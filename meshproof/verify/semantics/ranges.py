@@ -22,7 +22,7 @@ from meshproof.verify.semantics.order import lower_bound, nonpositive
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.readers import FormReader
 from meshproof.verify.semantics.strided import expand_form
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 Interval = tuple[float, float]
 INF = math.inf

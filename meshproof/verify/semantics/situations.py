@@ -50,7 +50,8 @@ from meshproof.verify.semantics.rules import (
     apply,
     one_operand,
 )
-from meshproof.verify.semantics.symbolic import Opaque, Symbolic
+from meshproof.verify.semantics.symbolic import Symbolic
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 OPAQUE_CID = -1
 
