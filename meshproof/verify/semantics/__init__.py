@@ -30,6 +30,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - readers.py   what the interval and rounding rules read (protocols)
 - ranges.py    the interval domain; rounding.py: the rounding-error domain
 - canon.py     canonical values (digits renamed, key rows shifted), hash-consed
+- situation_facts.py, situation_memo.py  a value's facts and handle; the memo's machinery
 - situations.py  the situation memo: forms, intervals and rounding errors once per
                situation, shared by every rank that meets it
 - masked_ref.py  the masked reference (guarded sums over the keys a mask allows)
