@@ -9,7 +9,10 @@ that there is no cycle and that nothing here imports the rest of verify/):
 
 - index.py     digits, affine index forms, mixed-radix layouts
 - reasons.py   why a form is outside the algebra (NotModelled, Undefined)
-- atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
+- atom_base.py interned atoms and frames; tensor_atoms.py: Q/K/V elements, scores,
+               scrambled dots
+- atoms.py     linear forms of atoms
+- maxima.py    maxima over linear forms
 - guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
 - poly_terms.py  monomials and polynomials (the terms); poly_atoms.py: row sums over key
                rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;

@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import Atom, Input, Lin, Max, Ranges, Score, Scrambled
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import may_be_neg_inf, pens, without_pens
+from meshproof.verify.semantics.maxima import Max, Ranges
 from meshproof.verify.semantics.order import (
     log_exponent,
     lower_bound,
@@ -27,6 +29,7 @@ from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.strided import expand_form
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 
 Interval = tuple[float, float]
 DEPTH = 8

@@ -22,7 +22,7 @@ from fractions import Fraction
 
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import Input, Lin, Score, Scrambled
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.masked_ref import masked_sums, restrict
@@ -30,6 +30,7 @@ from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_intervals import common
 from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 from meshproof.verify.semantics.views import Piece, describe, linear_terms, pieces, split_value
 
 SCALE_RTOL = 2.0 ** -20   # the scale is compared to float32 precision (documented)

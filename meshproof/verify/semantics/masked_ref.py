@@ -33,7 +33,7 @@ import numpy as np
 from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import Atom
+from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.guards import Guard, Ind, extremes, normal
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.poly_atoms import RowSum

@@ -15,7 +15,8 @@ from fractions import Fraction
 from itertools import pairwise
 
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import ZERO, Atom, Elem, Lin, Max, Ranges, Score, Scrambled
+from meshproof.verify.semantics.atom_base import ZERO, Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import (
     Guard,
     Ind,
@@ -27,11 +28,13 @@ from meshproof.verify.semantics.guards import (
     without_pens,
 )
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_intervals import common
 from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.strided import expand_form
+from meshproof.verify.semantics.tensor_atoms import Score, Scrambled
 
 B_ROW = Aff(0, ((BOUND, 1),))
 

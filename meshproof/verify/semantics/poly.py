@@ -28,7 +28,8 @@ import math
 from collections.abc import Iterable
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import ZERO, Atom, Lin
+from meshproof.verify.semantics.atom_base import ZERO, Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.poly_atoms import RowSum, Summed
 from meshproof.verify.semantics.poly_intervals import coarsen, common
 from meshproof.verify.semantics.poly_terms import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import zlib
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import ZERO
+from meshproof.verify.semantics.atom_base import ZERO
 from meshproof.verify.semantics.poly_intervals import coarsen, common
 from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly, _powers
 

@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import ONE, Atom
+from meshproof.verify.semantics.atom_base import ONE, Atom
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly, _powers
 

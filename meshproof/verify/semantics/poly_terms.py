@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import ONE, ZERO, Atom, Lin, fkey, merge_spans
+from meshproof.verify.semantics.atom_base import ONE, ZERO, Atom, fkey
+from meshproof.verify.semantics.atoms import Lin, merge_spans
 from meshproof.verify.semantics.index import Subst
 
 NO_UNIT = Lin(ZERO)

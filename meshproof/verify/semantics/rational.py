@@ -25,9 +25,11 @@ from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import ONE, ZERO, Atom, Elem, Lin, Max, Ranges
+from meshproof.verify.semantics.atom_base import ONE, ZERO, Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf
 from meshproof.verify.semantics.index import Subst
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_divide import divide
 from meshproof.verify.semantics.poly_intervals import coarsen

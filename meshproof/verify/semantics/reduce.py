@@ -16,23 +16,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import (
-    Atom,
-    Elem,
-    Input,
-    Lin,
-    Max,
-    Ranges,
-    Score,
-    Scrambled,
-    row_of,
-)
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum, Summed
 from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled, row_of
 
 Sizes = Mapping[int, int]
 

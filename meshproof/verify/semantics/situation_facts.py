@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import NewType
 
 from meshproof.model.schedule import Op
-from meshproof.verify.semantics.atoms import frame, frame_parts
+from meshproof.verify.semantics.atom_base import frame, frame_parts
 from meshproof.verify.semantics.canon import GROUPS, QROWS, ROWS
 from meshproof.verify.semantics.ranges import Interval
 from meshproof.verify.semantics.reasons import UndefinedKind

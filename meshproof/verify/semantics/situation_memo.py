@@ -11,7 +11,7 @@ from collections.abc import Callable
 from meshproof.model.evaluate import Dependencies, Evaluation, Key, Lost
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule
-from meshproof.verify.semantics.atoms import frame, frame_parts
+from meshproof.verify.semantics.atom_base import frame, frame_parts
 from meshproof.verify.semantics.budget import Budget
 from meshproof.verify.semantics.canon import GROUPS, QROWS, ROWS, Canon, frame_mask
 from meshproof.verify.semantics.layouts import Value

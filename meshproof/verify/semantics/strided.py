@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import _set, frame_parts
+from meshproof.verify.semantics.atom_base import _set, frame_parts
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Subst
 from meshproof.verify.semantics.poly_atoms import RowSum, Summed

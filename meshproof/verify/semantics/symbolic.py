@@ -20,7 +20,6 @@ from meshproof.model.evaluate import Compare, Lost, Reduction, Reload
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import Input, Scrambled
 from meshproof.verify.semantics.events import Departure
 from meshproof.verify.semantics.index import Aff, Layout, Subst, compose, permute, unify_axis
 from meshproof.verify.semantics.layouts import Value, broadcast, read, separate, view
@@ -30,6 +29,7 @@ from meshproof.verify.semantics.reduce import max_over, sum_over
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.symbolic_arith import SymbolicArithmetic
 from meshproof.verify.semantics.symbolic_core import LN2, SCALAR, Opaque, Result, _const
+from meshproof.verify.semantics.tensor_atoms import Input, Scrambled
 
 
 def mask_reason(op: Op) -> str:

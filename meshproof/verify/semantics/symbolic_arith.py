@@ -12,8 +12,9 @@ from meshproof.model.evaluate import Binary, Unary
 from meshproof.model.schedule import Op, OpKind, ValueRef
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import Lin, Max
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.layouts import Value, broadcast, separate
+from meshproof.verify.semantics.maxima import Max
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.symbolic_core import (

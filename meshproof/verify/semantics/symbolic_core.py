@@ -16,7 +16,6 @@ import numpy as np
 from meshproof.model.evaluate import Dependencies
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
-from meshproof.verify.semantics.atoms import Input
 from meshproof.verify.semantics.budget import Budget, unbounded
 from meshproof.verify.semantics.events import Departure, Recorder, Silent
 from meshproof.verify.semantics.index import DigitSource, Layout
@@ -25,6 +24,7 @@ from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.strided import stride_form
+from meshproof.verify.semantics.tensor_atoms import Input
 
 
 @dataclass(frozen=True, slots=True)
