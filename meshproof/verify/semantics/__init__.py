@@ -22,7 +22,8 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
-- order.py     max-domination: exp arguments <= 0, lower bounds
+- domination.py  max-domination: exp arguments <= 0
+- order.py     lower bounds by max-domination
 - bounds.py    magnitude bounds under |inputs| <= B
 - layouts.py   values: a layout and a form
 - events.py    departures, recorded where a kernel stops being an online softmax
