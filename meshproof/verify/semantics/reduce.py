@@ -15,24 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import (
-    Atom,
-    Elem,
-    Input,
-    Lin,
-    Max,
-    Ranges,
-    Score,
-    Scrambled,
-    row_of,
-)
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum, Summed
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
+from meshproof.verify.semantics.poly_atoms import Log, RowSum, Summed
+from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled, row_of
 
 Sizes = Mapping[int, int]
 
@@ -102,7 +95,7 @@ def _contract(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | Non
         raise NotModelled("contracts the features of a product with more than Q and K")
     score = Score.make(q.group, q.coords[0], q.coords[1], k.coords[0], k.coords[1],
                        fq.without(over), n)
-    return Monomial(m.unit, P._powers([*rest, (score, 1)]))
+    return Monomial(m.unit, _powers([*rest, (score, 1)]))
 
 
 def _span_sum(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | None:
@@ -167,7 +160,7 @@ def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial | None:
     vars_b = [(a, k) for a, k in m.vars if a.digits & dep]
     bound = bind_rows([a for a, _ in unit_b] + [a for a, _ in vars_b], dep, sizes)
     body = Monomial(Lin.make(Fraction(0), unit_b).subst(bound.subst),
-                    P._powers((a.subst(bound.subst), k) for a, k in vars_b))
+                    _powers((a.subst(bound.subst), k) for a, k in vars_b))
     if body.digits & dep:
         raise NotModelled("sums over key rows that are mixed with another index")
     rest_unit = Lin(m.unit.const, tuple((a, c) for a, c in m.unit.coeffs
@@ -176,7 +169,7 @@ def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial | None:
     total = RowSum.guarded(body, bound.lo, bound.hi)
     if total is None:
         return None
-    return Monomial(rest_unit, P._powers([*rest_vars, (total, 1)]))
+    return Monomial(rest_unit, _powers([*rest_vars, (total, 1)]))
 
 
 def max_over(r: Rat, over: Mapping[int, int]) -> Rat:
