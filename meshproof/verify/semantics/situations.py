@@ -199,6 +199,9 @@ class Situations(SituationMemo):
     def reshape(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, Plain.RESHAPE)
 
+    def view_slice(self, rank: int, op: Op, x: Held) -> Held:
+        return self._one(rank, op, x, Plain.VIEW)
+
     def trans(self, rank: int, op: Op, x: Held) -> Held:
         return self._one(rank, op, x, Plain.TRANS)
 

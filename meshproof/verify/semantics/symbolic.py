@@ -106,6 +106,13 @@ class Symbolic(SymbolicArithmetic):
             return x
         return self._run(rank, op, lambda: view(x, op.shape, self.src))
 
+    def view_slice(self, rank: int, op: Op, x: Result) -> Result:
+        # exactly x's elements [offset, offset + n): read as a load reads a buffer (the
+        # digits the run does not cover become constants)
+        if isinstance(x, Opaque):
+            return x
+        return self._run(rank, op, lambda: read(x, op.offset, op.shape, self.src))
+
     def trans(self, rank: int, op: Op, x: Result) -> Result:
         if isinstance(x, Opaque):
             return x
