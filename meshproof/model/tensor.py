@@ -238,8 +238,9 @@ class TensorHandle:
 
     def __getitem__(self, key: object) -> NoReturn:
         raise self._tracer.unsupported("indexing or slicing a tensor",
-                                       "load the slice you need with tl.load(ptr + offset, "
-                                       "shape=...) or use tl.reshape")
+                                       "take a run of its elements with tl.view(x, offset, "
+                                       "shape), load the slice you need with "
+                                       "tl.load(ptr + offset, shape=...) or use tl.reshape")
 
 
 class TensorData:
