@@ -130,3 +130,19 @@ def test_ranks_the_wiring_does_not_join_are_refused() -> None:
     with pytest.raises(SynthesisError, match="the wiring pe_line does not connect the "
                        "launched ranks"):
         synthesize(launch, DEFAULT_PROFILE, Objective.LATENCY, "")
+
+
+def test_on_the_ring_the_two_merge_bound_is_above_the_merge_bound() -> None:
+    """The 8-ring's farthest partial is merged before the last merge (two ops of it still
+    follow) or only by it (whose other input is a merge of its own): 4.255 us, two ops
+    above the merge bound's 4.155; on a line the forwarding structure meets the merge
+    bound, which then stays the bound."""
+    ring = synthesize(build_launch(resolve_kernel("ring_mlo"),
+                                   LaunchOptions(pes=8, wiring="pe_ring")),
+                      DEFAULT_PROFILE, Objective.LATENCY, "")
+    assert ring.bound.chain == "two merges"
+    assert round(ring.bound.latency_s * 1e6, 3) == 4.255
+    assert ring.bound.latency_s <= min(c.latency_s for c in ring.candidates)
+    line = synthesize(build_launch(resolve_kernel("mesh_mlo_1d"), LaunchOptions(pes=8)),
+                      DEFAULT_PROFILE, Objective.LATENCY, "")
+    assert line.bound.chain == "merge"
