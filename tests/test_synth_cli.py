@@ -71,6 +71,31 @@ def test_the_table_names_the_plan_bound_and_gap(run_cli: RunCli, tmp_path: Path)
         in res.out
 
 
+CHUNK_SIZES = ["--arg", "S_q=1", "--arg", "S_kv_per_rank=8", "--arg", "h_q=4", "--arg",
+               "h_kv=1", "--arg", "d_head=8"]
+
+
+def test_chunks_keeps_the_plans_with_o_in_k_row_chunks(run_cli: RunCli,
+                                                      tmp_path: Path) -> None:
+    out = tmp_path / "k.py"
+    res = run_cli(["synthesize", "--pes", "4", *CHUNK_SIZES, "--chunks", "2", "--out",
+                   str(out), "--json"])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    jsonschema.Draft202012Validator(load_schema("synthesis-v1")).validate(doc)
+    assert {c["chunks"] for c in doc["candidates"]} == {2}
+    assert doc["measured_latency_s"] == doc["predicted_latency_s"]
+    assert "CHUNKS = 2" in out.read_text()
+
+
+def test_chunks_the_sizes_do_not_fit_are_refused_with_the_fix(run_cli: RunCli,
+                                                               tmp_path: Path) -> None:
+    res = run_cli(["synthesize", "--pes", "4", *CHUNK_SIZES, "--chunks", "3", "--out",
+                   str(tmp_path / "k.py")])
+    assert res.code == 2
+    assert "does not split into 3 row chunks" in res.err and "--chunks" in res.err
+
+
 def test_a_panel_is_refused_with_the_fix(run_cli: RunCli, tmp_path: Path) -> None:
     res = run_cli(["synthesize", "--panel", "A", "--out", str(tmp_path / "k.py")])
     assert res.code == 2
