@@ -1,7 +1,8 @@
 """synth with o in row chunks (costs.chunkable/chunk costs, order.py's chunked tasks,
-emit_chunks.py, the bound over the variants): the prediction is `sim.timing`'s latency of
-the emitted chunked file, the chunked kernel is proved like any other, chunks are offered
-only where views select them exactly."""
+emit_chunks.py, the bound over the variants) and with every state split by rows
+(reduce-scatter / all-gather: emit_split.py, order.schedule_split): the prediction is
+`sim.timing`'s latency of the emitted file, the kernels are proved like any other, chunks
+are offered only where views select them exactly."""
 
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel_file
 from meshproof.model.topology import parse_system
 from meshproof.model.trace import trace
-from meshproof.synth.api import Objective, measure, synthesize
-from meshproof.synth.costs import chunkable
-from meshproof.synth.emit import KERNEL_NAME
+from meshproof.synth.api import Objective, _reduce_scatter, measure, synthesize
+from meshproof.synth.costs import block_costs, chunkable
+from meshproof.synth.emit import KERNEL_NAME, EmitInfo
+from meshproof.synth.emit_split import emit_split_kernel, program_rows_split
+from meshproof.synth.graph import rank_graph
+from meshproof.synth.plan import CheckedPlan
 from meshproof.verify.api import VerifyConfig, verify
 from meshproof.verify.result import Status
 
@@ -87,3 +91,26 @@ def test_validation_sizes_offer_no_chunks() -> None:
     result = synthesize(build_launch(resolve_kernel(kernel), opts), DEFAULT_PROFILE,
                         Objective.LATENCY, "")
     assert {c.chunks for c in result.candidates} == {1}
+
+
+def test_reduce_scatter_all_gather_is_predicted_and_proved(tmp_path: Path) -> None:
+    """Every state split by rows; chunk c reduced at its own rank and broadcast back (a
+    tree per chunk): the prediction is sim.timing's run of the written file, and the
+    kernel proves all seven properties (each chunk its own attention problem's rows)."""
+    kernel, opts = _opts("line", 4, 0, 2)
+    launch = build_launch(resolve_kernel(kernel), opts)
+    graph = rank_graph(launch)
+    costs = block_costs(SIZES, DEFAULT_PROFILE, launch.spec.system, 2, split=True)
+    plans: dict[int, tuple[CheckedPlan, ...]] = {}
+    [(cand, _checked, ordered)] = _reduce_scatter([costs], graph, 2, plans)
+    assert cand.family == "reduce_scatter" and cand.plan.startswith(
+        "reduce-scatter / all-gather at ranks [1, 3]")
+    rows, merges = program_rows_split(plans[id(ordered)], ordered)
+    info = EmitInfo(cand.plan, cand.rule, DEFAULT_PROFILE.name, SIZES, 2, "pe_line",
+                    "--pes 4", cand.latency_s, cand.latency_s, 1)
+    path = tmp_path / "rs.py"
+    path.write_text(emit_split_kernel(graph, rows, merges, info, 2))
+    assert measure(path, opts, DEFAULT_PROFILE) == cand.latency_s
+    ref = resolve_kernel_file(f"{path}::{KERNEL_NAME}")
+    verdict = verify(trace(ref, build_launch(ref, opts)), VerifyConfig())
+    assert [p.name.value for p in verdict.properties if p.status is not Status.PROVED] == []

@@ -102,6 +102,13 @@ def store_row_chunk(o_ptr: Any, o_c: Tensor, ell: Tensor, c: int, rows: int,
     tl.store(o_ptr + c * rows * o_c.shape[-1], tl.cast(out, "f16"))
 
 
+def store_rows(o_ptr: Any, o_c: Tensor, ell_c: Tensor, c: int, tl: Any) -> None:
+    """Normalise a row chunk (o_c, ell_c: chunk c of a state split by rows) and store it in
+    f16 at its offset, under the same condition as store_row_chunk."""
+    out = o_c / ell_c
+    tl.store(o_ptr + c * o_c.shape[0] * o_c.shape[-1], tl.cast(out, "f16"))
+
+
 def fold_scores(state: Triplet | None, scores: Tensor, v: Tensor, tl: Any) -> Triplet:
     """Fold a tile of (possibly masked) scores into a running (m, ℓ, o); None starts it."""
     if state is None:

@@ -22,10 +22,11 @@ from meshproof.synth.bounds import LowerBound, lower_bound
 from meshproof.synth.costs import SIZE_NAMES, BlockCosts, block_costs, chunkable
 from meshproof.synth.emit import KERNEL_NAME, EmitInfo, emit_kernel, program_rows
 from meshproof.synth.emit_chunks import emit_chunked_kernel
-from meshproof.synth.families import candidate_plans
+from meshproof.synth.emit_split import emit_split_kernel, program_rows_split
+from meshproof.synth.families import bfs_parent, candidate_plans, tree_plan
 from meshproof.synth.graph import RankGraph, rank_graph
-from meshproof.synth.order import Ordered, Rule, schedule_plan
-from meshproof.synth.plan import CheckedPlan, check_plan
+from meshproof.synth.order import Ordered, Rule, schedule_plan, schedule_split
+from meshproof.synth.plan import CheckedPlan, Family, check_plan
 
 SYNTH_SCHEMA = "meshproof/synthesis-v1"
 SECOND_RULE_PLANS = 4
@@ -35,6 +36,13 @@ SECOND_RULE_MAX_RANKS = 1024     # past this, one list schedule per plan (each i
 CHUNK_COUNTS = (2, 4, 8)
 CHUNK_PLANS = 4
 CHUNK_MAX_RANKS = 256
+# reduce-scatter / all-gather: every state split by rows, chunk c reduced at its own rank
+# (a tree rooted there) and broadcast back; K trees of O(n) transfers each
+SPLIT_MAX_RANKS = 64
+# measured (benchmarks/synthesis.py): 4 chunks lose to 2 on every shape (each chunk's merges
+# are as many ops as a whole one's, on a serial rank), so only 2 unless --chunks asks
+SPLIT_COUNTS = (2,)
+REDUCE_SCATTER = "reduce_scatter"
 
 
 class Objective(Enum):
@@ -121,8 +129,11 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     variants = [block_costs(sizes, hw, spec.system, k) for k in counts
                 if (chunks is not None or graph.n <= CHUNK_MAX_RANKS)
                 and chunkable(dict(sizes), k)]
-    bound = lower_bound(graph, costs, variants) if chunks is None or chunks == 1 else \
-        lower_bound(graph, variants[0])
+    splits = [block_costs(sizes, hw, spec.system, k, split=True) for k in counts
+              if (chunks is not None or (graph.n <= SPLIT_MAX_RANKS and k in SPLIT_COUNTS))
+              and chunkable(dict(sizes), k)]
+    bound = lower_bound(graph, costs, [*variants, *splits]) if chunks is None or \
+        chunks == 1 else lower_bound(graph, variants[0], splits)
     found: list[tuple[Candidate, CheckedPlan, Ordered]] = []
     rejected: list[str] = []
     checked_plans: list[CheckedPlan] = []
@@ -144,9 +155,11 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
                                     rule.value, ordered.latency_s, checked.depth,
                                     ordered.max_link_bytes, ordered.total_bytes),
                           checked, ordered))
+    split_plans: dict[int, tuple[CheckedPlan, ...]] = {}
     if found:
         found.sort(key=lambda f: _rank_key(f[0], objective))
         found += _chunked(found, variants, graph, spec.queue_depth)
+        found += _reduce_scatter(splits, graph, spec.queue_depth, split_plans)
         if chunks is not None:
             found = [f for f in found if f[0].chunks == chunks]
     if not found:
@@ -157,9 +170,13 @@ def synthesize(launch: Launch, hw: HardwareProfile, objective: Objective,
     info = EmitInfo(best.plan, best.rule, hw.name, sizes, spec.queue_depth,
                     launch.wiring.name, launch_flags, best.latency_s, bound.latency_s,
                     len(found))
-    rows, merges = program_rows(checked, ordered)
-    text = emit_kernel(graph, rows, merges, info) if best.chunks == 1 else \
-        emit_chunked_kernel(graph, rows, merges, info, best.chunks)
+    if id(ordered) in split_plans:
+        split_rows, split_merges = program_rows_split(split_plans[id(ordered)], ordered)
+        text = emit_split_kernel(graph, split_rows, split_merges, info, best.chunks)
+    else:
+        rows, merges = program_rows(checked, ordered)
+        text = emit_kernel(graph, rows, merges, info) if best.chunks == 1 else \
+            emit_chunked_kernel(graph, rows, merges, info, best.chunks)
     return Synthesis(tuple(f[0] for f in found), tuple(rejected), bound, objective, graph.n,
                      spec.queue_depth, hw.name, sizes, launch.wiring.name, text)
 
@@ -180,6 +197,30 @@ def _chunked(found: list[tuple[Candidate, CheckedPlan, Ordered]],
                                   checked.plan.family.value, Rule.FORWARD.value,
                                   ordered.latency_s, checked.depth, ordered.max_link_bytes,
                                   ordered.total_bytes, v.chunks), checked, ordered))
+    return out
+
+
+def _reduce_scatter(splits: list[BlockCosts], graph: RankGraph, depth: int,
+                    plans: dict[int, tuple[CheckedPlan, ...]]
+                    ) -> list[tuple[Candidate, CheckedPlan, Ordered]]:
+    """Every state split by rows into K chunks; chunk c is reduced at its own root (the
+    centres of K equal runs of the launch-local ranks) over a breadth-first tree and
+    broadcast back down it. `plans` gets each candidate's per-chunk plans."""
+    out = []
+    for v in splits:
+        k = v.chunks
+        roots = sorted({(2 * c + 1) * graph.n // (2 * k) for c in range(k)})
+        if len(roots) < k:
+            continue
+        trees = tuple(check_plan(tree_plan(graph, f"tree at [{r}]", Family.TREE,
+                                           bfs_parent(graph, (r,)), []), graph)
+                      for r in roots)
+        ordered = schedule_split(trees, graph, v, depth, Rule.FORWARD)
+        plans[id(ordered)] = trees
+        out.append((Candidate(f"reduce-scatter / all-gather at ranks {roots}, {k} chunks",
+                              REDUCE_SCATTER, Rule.FORWARD.value, ordered.latency_s,
+                              max(t.depth for t in trees), ordered.max_link_bytes,
+                              ordered.total_bytes, k), trees[0], ordered))
     return out
 
 

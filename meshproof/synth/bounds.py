@@ -81,7 +81,6 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
         store = min(sum(BlockCosts.total(s) for s in v.stores) for v in every)
         return LowerBound((partial + store) * (1.0 - ROUNDING_SLACK), 0, "m")
     classes = sorted({e.cls for e in graph.edges})
-    m_bytes = costs.message_bytes[0]
 
     def hop(nbytes: int, c: str) -> float:
         return costs.send + nbytes / costs.link(c).bandwidth_Bps + costs.link(c).latency_s \
@@ -92,8 +91,9 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
         # in a merge op is followed by all of the rank's store blocks
         stores = sum(BlockCosts.total(s) for s in v.stores)
         k = v.chunks
-        tail = min(v.merge[8 + 3 * c] + v.merge[10 + 3 * c] for c in range(k))
-        m_hop = min(hop(m_bytes, c) for c in classes)
+        layout = 1 if v.split else k      # o's chunks within one merge
+        tail = min(v.merge[8 + 3 * c] + v.merge[10 + 3 * c] for c in range(layout))
+        m_hop = min(hop(v.message_bytes[0], c) for c in classes)
         m_chain = partial + d * m_hop + sum(v.merge[i] for i in _M_TAIL[:3]) + tail + stores
         # o_s reaches r only in o messages, K chunks of it: s sends all K one after another
         # (the last then crosses >= D links), and r receives all K after the first arrives
@@ -104,7 +104,7 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
         fastest = v.send + o_bytes / max(costs.link(c).bandwidth_Bps for c in classes)
         forms = [(k - 1) * fastest + first + costs.recv + (d - 1) * o_hop,
                  first + (d - 1) * o_hop + k * costs.recv]
-        if d >= 2:
+        if d >= 2 and not v.split:
             # a state's chunks move together (one transfer), so the rank before r on the
             # path receives and sends all K after the first arrives there
             latency = min(costs.link(c).latency_s for c in classes)
@@ -114,8 +114,13 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
         # the merge bound: D hops to the output rank less the last recv, then its recvs of
         # s's m, ℓ and each chunk of o, the whole last merge and the stores, one after
         # another
-        merged = partial + d * m_hop - costs.recv + (2 + k) * costs.recv + sum(v.merge) + \
-            stores
+        if v.split:
+            # every chunk's state at r covers s: 3 recvs each; one merge's ops at least
+            merged = partial + d * m_hop - costs.recv + \
+                max(3 * costs.recv + sum(v.merge), 3 * k * costs.recv) + stores
+        else:
+            merged = partial + d * m_hop - costs.recv + (2 + k) * costs.recv + \
+                sum(v.merge) + stores
         return m_chain, o_chain, merged
 
     per = [chains(v) for v in every]
@@ -150,7 +155,7 @@ def _two_merges(graph: RankGraph, costs: BlockCosts, v: BlockCosts,
     merge = sum(v.merge)
     stores = sum(BlockCosts.total(s) for s in v.stores)
     chunk_pairs = [min(v.merge[8 + 3 * c], v.merge[9 + 3 * c]) + v.merge[10 + 3 * c]
-                   for c in range(v.chunks)]
+                   for c in range(1 if v.split else v.chunks)]
     two = min(min(v.merge[5], v.merge[6]) + v.merge[7], *chunk_pairs)
 
     def first(q: int, u: int) -> float:

@@ -23,6 +23,7 @@ from meshproof.kernels.attention_parts import (
     softmax_scale,
     store_output,
     store_row_chunk,
+    store_rows,
 )
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.launch import LaunchOptions, build_launch
@@ -56,6 +57,7 @@ class BlockCosts:
     chunks: int = 1
     rows: int = 0                    # rows of o per chunk (K > 1)
     store_chunks: tuple[tuple[float, ...], ...] = ()
+    split: bool = False              # m and ℓ split by rows too: K independent states
 
     @property
     def stores(self) -> tuple[tuple[float, ...], ...]:
@@ -104,6 +106,21 @@ def chunk_probe(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
         store_row_chunk(o_ptr, merged[c], ell_c, c, rows, tl)
 
 
+def split_probe(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, chunks: int, *,
+                tl: Any) -> None:
+    """The split kernel's blocks on one rank: partial, one merge of chunk 0's (m, ℓ, o)
+    rows, each chunk's store."""
+    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
+    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
+    own = partial_attention(q, k_t, v, softmax_scale(d_head, None), tl)
+    rows = h_kv * S_q * gqa_group(h_q, h_kv) // chunks
+    parts = [tuple(row_chunk(x, c, rows, tl) for x in own) for c in range(chunks)]
+    merged = merge(parts[0], parts[0], tl)
+    for c in range(chunks):
+        store_rows(o_ptr, merged[2], merged[1], c, tl)
+
+
 def chunkable(sizes: dict[str, Scalar], chunks: int) -> bool:
     """Whether o splits into `chunks` row chunks that views select exactly and that store
     at their offsets: the output's order is o's (S_q == 1 or h_kv == 1), the chunks are
@@ -120,7 +137,9 @@ def chunkable(sizes: dict[str, Scalar], chunks: int) -> bool:
 
 
 def block_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
-                system: System, chunks: int = 1) -> BlockCosts:
+                system: System, chunks: int = 1, split: bool = False) -> BlockCosts:
+    if chunks > 1 and split:
+        return _split_costs(sizes, hw, system, chunks)
     if chunks > 1:
         return _chunk_costs(sizes, hw, system, chunks)
     kernel = KernelRef("synth-probe", probe, site_of(probe))
@@ -167,6 +186,28 @@ def _chunk_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
     stores = tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
     return replace(whole, merge=costs[first:end], store=stores[0], message_bytes=nbytes,
                    chunks=chunks, rows=rows, store_chunks=stores)
+
+
+def _split_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
+                 system: System, chunks: int) -> BlockCosts:
+    whole = block_costs(sizes, hw, system)
+    kernel = KernelRef("synth-split-probe", split_probe, site_of(split_probe))
+    launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
+                                                args=(*sizes, ("chunks", chunks)),
+                                                queue_depth=1))
+    ops = [op for op in trace(kernel, launch).programs[0].ops if op.kind is not OpKind.VIEW]
+    costs = _priced(tuple(ops), hw)
+    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MAXIMUM)
+    end = first + MERGE_OPS
+    per_store = (len(ops) - end) // chunks
+    if ops[end - 1].kind is not OpKind.ADD or (len(ops) - end) % chunks:
+        raise SynthesisError("the split probe's merge is not attention_parts.merge's ops; "
+                             "synthesize needs the built-ins' building blocks")
+    triplet = (ops[first], ops[first + 7], ops[first + 10])
+    nbytes = tuple(math.prod(op.shape) * 4 for op in triplet)
+    stores = tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
+    return replace(whole, merge=costs[first:end], store=stores[0], message_bytes=nbytes,
+                   chunks=chunks, rows=triplet[2].shape[0], store_chunks=stores, split=True)
 
 
 def _priced(ops: tuple[Op, ...], hw: HardwareProfile) -> tuple[float, ...]:

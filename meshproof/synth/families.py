@@ -254,15 +254,16 @@ def _trees(graph: RankGraph) -> Iterator[Plan]:
     for root in roots:
         for prefer in ((Direction.E, Direction.W, Direction.N, Direction.S),
                        (Direction.N, Direction.S, Direction.E, Direction.W)):
-            parent = _bfs_parent(graph, root, prefer)
+            parent = bfs_parent(graph, root, prefer)
             rounds = [[(root[0], root[1])]] if len(root) == 2 else []
             label = "rows" if prefer[0] is Direction.E else "columns"
             yield tree_plan(graph, f"tree at {list(root)}, {label} first", Family.TREE,
                             parent, rounds)
 
 
-def _bfs_parent(graph: RankGraph, roots: tuple[int, ...],
-                prefer: tuple[Direction, ...]) -> Parent:
+def bfs_parent(graph: RankGraph, roots: tuple[int, ...],
+               prefer: tuple[Direction, ...] = (Direction.E, Direction.W, Direction.N,
+                                                Direction.S)) -> Parent:
     """Multi-source breadth-first tree; a rank's parent is its first neighbour one hop
     nearer the roots, in the direction order `prefer`."""
     n = graph.n

@@ -90,6 +90,7 @@ class Task:
     row: int
     part: int = 0
     dir: Direction | None = None     # SEND/RECV: the port on this rank
+    chunk: int = 0                   # split states: the chunk whose plan the row is of
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ class Ordered:
     max_link_bytes: int
     total_bytes: int
     chunks: int = 1
+    split: bool = False
 
 
 def schedule_plan(checked: CheckedPlan, graph: RankGraph, costs: BlockCosts, depth: int,
@@ -109,7 +111,19 @@ def schedule_plan(checked: CheckedPlan, graph: RankGraph, costs: BlockCosts, dep
     if depth < 1:
         raise SynthesisError(f"synthesize orders sends for a queue depth D >= 1, got {depth}; "
                              "pass --queue-depth 1 or more")
-    return _Scheduler(checked, graph, costs, depth, rule).run()
+    return _Scheduler((checked,), graph, costs, depth, rule).run()
+
+
+def schedule_split(plans: tuple[CheckedPlan, ...], graph: RankGraph, costs: BlockCosts,
+                   depth: int, rule: Rule) -> Ordered:
+    """K row chunks of every state, each chunk an independent (m, ℓ, o) state that follows
+    its own plan (`costs.split`, one plan per chunk): reduce-scatter / all-gather when chunk
+    c's plan is a tree rooted at its own rank."""
+    if depth < 1:
+        raise SynthesisError(f"synthesize orders sends for a queue depth D >= 1, got {depth}; "
+                             "pass --queue-depth 1 or more")
+    assert costs.split and len(plans) == costs.chunks
+    return _Scheduler(plans, graph, costs, depth, rule).run()
 
 
 Key = tuple[float, float, float, int, int]
@@ -117,15 +131,17 @@ _SEND, _RECV, _MERGE, _STORE = (k.value for k in TaskKind)
 
 
 class _Scheduler:
-    def __init__(self, checked: CheckedPlan, graph: RankGraph, costs: BlockCosts,
+    def __init__(self, checked: tuple[CheckedPlan, ...], graph: RankGraph, costs: BlockCosts,
                  depth: int, rule: Rule) -> None:
-        self.plan = checked.plan
+        self.plans = tuple(c.plan for c in checked)
+        self.plan = self.plans[0]
         self.costs = costs
         self.depth = depth
         self.rule = rule
-        self.comps = components(costs.chunks)
+        self.comps = COMPONENTS if costs.split else components(costs.chunks)
         self.tasks: list[Task] = []
-        self.chan: dict[int, tuple[int, Direction]] = {}   # transfer row -> (src, dir)
+        # (chunk, transfer row) -> (src, dir)
+        self.chan: dict[tuple[int, int], tuple[int, Direction]] = {}
         self.cls: dict[tuple[int, Direction], str] = {}
         self._build(graph)
         n = graph.n
@@ -161,12 +177,13 @@ class _Scheduler:
         self.t_rank = [t.rank for t in self.tasks]
         self.t_row = [t.row for t in self.tasks]
         self.t_part = [t.part for t in self.tasks]
-        self.t_ch = [ids[self.chan[t.row]] if t.kind.value <= 1 else -1 for t in self.tasks]
-        self.t_dst = [self.plan.rows[t.row].dst or 0 for t in self.tasks]
+        self.t_ch = [ids[self.chan[(t.chunk, t.row)]] if t.kind.value <= 1 else -1
+                     for t in self.tasks]
+        self.t_dst = [self.plans[t.chunk].rows[t.row].dst or 0 for t in self.tasks]
 
     def _build(self, graph: RankGraph) -> None:
         """Tasks in plan-row order, each with the tasks it waits for by value."""
-        maker: dict[tuple[int, str], int] = {}      # (state, component) -> task
+        maker: dict[tuple[int, int, str], int] = {}     # (chunk, state, component) -> task
         succ: list[list[int]] = []
         waits: list[int] = []
 
@@ -180,37 +197,46 @@ class _Scheduler:
             waits.append(len(real))
             return i
 
-        for r_i, row in enumerate(self.plan.rows):
-            if row.kind is RowKind.TRANSFER:
-                assert row.dst is not None and row.out is not None
-                d = graph.port(row.rank, row.dst)
-                assert d is not None
-                self.chan[r_i] = (row.rank, d)
-                self.cls[(row.rank, d)] = graph.link_class(row.rank, d)
-                sends: list[int] = []
-                for p, comp in enumerate(self.comps):
-                    # m, ℓ, o leave in that order
-                    sends.append(add(Task(TaskKind.SEND, row.rank, r_i, p, d),
-                                     [maker.get((row.args[0], comp)),
-                                      sends[-1] if sends else None]))
-                for p, comp in enumerate(self.comps):
-                    # a recv is considered once its message is sent (then in FIFO order)
-                    maker[(row.out, comp)] = add(Task(TaskKind.RECV, row.dst, r_i, p,
-                                                      d.opposite), [sends[p]])
-            elif row.kind is RowKind.MERGE:
-                assert row.out is not None
-                side = {"a": row.args[0], "b": row.args[1]}
-                ops: list[int] = []
-                for p, deps in enumerate(merge_deps(self.costs.chunks)):
-                    ids = [ops[int(name)] if s == "t" else maker.get((side[s], name))
-                           for s, name in deps]
-                    ops.append(add(Task(TaskKind.MERGE_OP, row.rank, r_i, p), ids))
-                for comp, p in made_by(self.costs.chunks).items():
-                    maker[(row.out, comp)] = ops[p]
-            else:
-                for c, comp in enumerate(self.comps[2:]):
-                    add(Task(TaskKind.STORE, row.rank, r_i, c),
-                        [maker.get((row.args[0], "l")), maker.get((row.args[0], comp))])
+        split = self.costs.split
+        deps_of = MERGE_DEPS if split else merge_deps(self.costs.chunks)
+        made = MADE_BY if split else made_by(self.costs.chunks)
+        for ch, plan in enumerate(self.plans):
+            for r_i, row in enumerate(plan.rows):
+                if row.kind is RowKind.TRANSFER:
+                    assert row.dst is not None and row.out is not None
+                    d = graph.port(row.rank, row.dst)
+                    assert d is not None
+                    self.chan[(ch, r_i)] = (row.rank, d)
+                    self.cls[(row.rank, d)] = graph.link_class(row.rank, d)
+                    sends: list[int] = []
+                    for p, comp in enumerate(self.comps):
+                        # m, ℓ, o leave in that order
+                        sends.append(add(Task(TaskKind.SEND, row.rank, r_i, p, d, ch),
+                                         [maker.get((ch, row.args[0], comp)),
+                                          sends[-1] if sends else None]))
+                    for p, comp in enumerate(self.comps):
+                        # a recv is considered once its message is sent (then in FIFO order)
+                        maker[(ch, row.out, comp)] = add(
+                            Task(TaskKind.RECV, row.dst, r_i, p, d.opposite, ch), [sends[p]])
+                elif row.kind is RowKind.MERGE:
+                    assert row.out is not None
+                    side = {"a": row.args[0], "b": row.args[1]}
+                    ops: list[int] = []
+                    for p, deps in enumerate(deps_of):
+                        ids = [ops[int(name)] if s_ == "t" else maker.get((ch, side[s_], name))
+                               for s_, name in deps]
+                        ops.append(add(Task(TaskKind.MERGE_OP, row.rank, r_i, p, None, ch),
+                                       ids))
+                    for comp, p in made.items():
+                        maker[(ch, row.out, comp)] = ops[p]
+                elif split:
+                    add(Task(TaskKind.STORE, row.rank, r_i, ch, None, ch),
+                        [maker.get((ch, row.args[0], "l")), maker.get((ch, row.args[0], "o"))])
+                else:
+                    for c, comp in enumerate(self.comps[2:]):
+                        add(Task(TaskKind.STORE, row.rank, r_i, c),
+                            [maker.get((ch, row.args[0], "l")),
+                             maker.get((ch, row.args[0], comp))])
         self.succ = succ
         self.waits = waits
         self.level = self._levels()
@@ -336,7 +362,8 @@ class _Scheduler:
         per_link = [sum(self.costs.message_bytes[self.t_part[i]] for i in ids)
                     for ids in self.sent]
         return Ordered(tuple(tuple(d) for d in self.done), max(self.clock), self.rule,
-                       max(per_link, default=0), sum(per_link), self.costs.chunks)
+                       max(per_link, default=0), sum(per_link), self.costs.chunks,
+                       self.costs.split)
 
 
 assert len(MERGE_DEPS) == MERGE_OPS
