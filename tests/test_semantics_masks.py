@@ -95,10 +95,24 @@ def launches(draw: Any) -> tuple[int, int, str, dict[str, int], int, int]:
 COUNTS = {"proved": 0, "violated": 0, "unknown": 0}     # for a look with -s
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(launches())
 def test_random_masked_launches_agree_with_the_exact_masked_reference(
+        launch: tuple[int, int, str, dict[str, int], int, int]) -> None:
+    _agrees_with_the_exact_masked_reference(launch)
+
+
+@pytest.mark.scale     # the same, eight times as many launches: make bench
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(launches())
+def test_many_random_masked_launches_agree_with_the_exact_masked_reference(
+        launch: tuple[int, int, str, dict[str, int], int, int]) -> None:
+    _agrees_with_the_exact_masked_reference(launch)
+
+
+def _agrees_with_the_exact_masked_reference(
         launch: tuple[int, int, str, dict[str, int], int, int]) -> None:
     n, s, mask, kernel, h_q, h_kv = launch
     schedule = _launch(n, s, mask, h_q, h_kv, **kernel)

@@ -180,10 +180,22 @@ def test_a_partial_of_another_group_still_differs_under_translation() -> None:
                for o in pair[0].outputs for r in o.verdict.reasons)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(st.sampled_from([2, 3, 4]), st.data())
 def test_the_memo_equals_the_unmemoised_analysis_on_random_merge_trees(
         tiles: int, data: st.DataObject) -> None:
+    _memo_exact_on_a_random_merge_tree(tiles, data)
+
+
+@pytest.mark.scale      # the same, five times as many trees: make bench
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([2, 3, 4]), st.data())
+def test_the_memo_equals_the_unmemoised_analysis_on_many_random_merge_trees(
+        tiles: int, data: st.DataObject) -> None:
+    _memo_exact_on_a_random_merge_tree(tiles, data)
+
+
+def _memo_exact_on_a_random_merge_tree(tiles: int, data: st.DataObject) -> None:
     leaves = [f"t{i}" for i in data.draw(st.permutations(list(range(tiles))))]
     if data.draw(st.booleans()):
         leaves.insert(data.draw(st.integers(0, len(leaves))), "e")

