@@ -38,6 +38,7 @@ from meshproof.errors import (
     TraceLimitExceeded,
     TraceTimeout,
 )
+from meshproof.model import builtin_source
 from meshproof.model.isolation_child import Job, Reply, child_main, limit_text
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, describe_exception, resolve_kernel
@@ -213,7 +214,7 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
     error of a limit or a death."""
     context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
     if method is StartMethod.FORKSERVER:  # its children then start with meshproof imported
-        context.set_forkserver_preload([__name__, "meshproof"])
+        context.set_forkserver_preload([__name__, "meshproof", *builtin_source.declared()])
     with tempfile.TemporaryDirectory(prefix="meshproof-trace-",
                                      ignore_cleanup_errors=True) as scratch:
         workdir = os.path.join(scratch, "cwd")
