@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from meshproof.model.loader import KernelRef
-
-# A built-in kernel by its name, or None (then a kernel file, or unknown).
-BuiltinResolver = Callable[[str], "KernelRef | None"]
+# A built-in kernel by its name (a model/loader.py KernelRef, which the loader checks),
+# or None (then a kernel file, or unknown). Typed loosely here so that this module, which
+# the `meshproof` package imports, imports nothing of the model layer.
+BuiltinResolver = Callable[[str], object]
 
 _DECLARED: list[str] = []
 _REGISTERED: list[BuiltinResolver] = []

@@ -20,14 +20,13 @@ import os
 import sys
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import KernelLoadError, TraceError
+from meshproof.errors import InternalError, KernelLoadError, TraceError
 from meshproof.model import builtin_source
-from meshproof.model.builtin_source import BuiltinResolver
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.tensor import TensorHandle
 from meshproof.model.tracer import KernelFn, KernelSite
@@ -95,6 +94,10 @@ def _hash_file(path: str) -> str:
         return ""
 
 
+# A built-in kernel by its name, or None; registered by meshproof.kernels.
+BuiltinResolver = Callable[[str], "KernelRef | None"]
+
+
 def register_builtins(resolver: BuiltinResolver) -> None:
     """Let `resolve_kernel` find built-in kernels by name (meshproof.kernels calls this)."""
     builtin_source.register(resolver)
@@ -115,7 +118,12 @@ def resolve_kernel(spec: str) -> KernelRef:
     """A built-in kernel (through the registered resolver) or `resolve_kernel_file`."""
     builtin = builtin_source.resolver()
     ref = builtin(spec) if builtin is not None else None
-    return ref if ref is not None else resolve_kernel_file(spec)
+    if ref is None:
+        return resolve_kernel_file(spec)
+    if not isinstance(ref, KernelRef):
+        raise InternalError(f"the built-in kernel resolver answered {spec!r} with "
+                            f"{type(ref).__name__}, not a KernelRef; please report")
+    return ref
 
 
 def resolve_kernel_file(spec: str) -> KernelRef:
