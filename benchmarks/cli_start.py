@@ -60,16 +60,28 @@ def _seconds(command: list[str]) -> tuple[float, float]:
 # with process_time between the imports and around the command (the trace child's from
 # RUSAGE_CHILDREN), then the properties' own seconds from the verdict's JSON.
 _PHASES = """
-import io, json, resource, sys, time
+import dataclasses, gc, io, json, resource, sys, time
 from contextlib import redirect_stdout
+gc.set_threshold(50_000, *gc.get_threshold()[1:])  # as the console script (entry) does
+made = []
+process_class = dataclasses._process_class
+def timed(cls, *args, **kwargs):
+    start = time.process_time()
+    try:
+        return process_class(cls, *args, **kwargs)
+    finally:
+        made.append(time.process_time() - start)
+dataclasses._process_class = timed
 t0 = time.process_time()
 import numpy, z3
 t1 = time.process_time()
 import click, rich.console, rich.table
 t2 = time.process_time()
 import meshproof.cli.verify_cmd
-from meshproof.cli import main
+from meshproof.cli import GC_THRESHOLD, main
+assert gc.get_threshold()[0] == GC_THRESHOLD, "keep this in step with meshproof.cli.entry"
 t3 = time.process_time()
+dataclass_s, dataclasses_made = sum(made), len(made)
 out = io.StringIO()
 with redirect_stdout(out):
     main([*sys.argv[1:], "--json"])
@@ -78,7 +90,8 @@ child = resource.getrusage(resource.RUSAGE_CHILDREN)
 props = {p["name"]: p["seconds"] for p in json.loads(out.getvalue())["properties"]}
 print(json.dumps({"interpreter": t0, "numpy, z3": t1 - t0, "click, rich": t2 - t1,
                   "meshproof modules": t3 - t2, "the command": t4 - t3,
-                  "trace child": child.ru_utime + child.ru_stime, "properties": props}))
+                  "trace child": child.ru_utime + child.ru_stime, "properties": props,
+                  "dataclasses": [dataclasses_made, dataclass_s]}))
 """
 
 
@@ -90,8 +103,11 @@ def _breakdown() -> str:
         raise SystemExit(f"the phase breakdown failed: {done.stderr.strip()}")
     phases = json.loads(done.stdout)
     props = phases.pop("properties")
+    made, made_s = phases.pop("dataclasses")
     slow = sorted(props.items(), key=lambda kv: -kv[1])[:3]
     return ("  CPU by phase: " + ", ".join(f"{k} {v:.3f} s" for k, v in phases.items())
+            + f"\n  of the imports, {made} dataclasses made ({made_s:.3f} s: Python 3.11 "
+            "compiles each one's generated methods one exec at a time)"
             + "\n  of the command, the properties' own wall seconds: "
             + ", ".join(f"{k} {v:.3f}" for k, v in slow)
             + " (exactly_once_merge runs the semantic analysis the last three share)")
