@@ -63,6 +63,21 @@ def test_help_imports_no_command_module() -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_proved_verify_imports_no_witness_search() -> None:
+    """The witness searches, proof relocation and the witness file are imported where a
+    failure or a second launch needs them: a proved run (the start-up benchmark's) skips
+    them."""
+    code = ("import sys; from meshproof.cli import main; "
+            "code = main(['verify', 'mesh_mlo_1d', '--pes', '2']); "
+            "print(code, sorted(m for m in sys.modules if m in ("
+            "'meshproof.verify.semantics.sparse_eval', 'meshproof.verify.semantics."
+            "rounding_witness', 'meshproof.deploy.relocation', 'meshproof.model.witness_file',"
+            " 'rich._emoji_codes')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
 def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
     """An exception meshproof did not expect is an internal error (70), not "violated"."""
     def bug(*_: object, **__: object) -> None:
