@@ -157,7 +157,7 @@ def main() -> int:
           f"{'met' if by_wall <= GOAL else 'MISSED'}")
     tty = statistics.median(wall["  ... with stderr a terminal"])
     print(f"  with stderr a terminal: {tty / statistics.median(wall[base]):.2f}x by median wall"
-          "(the progress display's timer is paused while the trace forks; "
+          " (the progress display's timer is paused while the trace forks; "
           "before, its thread made the trace start a fork server, a second start-up)")
     print(_breakdown())
     helped = statistics.median(wall["meshproof --help"])
