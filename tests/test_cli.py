@@ -53,12 +53,29 @@ def test_the_listed_help_is_each_commands_own() -> None:
 
 
 def test_help_imports_no_command_module() -> None:
+    # nor numpy: the built-in kernels are imported at their first look-up, not by `import
+    # meshproof` (model/builtin_source.py)
     code = ("import sys; from meshproof.cli import main; main(['--help']); "
             "print(sorted(m for m in sys.modules if m.startswith('meshproof.cli.') and "
-            "m.endswith('_cmd') or m.split('.')[0] in ('matplotlib', 'z3')))")
+            "m.endswith('_cmd') or m.split('.')[0] in ('matplotlib', 'z3', 'numpy')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_proved_verify_imports_no_witness_search() -> None:
+    """The witness searches, proof relocation and the witness file are imported where a
+    failure or a second launch needs them: a proved run (the start-up benchmark's) skips
+    them."""
+    code = ("import sys; from meshproof.cli import main; "
+            "code = main(['verify', 'mesh_mlo_1d', '--pes', '2']); "
+            "print(code, sorted(m for m in sys.modules if m in ("
+            "'meshproof.verify.semantics.sparse_eval', 'meshproof.verify.semantics."
+            "rounding_witness', 'meshproof.deploy.relocation', 'meshproof.model.witness_file',"
+            " 'rich._emoji_codes')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
 
 
 def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:

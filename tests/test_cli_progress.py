@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import threading
 import time
 
+import pytest
 from rich.console import Console
 
 from meshproof.cli.progress import NumericBar, VerifyBar, working
+from meshproof.model import isolation
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.trace import trace
@@ -94,3 +97,31 @@ def test_the_verify_bar_names_the_property_and_counts_ops_on_a_terminal() -> Non
         time.sleep(0.05)
         bar(VerifyProgress(Property.EXACTLY_ONCE_MERGE, 4, 7, 500, 2000))
     assert out.getvalue() == ""
+
+
+def test_a_trace_under_a_waiting_bar_is_forked_and_the_bar_still_shows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar's timer stops while the trace forks its child (a fork server would be a
+    second start-up), then waits out the rest of its delay."""
+    chosen: list[tuple[isolation.StartMethod, int]] = []
+    default = isolation.StartMethod.default
+
+    def spy(findable: bool = True) -> isolation.StartMethod:
+        method = default(findable)
+        chosen.append((method, threading.active_count()))
+        return method
+
+    monkeypatch.setattr(isolation.StartMethod, "default", staticmethod(spy))
+    ref = resolve_kernel("mesh_mlo_1d")
+    launch = build_launch(ref, LaunchOptions(pes=2))
+    console, out = _console(True)
+    before = threading.active_count()   # a test worker may run threads of its own
+    with VerifyBar(True, "verifying k", console=console, delay_s=0.3) as bar:
+        isolation.trace_isolated(ref, launch)
+        assert threading.active_count() == before + 1    # the timer again, waiting
+        time.sleep(0.6)
+        assert bar.progress is not None
+    assert [count for _, count in chosen] == [before]
+    if before == 1:
+        assert [method for method, _ in chosen] == [isolation.StartMethod.FORK]
+    assert "verifying k: tracing" in out.getvalue()

@@ -201,30 +201,6 @@ def test_a_negative_softmax_scale_still_peaks() -> None:
     assert simulate(schedule, SimConfig(inputs=InputKind.PEAKED, timing=False)).ok
 
 
-@pytest.mark.parametrize("heads", [1, 8])
-def test_a_streamed_piece_dots_as_one_flat_blas_call_like_the_stacked_one(heads: int) -> None:
-    """The flat path of a streamed dot (a piece with no leading axes) gives the stacked
-    matmul's result, scores (b_free) and the weighted sum (b_sum) alike."""
-    from meshproof.sim.numerics import _flat_dot
-
-    rng = np.random.default_rng(0)
-    k_piece = rng.standard_normal((64, 16), dtype=np.float32).T[None]     # (1, d, r)
-    q = rng.standard_normal((1, heads, 16), dtype=np.float32)
-    scores = np.zeros((1, heads, 96), np.float32)
-    assert _flat_dot("b_free", q, k_piece, scores, 32, 96)
-    want = np.matmul(k_piece.swapaxes(-1, -2), q.swapaxes(-1, -2)).swapaxes(-1, -2)
-    np.testing.assert_allclose(scores[..., 32:96], want, rtol=1e-5, atol=1e-5)
-    assert not scores[..., :32].any()
-    v_piece = rng.standard_normal((1, 64, 16), dtype=np.float32)          # (1, r, d)
-    p = rng.standard_normal((1, heads, 96), dtype=np.float32)
-    out = np.ones((1, heads, 16), np.float32)
-    assert _flat_dot("b_sum", p, v_piece, out, 32, 96)
-    np.testing.assert_allclose(out, 1 + np.matmul(p[..., 32:96], v_piece), rtol=1e-5,
-                               atol=1e-5)
-    assert not _flat_dot("a_free", q, k_piece, scores, 0, 64)
-    assert not _flat_dot("b_free", q, np.zeros((2, 16, 64), np.float32), scores, 0, 64)
-
-
 VIEWS = Path(__file__).parent / "kernels" / "view_cases.py"
 
 

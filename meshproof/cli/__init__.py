@@ -233,7 +233,17 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
+# The cyclic collector's first-generation threshold for a CLI process (CPython's default:
+# 700 container allocations). Start-up builds ~100k long-lived objects (modules, classes,
+# the dataclasses' generated methods) and none of them is garbage: at 700 the collector
+# rescanned them ~120 times, a tenth of `meshproof verify`'s CPU time. At 50k, cyclic
+# garbage still goes within 50k allocations (a few MB).
+GC_THRESHOLD = 50_000
+
+
 def entry() -> None:
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, older, oldest)
     interrupts.arm()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)

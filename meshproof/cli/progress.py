@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from meshproof.model.isolation import threads_paused_for_fork
 from meshproof.sim.config import NumericProgress
 from meshproof.verify.properties import VerifyProgress
 
@@ -31,6 +32,10 @@ if TYPE_CHECKING:  # rich's progress module is imported when a bar is first show
     from rich.progress import Progress, TaskID
 
 DELAY_S = 2.0
+
+
+def _nothing() -> None:
+    """Resumes nothing (a display with no thread to pause)."""
 
 
 def _console(console: Console | None) -> Console:
@@ -126,16 +131,43 @@ class VerifyBar:
         self._timer: threading.Timer | None = None
         self._done = False
         self._last: VerifyProgress | None = None
+        self._entered = 0.0
+        self._stack = ExitStack()
 
     def __enter__(self) -> VerifyBar:
         if self.enabled:
-            self._timer = threading.Timer(self.delay_s, self._show)
-            self._timer.daemon = True
-            self._timer.start()
+            self._entered = time.monotonic()
+            self._start_timer(self.delay_s)
+            self._stack.enter_context(threads_paused_for_fork(self._pause))
         return self
+
+    def _start_timer(self, delay_s: float) -> None:
+        self._timer = threading.Timer(delay_s, self._show)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _pause(self) -> Callable[[], None]:
+        """Stop the waiting timer while a trace forks its child (model/isolation.py), so
+        that the child is forked rather than started by a fork server (a second
+        start-up); return what restarts it. Once the bar shows, rich runs a thread of its
+        own: nothing is paused, and the trace uses the fork server, as it always did."""
+        timer = self._timer
+        if timer is None or self.progress is not None:
+            return _nothing
+        timer.cancel()
+        timer.join()
+        if self.progress is not None:  # it fired meanwhile
+            return _nothing
+
+        def resume() -> None:
+            if not self._done:
+                self._start_timer(max(0.0, self.delay_s - (time.monotonic() - self._entered)))
+
+        return resume
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._stack.close()
         if self._timer is not None:
             self._timer.cancel()
         with self._lock:
@@ -211,13 +243,35 @@ def working(enabled: bool, label: str, *, console: Console | None = None,
                 progress.start()
                 state["started"] = True
 
-    timer = threading.Timer(delay_s, show)
-    timer.daemon = True
-    timer.start()
+    entered = time.monotonic()
+    timers = [threading.Timer(delay_s, show)]
+    timers[0].daemon = True
+    timers[0].start()
+
+    def pause() -> Callable[[], None]:
+        # as VerifyBar._pause: only a timer still waiting stops for a trace's fork
+        if state["started"]:
+            return _nothing
+        timers[-1].cancel()
+        timers[-1].join()
+        if state["started"]:
+            return _nothing
+
+        def resume() -> None:
+            if not state["done"]:
+                again = threading.Timer(max(0.0, delay_s - (time.monotonic() - entered)), show)
+                again.daemon = True
+                timers.append(again)
+                again.start()
+
+        return resume
+
     try:
-        yield
+        with threads_paused_for_fork(pause):
+            yield
     finally:
-        timer.cancel()
+        for timer in timers:
+            timer.cancel()
         with lock:
             state["done"] = True
             if state["started"]:

@@ -29,8 +29,10 @@ PRINTED_FAILING = 1
 
 def console() -> Console:
     tty = sys.stdout.isatty()
+    # emoji off: a kernel name or message with `:name:` in it prints as written (and rich's
+    # emoji table, a few ms of start-up, is never loaded)
     return Console(file=sys.stdout, width=None if tty else 110, highlight=False,
-                   color_system="auto" if tty else None, soft_wrap=not tty)
+                   color_system="auto" if tty else None, soft_wrap=not tty, emoji=False)
 
 
 def verdict_header(verdict: Verdict) -> str:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshproof.deploy.deployment import Deployment
-from meshproof.deploy.relocation import carry_proofs
 from meshproof.deploy.separation import SeparationResult, launch_separation
 from meshproof.exitcodes import ExitCode
 from meshproof.model.schedule import Schedule
@@ -70,6 +69,9 @@ def verify_deployment(deployment: Deployment, config: VerifyConfig = VerifyConfi
         verdict, origin = None, None
         for j in range(len(verdicts)) if reuse else ():
             if carried[j] is None:
+                # imported from the second launch on: one launch's verify never loads it
+                from meshproof.deploy.relocation import carry_proofs
+
                 verdict = carry_proofs(verdicts[j], deployment.schedules[j], schedule)
                 if verdict is not None:
                     origin = j

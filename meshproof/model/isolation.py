@@ -38,6 +38,7 @@ from meshproof.errors import (
     TraceLimitExceeded,
     TraceTimeout,
 )
+from meshproof.model import builtin_source
 from meshproof.model.isolation_child import Job, Reply, child_main, limit_text
 from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef, describe_exception, resolve_kernel
@@ -124,10 +125,10 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     the child dies without an answer. Ctrl-C kills the child and raises KeyboardInterrupt.
     """
     limits = limits or TraceLimits()
-    method = start or StartMethod.default(isinstance(kernel, str) or bool(kernel.spec))
+    findable = isinstance(kernel, str) or bool(kernel.spec)
     name = launch.spec.kernel
     try:
-        reply = _run_child(kernel, launch, limits, method, f"tracing {name}",
+        reply = _run_child(kernel, launch, limits, start, findable, f"tracing {name}",
                            f"the trace process of kernel {name}", tracer)
     except (TraceTimeout, TraceCpuLimit) as exc:
         if not is_builtin(kernel):
@@ -184,8 +185,8 @@ def load_isolated(spec: str, limits: TraceLimits | None = None, *,
     limits = limits or TraceLimits()
     file = spec.rpartition("::")[0]
     try:
-        _run_child(spec, None, limits, start or StartMethod.default(),
-                   f"importing kernel file {file}", f"the process importing kernel file {file}")
+        _run_child(spec, None, limits, start, True, f"importing kernel file {file}",
+                   f"the process importing kernel file {file}")
     except (TraceLimitExceeded, TraceCrashed) as exc:
         _IMPORT_FAILED[key] = exc
         raise
@@ -207,34 +208,41 @@ def _file_key(spec: str) -> tuple[str, str] | None:
 
 
 def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimits,
-               method: StartMethod, what: str, process: str,
+               start: StartMethod | None, findable: bool, what: str, process: str,
                tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Reply:
     """Run one Job in a child; return its reply, or raise the error it carries, or the
-    error of a limit or a death."""
-    context: Any = multiprocessing.get_context(method.value)  # the typeshed lacks .Process
-    if method is StartMethod.FORKSERVER:  # its children then start with meshproof imported
-        context.set_forkserver_preload([__name__, "meshproof"])
+    error of a limit or a death. `start`: how (None: `StartMethod.default(findable)`,
+    chosen while the caller's registered threads are paused)."""
     with tempfile.TemporaryDirectory(prefix="meshproof-trace-",
                                      ignore_cleanup_errors=True) as scratch:
         workdir = os.path.join(scratch, "cwd")
         os.mkdir(workdir)
-        job = Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch, limits,
-                  what, workdir, os.getcwd(), os.path.join(scratch, "reply.pickle"),
-                  0 if method is StartMethod.FORKSERVER else os.getpid(), tracer)
-        child = context.Process(target=child_main, args=(job,), daemon=True,
-                                name=f"meshproof {what}")
+        reply_path = os.path.join(scratch, "reply.pickle")
+        child: BaseProcess | None = None
         cpu_before = _children_cpu()
         try:
-            with _signals_held():
-                child.start()
+            with _threads_paused():
+                method = start or StartMethod.default(findable)
+                # the typeshed lacks the context's .Process
+                context: Any = multiprocessing.get_context(method.value)
+                if method is StartMethod.FORKSERVER:  # its children start with these imported
+                    context.set_forkserver_preload([__name__, "meshproof",
+                                                    *builtin_source.declared()])
+                job = Job(kernel if method is StartMethod.FORK else _spec_of(kernel), launch,
+                          limits, what, workdir, os.getcwd(), reply_path,
+                          0 if method is StartMethod.FORKSERVER else os.getpid(), tracer)
+                child = context.Process(target=child_main, args=(job,), daemon=True,
+                                        name=f"meshproof {what}")
+                with _signals_held():
+                    child.start()
             child.join(limits.wall_seconds + KILL_GRACE_SECONDS)
             timed_out = child.exitcode is None
         finally:  # also on Ctrl-C or SIGTERM: the child never outlives the call
-            if child.pid is not None:
+            if child is not None and child.pid is not None:
                 if child.exitcode is None:
                     _kill(child)
                 child.join()
-        reply = _read_reply(job.reply_path)
+        reply = _read_reply(reply_path)
         if reply is None and timed_out:
             raise TraceTimeout(limit_text(what, "wall", limits))
         if reply is None:
@@ -244,6 +252,38 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
     if not reply.done:
         raise InternalError(f"{what} in a child process failed: {reply.message}")
     return reply
+
+
+# How callers stop their own threads (a progress display) for the moment a child is
+# forked: each returns the callable that restarts them. A fork copies only the calling
+# thread, so StartMethod.default forks only a process that runs one thread, and would
+# otherwise start the fork server: a second interpreter importing meshproof and numpy,
+# a second start-up (README, "What running a kernel means").
+ThreadPauser = Callable[[], Callable[[], None]]
+_PAUSERS: list[ThreadPauser] = []
+
+
+@contextlib.contextmanager
+def threads_paused_for_fork(pause: ThreadPauser) -> Iterator[None]:
+    """While the block runs, isolated traces and imports call `pause` just before they
+    choose how to start their child, and what it returns just after the child started."""
+    _PAUSERS.append(pause)
+    try:
+        yield
+    finally:
+        _PAUSERS.remove(pause)
+
+
+@contextlib.contextmanager
+def _threads_paused() -> Iterator[None]:
+    resumes: list[Callable[[], None]] = []
+    try:
+        for pause in tuple(_PAUSERS):
+            resumes.append(pause())
+        yield
+    finally:
+        for resume in reversed(resumes):
+            resume()
 
 
 # Ctrl-C and SIGTERM wait while the child is forked: raised inside os.fork's at-fork

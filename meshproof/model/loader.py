@@ -1,8 +1,9 @@
 """Find a kernel: a built-in name or `path/to/file.py::function`.
 
 The model layer names no kernel: the built-in ones are found through the resolver that
-`meshproof.kernels` registers (`register_builtins`; the `meshproof` package imports it),
-and everything else is a kernel file (`resolve_kernel_file`).
+`meshproof.kernels` registers (`register_builtins`), imported at the first look-up of a
+name because the `meshproof` package declares it (model/builtin_source.py); everything
+else is a kernel file (`resolve_kernel_file`).
 
 Kernel files written for kernbench import `kernbench.common.pe_commands.TensorHandle`.
 When kernbench is not installed we provide that module (meshproof's symbolic tensor) for
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshproof.errors import KernelLoadError, TraceError
+from meshproof.errors import InternalError, KernelLoadError, TraceError
+from meshproof.model import builtin_source
 from meshproof.model.schedule import GroupMode, Scalar
 from meshproof.model.tensor import TensorHandle
 from meshproof.model.tracer import KernelFn, KernelSite
@@ -94,12 +96,11 @@ def _hash_file(path: str) -> str:
 
 # A built-in kernel by its name, or None; registered by meshproof.kernels.
 BuiltinResolver = Callable[[str], "KernelRef | None"]
-_BUILTINS: dict[str, BuiltinResolver] = {}
 
 
 def register_builtins(resolver: BuiltinResolver) -> None:
     """Let `resolve_kernel` find built-in kernels by name (meshproof.kernels calls this)."""
-    _BUILTINS["builtin"] = resolver
+    builtin_source.register(resolver)
 
 
 def builtin_ref(name: str, func: KernelFn, description: str, harness: str,
@@ -115,9 +116,14 @@ def builtin_ref(name: str, func: KernelFn, description: str, harness: str,
 
 def resolve_kernel(spec: str) -> KernelRef:
     """A built-in kernel (through the registered resolver) or `resolve_kernel_file`."""
-    builtin = _BUILTINS.get("builtin")
+    builtin = builtin_source.resolver()
     ref = builtin(spec) if builtin is not None else None
-    return ref if ref is not None else resolve_kernel_file(spec)
+    if ref is None:
+        return resolve_kernel_file(spec)
+    if not isinstance(ref, KernelRef):
+        raise InternalError(f"the built-in kernel resolver answered {spec!r} with "
+                            f"{type(ref).__name__}, not a KernelRef; please report")
+    return ref
 
 
 def resolve_kernel_file(spec: str) -> KernelRef:

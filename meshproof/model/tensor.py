@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
 from meshproof.errors import DataDependentControlFlow, ShapeError, UnsupportedOp
 from meshproof.model.schedule import DType, SourceLoc
-
-if TYPE_CHECKING:
-    from meshproof.model.tracer import RankTracer
 
 _DTYPE_ALIASES = {
     "f16": DType.F16, "float16": DType.F16, "fp16": DType.F16, "half": DType.F16,
@@ -26,9 +24,68 @@ _DTYPE_ALIASES = {
 
 _ITEMSIZE = {d: d.itemsize for d in DType}
 
+
+
+class _TensorOps(Protocol):
+    """The ops of the `tl` namespace a handle's operators call (`a @ b`, `a.T`)."""
+
+    def dot(self, a: object, b: object, /) -> TensorHandle: ...
+
+    def trans(self, x: object, /) -> TensorHandle: ...
+
+
+class Tracing(Protocol):
+    """What a handle needs of the rank tracer that made it (model/tracer.py's RankTracer):
+    written here, so that this module, which the tracer imports, does not import it."""
+
+    masks: dict[int, str]
+
+    @property
+    def tl(self) -> _TensorOps: ...
+
+    def binary(self, name: str, a: object, b: object) -> TensorHandle: ...
+
+    def unary(self, name: str, x: object) -> TensorHandle: ...
+
+    def compare(self, name: str, symbol: str, a: object, b: object) -> TensorHandle: ...
+
+    def view(self, vid: object, shape: tuple[int, ...], dtype: DType) -> TensorHandle: ...
+
+    def dims(self, shape: object) -> tuple[int, ...]: ...
+
+    def dtype(self, value: object) -> DType: ...
+
+    def read_data(self) -> TensorData: ...
+
+    def unsupported(self, what: str, fix: str, *, probe: bool = False) -> UnsupportedOp: ...
+
+    def shape_error(self, what: str) -> ShapeError: ...
+
+    def data_dependent(self, what: str, at: SourceLoc | None = None
+                       ) -> DataDependentControlFlow: ...
+
+
 # Set while a rank is being traced, so that `TensorHandle(...)` built by kernel code can
 # find the tracer it belongs to.
-_ACTIVE: list[RankTracer] = []
+_ACTIVE: list[Tracing] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """A kernel's `*_ptr` argument: a named per-rank buffer, plus an element offset."""
+
+    name: str
+    offset: int = 0
+
+    def __add__(self, other: object) -> Pointer:
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return Pointer(self.name, self.offset + int(other))
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __repr__(self) -> str:
+        return f"<{self.name}{self.offset:+d}>" if self.offset else f"<{self.name}>"
 
 
 def parse_dtype(value: object) -> DType:
@@ -77,7 +134,7 @@ class TensorHandle:
     addr: int
     space: str
     pinned: bool
-    _tracer: RankTracer
+    _tracer: Tracing
 
     def __init__(self, id: int, addr: int = 0, shape: tuple[int, ...] = (), dtype: Any = "f16",
                  nbytes: int = 0, data: Any = None, space: str = "sram",
@@ -99,7 +156,7 @@ class TensorHandle:
             object.__setattr__(self, slot, getattr(view, slot))
 
     @classmethod
-    def make(cls, tracer: RankTracer, vid: int, shape: tuple[int, ...], dtype: DType,
+    def make(cls, tracer: Tracing, vid: int, shape: tuple[int, ...], dtype: DType,
              addr: int = 0) -> TensorHandle:
         self = object.__new__(cls)
         put = object.__setattr__  # one call per slot: this runs once per traced op
@@ -256,11 +313,11 @@ class TensorData:
 
     __slots__ = ("_consumed", "_read_at", "_tracer")
 
-    _tracer: RankTracer
+    _tracer: Tracing
     _read_at: SourceLoc
     _consumed: bool
 
-    def __init__(self, tracer: RankTracer, read_at: SourceLoc) -> None:
+    def __init__(self, tracer: Tracing, read_at: SourceLoc) -> None:
         object.__setattr__(self, "_tracer", tracer)
         object.__setattr__(self, "_read_at", read_at)
         object.__setattr__(self, "_consumed", False)
@@ -314,5 +371,5 @@ def check_data_free(value: object) -> None:
         value._used("a concrete op parameter")
 
 
-__all__ = ["_ACTIVE", "DataDependentControlFlow", "TensorData", "TensorHandle", "check_data_free",
-           "normalise_shape", "parse_dtype", "promote"]
+__all__ = ["_ACTIVE", "DataDependentControlFlow", "Pointer", "TensorData", "TensorHandle",
+           "Tracing", "check_data_free", "normalise_shape", "parse_dtype", "promote"]

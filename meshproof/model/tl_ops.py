@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import TYPE_CHECKING, NoReturn
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import numpy as np
 
-from meshproof.errors import TopologyError, UnsupportedOp
-from meshproof.model.schedule import DType, OpKind, ValueRef
-from meshproof.model.tensor import TensorHandle, check_data_free, promote
+from meshproof.errors import TopologyError, TraceError, UnsupportedOp
+from meshproof.model.schedule import Arg, DType, OpKind, ValueRef
+from meshproof.model.tensor import Pointer, TensorHandle, Tracing, check_data_free, promote
 from meshproof.model.tl_args import MEMORY_HINTS, tl_op
-from meshproof.model.topology import Direction
-
-if TYPE_CHECKING:
-    from meshproof.model.tracer import RankTracer
+from meshproof.model.topology import Direction, Endpoint
 
 _DIRECTIONS = {d.value: d for d in Direction}  # "E" -> Direction.E (parse handles the rest)
 SUPPORTED_OPS = ("program_id", "num_programs", "load", "store", "dot", "trans", "reshape",
@@ -36,10 +33,42 @@ class UnsupportedTlOp(UnsupportedOp, AttributeError):
     instead of failing; calling it still fails with this one-line error."""
 
 
+_E = TypeVar("_E", bound=TraceError)
+
+
+class TlTracing(Tracing, Protocol):
+    """What the `tl` namespace needs of its rank tracer (model/tracer.py's RankTracer),
+    written here so that this module, which the tracer imports, does not import it."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    def where(self) -> str: ...
+
+    def refuse(self, error: _E) -> _E: ...
+
+    @property
+    def grid(self) -> tuple[int, int]: ...
+
+    def tensor(self, value: object, op: str) -> TensorHandle: ...
+
+    def pointer(self, ptr: object, op: str) -> Pointer: ...
+
+    def axis(self, x: TensorHandle, axis: object, op: str) -> int: ...
+
+    def select(self, cond: object, a: object, b: object) -> TensorHandle: ...
+
+    def record(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...],
+               dtype: DType, *, defines: bool = True, **fields: Any) -> TensorHandle | None: ...
+
+    def defined(self, kind: OpKind, args: tuple[Arg, ...], shape: tuple[int, ...],
+                dtype: DType, **fields: Any) -> TensorHandle: ...
+
+
 class Tl:
     """The `tl` namespace handed to kernels. Unknown attributes raise UnsupportedTlOp."""
 
-    def __init__(self, tracer: RankTracer) -> None:
+    def __init__(self, tracer: TlTracing) -> None:
         self._t = tracer
 
     def __getattr__(self, name: str) -> NoReturn:

@@ -29,6 +29,7 @@ from meshproof.errors import (
 from meshproof.model.budget import OpBudget
 from meshproof.model.schedule import Arg, Const, DType, Op, OpKind, SourceLoc, ValueRef
 from meshproof.model.tensor import (
+    Pointer,
     TensorData,
     TensorHandle,
     check_data_free,
@@ -77,24 +78,6 @@ class OpTable:
         if loc is None:
             loc = self.locations[key] = SourceLoc(file, line)
         return loc
-
-
-@dataclass(frozen=True, slots=True)
-class Pointer:
-    """A kernel's `*_ptr` argument: a named per-rank buffer, plus an element offset."""
-
-    name: str
-    offset: int = 0
-
-    def __add__(self, other: object) -> Pointer:
-        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
-            return Pointer(self.name, self.offset + int(other))
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __repr__(self) -> str:
-        return f"<{self.name}{self.offset:+d}>" if self.offset else f"<{self.name}>"
 
 
 @dataclass(frozen=True, slots=True)

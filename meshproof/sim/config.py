@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from meshproof.model.hardware import DEFAULT_PROFILE, HardwareProfile
 from meshproof.model.inputs import InputKind
-from meshproof.model.witness_file import Witness
-from meshproof.sim.cost import CostEstimate
+
+if TYPE_CHECKING:  # annotations only: `verify` passes a SimConfig and never reads a witness
+    from meshproof.model.witness_file import Witness
+    from meshproof.sim.cost import CostEstimate
 
 
 @dataclass(frozen=True, slots=True)

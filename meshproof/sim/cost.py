@@ -25,7 +25,7 @@ ELEMENTS_PER_S = 4e8        # elementwise passes (exp, max, casts with f16 round
 ANNOUNCE_S = 10.0           # past this, the CLI states the estimate before starting
 
 _FREE = frozenset({OpKind.SEND, OpKind.RECV})
-# views of streamed K/V that stay streamed (sim/numerics.py: the plan's `_stream_axes`)
+# views of streamed K/V that stay streamed (sim/stream_plan.py: `stream_axes`)
 _VIEWS = frozenset({OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST})
 
 

@@ -148,7 +148,7 @@ class Buffer:
 class Generated:
     """A harness K or V buffer that is never made whole: rows [row_lo, row_hi) of one
     `KVSource` (or a witness's `ArraySource`) per batch entry (f16 values). Loads of whole
-    rows stream its pieces (sim/numerics.py); anything else makes the rows it needs."""
+    rows stream its pieces (sim/streamed.py); anything else makes the rows it needs."""
 
     sources: tuple[KVRows, ...]
     row_lo: int

@@ -16,23 +16,18 @@ once, so the per-op cost of a batch is a few microseconds (the headline panel ru
 batches of ~1000 ops).
 
 **Streamed K/V (the fast path).** The harness's K and V buffers are `Generated`: never
-made whole. The plan marks the values that stay *streamed*: a load of whole rows of such
-a buffer (f16 or f32) and its transposes, row-preserving reshapes and casts to f16/f32
-(which change no f16 value). A streamed value is a recipe, not an array: a `dot` with one
-streamed operand runs piece by piece over the generator's tiles (views into its pool, so
-nothing is copied), writing the output's slice (the streamed axis is a free axis of the
-dot, e.g. the scores' keys) or accumulating the float32 partial products (the streamed
-axis is contracted, e.g. P·V). Any other use makes the value whole first (`_arg`), so
-every kernel evaluates; only the memory and the time differ. One dispatch on op kind
-(`_HANDLERS`) evaluates the IR; the plan's analysis (`_stream_axes`) is the only other
-place that looks at op kinds.
+made whole. The plan marks the values that stay *streamed* (stream_plan.py); a `dot`
+with one streamed operand runs piece by piece over the generator's tiles (streamed.py).
+Any other use makes the value whole first (`_arg`), so every kernel evaluates; only the
+memory and the time differ. One dispatch on op kind (`_HANDLERS`) evaluates the IR; the
+plan's analysis (`stream_axes`) is the only other place that looks at op kinds.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +37,9 @@ from meshproof.model.channels import ChannelTable, OpRef
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.sim.groups import Group
 from meshproof.sim.harness import Buffer, Generated, Memory
-from meshproof.sim.inputs import KVRows
 from meshproof.sim.rounding import F32, round_to
+from meshproof.sim.stream_plan import follow_axis, free_points, stream_axes, whole_elements
+from meshproof.sim.streamed import Streamed, dot_mode, streamed_dot
 
 _BLOCKED = object()   # a handler's answer for a recv whose message is not there yet
 
@@ -104,158 +100,13 @@ def plan_group(schedule: Schedule, table: ChannelTable, group: Group,
             keys.append(key)
             delivered.append(key is not None and op.kind is OpKind.SEND
                              and key[1] < len(table.channels[key[0]].recvs))
-        axes = _stream_axes(prog.ops, generated, row_elements) if row_elements else {}
+        axes = stream_axes(prog.ops, generated, row_elements) if row_elements else {}
         plans.append(RankPlan(prog.endpoint.describe(), prog.ops,
                               tuple(_HANDLERS[op.kind] for op in prog.ops),
-                              _free_points(prog.ops), tuple(keys), tuple(delivered),
-                              frozenset(axes), _whole_elements(prog.ops, axes, generated,
+                              free_points(prog.ops), tuple(keys), tuple(delivered),
+                              frozenset(axes), whole_elements(prog.ops, axes, generated,
                                                                row_elements)))
     return GroupPlan(tuple(plans))
-
-
-def _rows_load(op: Op, row_elements: int) -> bool:
-    """A load of whole rows: (rows, ...) with the rest one row's elements."""
-    return (len(op.shape) >= 2 and math.prod(op.shape[1:]) == row_elements
-            and op.offset % row_elements == 0)
-
-
-def _follow(op: Op, shape: tuple[int, ...], axis: int) -> int | None:
-    """Where the streamed axis goes through a trans / reshape / cast (None: it cannot)."""
-    if op.kind is OpKind.TRANS:
-        assert op.perm is not None
-        return tuple(op.perm).index(axis)
-    if op.kind is OpKind.CAST:  # f16 values stay what they are in f16 and f32
-        return axis if op.dtype in (DType.F16, DType.F32) else None
-    before = math.prod(shape[:axis])
-    for j, n in enumerate(op.shape):
-        if n == shape[axis] and math.prod(op.shape[:j]) == before:
-            return j
-    return None
-
-
-def _stream_axes(ops: tuple[Op, ...], generated: frozenset[str],
-                 row_elements: int) -> dict[int, int]:
-    """Value id -> the axis of the buffer's rows, for every value that stays streamed."""
-    stored = {op.ptr for op in ops if op.kind is OpKind.STORE}
-    shapes = {op.out: op.shape for op in ops if op.out is not None}
-    axes: dict[int, int] = {}
-    for op in ops:
-        if op.out is None:
-            continue
-        if op.kind is OpKind.LOAD:
-            if op.ptr in generated and op.ptr not in stored and \
-                    op.dtype is not DType.BF16 and _rows_load(op, row_elements):
-                axes[op.out] = 0
-        elif op.kind in (OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST):
-            src = op.args[0]
-            if isinstance(src, ValueRef) and src.id in axes:
-                axis = _follow(op, shapes[src.id], axes[src.id])
-                if axis is not None:
-                    axes[op.out] = axis
-    return axes
-
-
-def _flat_dot(mode: str, x: F32, piece: F32, target: F32, lo: int, hi: int) -> bool:
-    """The streamed dot of a piece with no leading axes of its own as one 2-D BLAS call,
-    the dense operand's leading axes folded into its rows (a decode step's query heads):
-    numpy's stacked matmul of the same shapes is 2x slower for one query row and 12x for
-    eight (GQA heads sharing a KV head). False: not such a piece (the caller's stacked
-    path runs). The sum over d or over key rows is still one float32 dot per element."""
-    if mode not in ("b_free", "b_sum") or math.prod(piece.shape[:-2]) != 1:
-        return False
-    p2 = piece.reshape(piece.shape[-2:])
-    if mode == "b_free":          # x (..., n, d) . piece (d, r) -> target[..., lo:hi]
-        dest = target[..., lo:hi]
-        if dest.shape != (*x.shape[:-1], piece.shape[-1]):
-            return False
-        dest[...] = (p2.T @ x.reshape(-1, x.shape[-1]).T).T.reshape(dest.shape)
-        return True
-    xs = x[..., lo:hi]            # b_sum: (..., n, r) . piece (r, d), accumulated
-    if target.shape != (*xs.shape[:-1], piece.shape[-1]):
-        return False
-    target += (xs.reshape(-1, xs.shape[-1]) @ p2).reshape(target.shape)
-    return True
-
-
-def _dot_mode(a: F32 | Streamed, b: F32 | Streamed) -> str | None:
-    """How a dot streams: which operand, and whether its streamed axis is free or
-    contracted (None: it does not; both operands are made whole)."""
-    if isinstance(b, Streamed) and not isinstance(a, Streamed) and len(b.shape) >= 2 and \
-            np.ndim(a) >= 3:
-        return {len(b.shape) - 1: "b_free", len(b.shape) - 2: "b_sum"}.get(b.axis)
-    if isinstance(a, Streamed) and not isinstance(b, Streamed) and len(a.shape) >= 2 and \
-            np.ndim(b) >= 3:
-        return {len(a.shape) - 2: "a_free", len(a.shape) - 1: "a_sum"}.get(a.axis)
-    return None
-
-
-def _whole_elements(ops: tuple[Op, ...], axes: dict[int, int], generated: frozenset[str],
-                    row_elements: int) -> int:
-    """The largest array a rank holds: any non-streamed value, a streamed value some use
-    makes whole, or a generated buffer the rank writes to (copied whole first)."""
-    sizes = [math.prod(op.shape) for op in ops if op.out is not None and op.out not in axes]
-    streamed_sizes = {op.out: math.prod(op.shape) for op in ops if op.out in axes}
-    for op in ops:
-        args = [a.id for a in op.args if isinstance(a, ValueRef) and a.id in axes]
-        if not args:
-            continue
-        if op.kind in (OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST) and op.out in axes:
-            continue
-        if op.kind is OpKind.DOT and len(args) == 1 and len(op.shape) >= 2:
-            continue  # the run decides the mode; a dot that cannot stream is counted below
-        sizes += [streamed_sizes[a] for a in args]
-    stored = {op.ptr for op in ops if op.kind is OpKind.STORE and op.ptr in generated}
-    sizes += [max((op.offset + math.prod(op.shape) for op in ops
-                   if op.kind is OpKind.LOAD and op.ptr == p), default=0) for p in stored]
-    return max(sizes, default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class Streamed:
-    """A value made of generated K/V rows that is never held whole: rows
-    [row_lo, row_hi) of each batch entry's source, loaded as `base` (rows first), then
-    transposed / reshaped by `steps`; `shape` and `axis` (where the rows are) now."""
-
-    sources: tuple[KVRows, ...]
-    row_lo: int
-    row_hi: int
-    base: tuple[int, ...]
-    steps: tuple[tuple[str, tuple[int, ...], int], ...]
-    shape: tuple[int, ...]
-    axis: int
-
-    def then(self, kind: str, arg: tuple[int, ...], shape: tuple[int, ...],
-             axis: int) -> Streamed:
-        return Streamed(self.sources, self.row_lo, self.row_hi, self.base,
-                        (*self.steps, (kind, arg, axis)), shape, axis)
-
-    def _shaped(self, x: F32, rows: int) -> F32:
-        x = x.reshape(rows, *self.base[1:])
-        for kind, arg, axis in self.steps:
-            if kind == "T":
-                x = x.transpose(arg)
-            else:
-                shape = list(arg)
-                shape[axis] = rows
-                x = x.reshape(shape)
-        return x
-
-    def parts(self, b: int) -> Iterator[tuple[int, int, F32]]:
-        """Batch entry b piece by piece: (first, end) along `axis`, the piece."""
-        for p in self.sources[b].pieces(self.row_lo, self.row_hi):
-            yield p.row_lo - self.row_lo, p.row_hi - self.row_lo, \
-                self._shaped(p.data, p.row_hi - p.row_lo)
-
-    def whole(self) -> F32:
-        rows = self.row_hi - self.row_lo
-        out = np.empty((len(self.sources), *self.shape), np.float32)
-        for b, src in enumerate(self.sources):
-            out[b] = self._shaped(src.block(self.row_lo, self.row_hi), rows)
-        return out
-
-    @property
-    def nbytes_f16(self) -> int:
-        return 2 * len(self.sources) * math.prod(self.shape)
 
 
 def _expand(x: F32, ndim: int) -> F32:
@@ -419,46 +270,13 @@ class GroupEvaluator:
 
     def _dot(self, i: int, op: Op) -> object:
         a, b = self._raw(i, op.args[0]), self._raw(i, op.args[1])
-        mode = _dot_mode(a, b)
+        mode = dot_mode(a, b)
         if mode is not None:
-            return self._computed(op, self._streamed_dot(op, a, b, mode))
+            return self._computed(op, streamed_dot(op.shape, self.batch, a, b, mode,
+                                                   self.on_streamed))
         a, b = self._arg(i, op.args[0]), self._arg(i, op.args[1])
         nd = max(a.ndim, b.ndim) - 1
         return self._computed(op, np.matmul(_expand(a, nd), _expand(b, nd)))
-
-    def _streamed_dot(self, op: Op, a: F32 | Streamed, b: F32 | Streamed, mode: str) -> F32:
-        """A dot with one streamed operand, piece by piece (see the module docstring):
-        a free streamed axis fills the output's slice, a contracted one accumulates the
-        float32 partial products in piece order."""
-        streamed = b if mode[0] == "b" else a
-        dense = a if mode[0] == "b" else b
-        assert isinstance(streamed, Streamed) and not isinstance(dense, Streamed)
-        out = np.zeros((self.batch, *op.shape), np.float32)
-        part = None
-        for k in range(self.batch):
-            x, target = dense[k], out[k]
-            x_t = x.swapaxes(-1, -2)
-            for lo, hi, piece in streamed.parts(k):
-                if _flat_dot(mode, x, piece, target, lo, hi):
-                    continue
-                if mode == "b_free":
-                    # (piece^T x^T)^T: BLAS reads the piece in its stored (rows, d)
-                    # layout, twice as fast here as x @ piece for several query rows
-                    target[..., lo:hi] = np.matmul(piece.swapaxes(-1, -2), x_t
-                                                   ).swapaxes(-1, -2)
-                elif mode == "a_free":
-                    target[..., lo:hi, :] = np.matmul(piece, x)
-                else:
-                    if part is None:
-                        part = np.empty(op.shape, np.float32)
-                    if mode == "b_sum":
-                        np.matmul(x[..., lo:hi], piece, out=part)
-                    else:
-                        np.matmul(piece, x[..., lo:hi, :], out=part)
-                    target += part
-        if self.on_streamed is not None:
-            self.on_streamed(streamed.nbytes_f16)
-        return out
 
     def _binary(self, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
         nd = len(op.shape)
@@ -482,7 +300,7 @@ class GroupEvaluator:
         x = self._raw(i, op.args[0])
         if not (isinstance(x, Streamed) and self._streams(i, op)):
             return None
-        axis = _follow(op, x.shape, x.axis)
+        axis = follow_axis(op, x.shape, x.axis)
         assert axis is not None  # the plan streams only what follows
         return x if op.kind is OpKind.CAST else \
             x.then("T" if op.kind is OpKind.TRANS else "R", arg, op.shape, axis)
@@ -579,17 +397,3 @@ for _kind, _ufunc in _UNARY.items():
 for _kind, _ufunc in _COMPARE.items():
     _HANDLERS[_kind] = functools.partial(_call_compare, ufunc=_ufunc)
 assert set(_HANDLERS) == set(OpKind), "every op kind needs a handler"
-
-
-def _free_points(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], ...]:
-    """Per op index: the values whose last use is that op (or that nobody uses)."""
-    last: dict[int, int] = {}
-    for op in ops:
-        if op.out is not None:
-            last[op.out] = op.index
-        for vid in op.value_args:
-            last[vid] = op.index
-    frees: list[list[int]] = [[] for _ in ops]
-    for vid, index in last.items():
-        frees[index].append(vid)
-    return tuple(tuple(f) for f in frees)

@@ -8,6 +8,7 @@ witness input re-evaluated in high precision, unknown otherwise (spec/properties
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.problem import Problem
@@ -24,10 +25,11 @@ from meshproof.verify.result import (
 from meshproof.verify.result import Witness as WitnessFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
-from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
-from meshproof.verify.semantics.witness import Witness, WitnessTooLarge, find_witness
 from meshproof.verify.shared_analysis import shared_semantics
 from meshproof.verify.unwritten import never_written, once_complete, violated
+
+if TYPE_CHECKING:
+    from meshproof.verify.semantics.witness import Witness
 
 NAME = Property.ATTENTION_EQUIVALENCE
 CERTIFICATE = "exact normal form (exponential polynomials over scores, maxima, logs)"
@@ -88,6 +90,11 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
     if lost:
         return _lost(schedule, a, lost, start)
     reason = bad[0].verdict.reasons[0] if bad[0].verdict.reasons else "differs from attention"
+    # the witness search is imported here, for a failing output only: a proved run (the
+    # common case, and the start-up benchmark's) never loads it
+    from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
+    from meshproof.verify.semantics.witness import WitnessTooLarge, find_witness
+
     pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in bad
              if o.counts is not None and o.counts.wrong is not None]
     witness = pair_witness(schedule, table, a.problem, pairs) if pairs else None

@@ -14,6 +14,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
@@ -33,17 +34,11 @@ from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.crossings import pair_words
 from meshproof.verify.semantics.events import Departure, Event
-from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
-from meshproof.verify.semantics.witness import (
-    SEEDS,
-    Witness,
-    WitnessTooLarge,
-    check_witness_size,
-    equal_scores,
-    find_witness,
-)
 from meshproof.verify.shared_analysis import shared_semantics
 from meshproof.verify.unwritten import never_written, once_complete, violated
+
+if TYPE_CHECKING:
+    from meshproof.verify.semantics.witness import Witness
 
 NAME = Property.EXACTLY_ONCE_MERGE
 CERTIFICATE = "exact normal form, key-row counts"
@@ -146,6 +141,9 @@ def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
                       f"{len(a.outputs)} stored output(s) each count every key row of their "
                       f"group exactly once, numerator and denominator alike (up to {n} key "
                       f"rows in {max(g.n_shards for g in a.problem.groups)} shard(s) per group)")
+    # the witness search is imported for a failing count only: a proved run never loads it
+    from meshproof.verify.semantics.witness import WitnessTooLarge
+
     try:
         witness = None if structural else _witness(schedule, table, a, f)
     except WitnessTooLarge as exc:
@@ -191,6 +189,14 @@ def _witness(schedule: Schedule, table: ChannelTable, a: Analysis,
     """An input under which the named rows' weight in the output differs from their
     softmax weight: Q = 0 (every score equal) and V = 1 on those rows, else Q = 0 and a
     seeded random 0/1 per row (any uneven weight shows)."""
+    from meshproof.verify.semantics.sparse_eval import pair_witness, small_schedule
+    from meshproof.verify.semantics.witness import (
+        SEEDS,
+        check_witness_size,
+        equal_scores,
+        find_witness,
+    )
+
     pairs = [(o.rank, o.store, o.live, o.counts.wrong) for o in f.suspects
              if o.counts is not None and o.counts.wrong is not None]
     found = pair_witness(schedule, table, a.problem, pairs) if pairs else None

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from meshproof.model.channels import ChannelTable
 from meshproof.model.evaluate import Dependencies, Evaluation
@@ -44,12 +45,14 @@ from meshproof.verify.semantics.rounding_output import (
     OutputBound,
     output_error_bounds,
 )
-from meshproof.verify.semantics.rounding_witness import RoundingWitness, find_rounding_witness
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.situation_facts import Held
 from meshproof.verify.semantics.situations import Forms, Situations
 from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.shared_analysis import shared_semantics
+
+if TYPE_CHECKING:
+    from meshproof.verify.semantics.rounding_witness import RoundingWitness
 
 NAME = Property.NUMERIC_SAFETY
 CERTIFICATE = "max-domination and interval bounds on the exact forms"
@@ -108,6 +111,9 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     elif any(e.parts for e in lost):
         blame[0] = _culprits(schedule, a.forms, next(e.parts for e in lost if e.parts))
     if lost or (eta_all is not None and eta_all >= tol):
+        # imported for a bound above the tolerance only: a proved run never loads it
+        from meshproof.verify.semantics.rounding_witness import find_rounding_witness
+
         judged = [(o.rank, o.store) for o in a.outputs if o.verdict.equal]
         witness = find_rounding_witness(schedule, table, a.problem, judged, input_bound,
                                         score_cap(input_bound), tol)

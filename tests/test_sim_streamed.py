@@ -1,0 +1,31 @@
+"""Streamed K/V (sim/streamed.py): a piece of a streamed operand dots as the stacked
+matmul does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from meshproof.sim.streamed import flat_dot
+
+
+@pytest.mark.parametrize("heads", [1, 8])
+def test_a_streamed_piece_dots_as_one_flat_blas_call_like_the_stacked_one(heads: int) -> None:
+    """The flat path of a streamed dot (a piece with no leading axes) gives the stacked
+    matmul's result, scores (b_free) and the weighted sum (b_sum) alike."""
+    rng = np.random.default_rng(0)
+    k_piece = rng.standard_normal((64, 16), dtype=np.float32).T[None]     # (1, d, r)
+    q = rng.standard_normal((1, heads, 16), dtype=np.float32)
+    scores = np.zeros((1, heads, 96), np.float32)
+    assert flat_dot("b_free", q, k_piece, scores, 32, 96)
+    want = np.matmul(k_piece.swapaxes(-1, -2), q.swapaxes(-1, -2)).swapaxes(-1, -2)
+    np.testing.assert_allclose(scores[..., 32:96], want, rtol=1e-5, atol=1e-5)
+    assert not scores[..., :32].any()
+    v_piece = rng.standard_normal((1, 64, 16), dtype=np.float32)          # (1, r, d)
+    p = rng.standard_normal((1, heads, 96), dtype=np.float32)
+    out = np.ones((1, heads, 16), np.float32)
+    assert flat_dot("b_sum", p, v_piece, out, 32, 96)
+    np.testing.assert_allclose(out, 1 + np.matmul(p[..., 32:96], v_piece), rtol=1e-5,
+                               atol=1e-5)
+    assert not flat_dot("a_free", q, k_piece, scores, 0, 64)
+    assert not flat_dot("b_free", q, np.zeros((2, 16, 64), np.float32), scores, 0, 64)
