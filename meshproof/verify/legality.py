@@ -14,15 +14,9 @@ import numpy as np
 
 from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.topology import Endpoint
+from meshproof.verify.details import ConfinementDetails
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    ConfinementDetails,
-    Counterexample,
-    Diagnostic,
-    PropertyResult,
-    Role,
-    Status,
-)
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 
 
 def _refs_with(table: ChannelTable, status: int) -> list[OpRef]:
