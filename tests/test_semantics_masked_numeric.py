@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from test_semantics_masks import _launch
 
 from meshproof.model.channels import derive_channels
-from meshproof.model.evaluate import Compare, Evaluation
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.machine import Buffers, Machine
+from meshproof.model.op_semantics import Compare
 from meshproof.model.problem import attention_problem
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.verify.api import VerifyConfig, verify

@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Dependencies, Evaluation
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule
 from meshproof.model.tolerance import tolerance_for, tolerance_source
 from meshproof.verify.details import Hazard as HazardFacts

@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass
 
 from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Dependencies, Evaluation, OpsProgress
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import OpsProgress
 from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from meshproof.model.evaluate import Compare
+from meshproof.model.op_semantics import Compare
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin

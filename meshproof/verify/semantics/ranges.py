@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from meshproof.model.evaluate import Compare, Lost, Reduction, Reload
+from meshproof.model.op_semantics import Compare, Lost, Reduction, Reload
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from meshproof.model.evaluate import Binary, Unary
+from meshproof.model.op_semantics import Binary, Unary
 from meshproof.model.schedule import Op, OpKind, ValueRef
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from meshproof.model.evaluate import Dependencies
+from meshproof.model.dependencies import Dependencies
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget, unbounded
