@@ -37,7 +37,7 @@ from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.bounds import assume, assumption_text, score_cap
 from meshproof.verify.semantics.culprits import Culprit, ranked, sentence
 from meshproof.verify.semantics.culprits import sites as culprit_sites
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.rounding import ROUNDING_ASSUMPTIONS
 from meshproof.verify.semantics.rounding_output import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.rounding_witness import RoundingWitness, find_rounding_witness

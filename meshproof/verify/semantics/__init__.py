@@ -18,7 +18,8 @@ that there is no cycle and that nothing here imports the rest of verify/):
                rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;
                poly_divide.py: exact division
 - poly.py      exponential polynomials: arithmetic and normalisation
-- rational.py  the normal form: rational functions, exp, log, max
+- rat.py       the normal form `Rat` (rational functions of polynomials), built and viewed
+- rational.py  its arithmetic, exp and log; rational_max.py: max and min
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax

@@ -30,7 +30,7 @@ from meshproof.verify.semantics.index import (
 from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
 from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.mask_departure import mask_departure
-from meshproof.verify.semantics.rational import ZERO_RAT, Rat
+from meshproof.verify.semantics.rat import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situation_facts import Held
 from meshproof.verify.semantics.situations import Forms, Situations

@@ -29,7 +29,7 @@ from meshproof.verify.semantics.masked_ref import masked_sums, restrict
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_intervals import common
 from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 from meshproof.verify.semantics.views import Piece, describe, linear_terms, pieces, split_value
 

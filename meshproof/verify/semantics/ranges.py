@@ -20,7 +20,8 @@ from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
 from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.order import lower_bound
-from meshproof.verify.semantics.rational import Rat, sign
+from meshproof.verify.semantics.rat import Rat
+from meshproof.verify.semantics.rational import sign
 from meshproof.verify.semantics.readers import FormReader
 from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.symbolic_core import Opaque

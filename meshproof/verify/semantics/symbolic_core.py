@@ -20,7 +20,7 @@ from meshproof.verify.semantics.budget import Budget, unbounded
 from meshproof.verify.semantics.events import Departure, Recorder, Silent
 from meshproof.verify.semantics.index import DigitSource, Layout
 from meshproof.verify.semantics.layouts import Value, buffer
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.strided import stride_form
