@@ -5,7 +5,7 @@ of the same rank that it reads back (model/memory.py).
 
 from __future__ import annotations
 
-from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable
+from meshproof.model.channel_table import NO_LINK, OUTSIDE, ChannelTable
 from meshproof.model.memory import RankMemory, rank_memory
 from meshproof.model.op_semantics import Key, Lost
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Generic, assert_never
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies, _Defining
 from meshproof.model.memory import RankMemory
 from meshproof.model.op_semantics import (

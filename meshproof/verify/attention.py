@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.verify.details import AttentionDetails

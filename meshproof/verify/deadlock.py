@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from meshproof.errors import InternalError
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
 from meshproof.model.progress import Progress, depth_sweep, find_cycle, run, wait_for
 from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth

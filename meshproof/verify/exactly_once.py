@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
 from meshproof.verify.details import MergeCount, MergeDetails

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
+from meshproof.model.channel_table import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.topology import Endpoint
 from meshproof.verify.details import ConfinementDetails
 from meshproof.verify.properties import CheckContext, Property

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from meshproof.model.channels import OK, Channel, OpRef
+from meshproof.model.channel_table import OK, Channel, OpRef
 from meshproof.model.schedule import Op, OpKind, Schedule
 from meshproof.verify.details import Leftover, MatchingDetails
 from meshproof.verify.properties import CheckContext, Property

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.op_semantics import OpsProgress
 from meshproof.model.problem import (
     DEFAULT_INPUT_BOUND,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.op_semantics import OpsProgress

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
