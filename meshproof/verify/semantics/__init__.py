@@ -39,6 +39,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - situations.py  the situation memo: forms, intervals and rounding errors once per
                situation, shared by every rank that meets it
 - masked_ref.py  the masked reference (guarded sums over the keys a mask allows)
+- partials.py  a form as partials, typed mismatches; partial_weights.py: their weights
 - judge.py     the identity with attention, and why not; counts.py: key-row counts
 - crossings.py masked key counts at every query, read at end-point crossings
 - mask_departure.py  the tl.where (or dot) that decides a wrong masked pair

@@ -27,9 +27,10 @@ from meshproof.verify.semantics.index import (
     regroup,
     unify_axis,
 )
-from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
+from meshproof.verify.semantics.judge import Verdict, compare
 from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.mask_departure import mask_departure
+from meshproof.verify.semantics.partials import Mismatch, Reason, Shape, decompose
 from meshproof.verify.semantics.rat import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situation_facts import Held
