@@ -27,9 +27,10 @@ from meshproof.verify.properties import Property
 from meshproof.verify.result import NumericResult, Status
 from meshproof.verify.semantics import semantic_analysis
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Guard, Idx, Ind
+from meshproof.verify.semantics.guards import Idx, Ind
 from meshproof.verify.semantics.hazards import machine_buffers
 from meshproof.verify.semantics.index import Aff
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.mask_exactness import exact_mask_value
 from meshproof.verify.semantics.numeric import FLOAT64
 from meshproof.verify.semantics.poly_terms import Poly

@@ -13,6 +13,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
                scrambled dots
 - atoms.py     linear forms of atoms
 - maxima.py    maxima over linear forms
+- inequalities.py  a guard: a conjunction of affine inequalities over a box
 - guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
 - poly_terms.py  monomials and polynomials (the terms); poly_atoms.py: row sums over key
                rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;

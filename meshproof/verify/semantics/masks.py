@@ -31,16 +31,9 @@ from meshproof.model.op_semantics import Compare
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import (
-    POSITION_LIMIT,
-    Guard,
-    Idx,
-    Ind,
-    Pen,
-    conjunction,
-    extremes,
-)
+from meshproof.verify.semantics.guards import Idx, Ind, Pen, conjunction
 from meshproof.verify.semantics.index import Aff, Layout
+from meshproof.verify.semantics.inequalities import POSITION_LIMIT, Guard, extremes
 from meshproof.verify.semantics.rat import ONE_RAT, ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 

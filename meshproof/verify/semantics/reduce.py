@@ -17,8 +17,9 @@ from fractions import Fraction
 
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
+from meshproof.verify.semantics.guards import Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum, Summed
 from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers
