@@ -30,8 +30,9 @@ from meshproof.model.schedule import Schedule
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
 from meshproof.verify.api import verify
+from meshproof.verify.details import DeadlockDetails
 from meshproof.verify.properties import Property
-from meshproof.verify.result import DeadlockDetails, Diagnostic, Role, Status, Verdict
+from meshproof.verify.result import Diagnostic, Role, Status, Verdict
 
 Ep = tuple[int, int]  # (cube, pe)
 DIRS = ("E", "W", "N", "S")

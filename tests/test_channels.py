@@ -7,7 +7,8 @@ import pytest
 import randprog
 from helpers import trace_kernel
 
-from meshproof.model.channels import PortStatus, derive_channels
+from meshproof.model.channel_table import PortStatus
+from meshproof.model.channels import derive_channels
 from meshproof.model.loader import resolve_kernel
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Direction, Endpoint

@@ -283,7 +283,8 @@ def test_every_panel_traces(name: str, scale: str) -> None:
 
 
 def test_2d_kernel_that_ignores_cube_start_sends_out_of_its_launch() -> None:
-    from meshproof.model.channels import PortStatus, derive_channels
+    from meshproof.model.channel_table import PortStatus
+    from meshproof.model.channels import derive_channels
 
     good = trace_kernel("mesh_mlo_2d", mesh="2x4", cube_start=8, wiring="cube_mesh")
     bad = trace_kernel("mesh_mlo_2d_physical_rank", mesh="2x4", cube_start=8,

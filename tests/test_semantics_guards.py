@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from meshproof.verify.semantics.guards import Guard
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.inequalities import Guard
 
 X, Y = 0, 1
 

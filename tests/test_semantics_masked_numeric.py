@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from test_semantics_masks import _launch
 
 from meshproof.model.channels import derive_channels
-from meshproof.model.evaluate import Compare, Evaluation
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.machine import Buffers, Machine
+from meshproof.model.op_semantics import Compare
 from meshproof.model.problem import attention_problem
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.verify.api import VerifyConfig, verify
@@ -26,13 +27,14 @@ from meshproof.verify.properties import Property
 from meshproof.verify.result import NumericResult, Status
 from meshproof.verify.semantics import semantic_analysis
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Guard, Idx, Ind
+from meshproof.verify.semantics.guards import Idx, Ind
 from meshproof.verify.semantics.hazards import machine_buffers
 from meshproof.verify.semantics.index import Aff
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.mask_exactness import exact_mask_value
 from meshproof.verify.semantics.numeric import FLOAT64
 from meshproof.verify.semantics.poly_terms import Poly
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.rounding_witness import climb, families, signed_v, worst_element
 from meshproof.verify.semantics.witness import make_inputs, reference
 

@@ -13,7 +13,8 @@ from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.index import Aff
 from meshproof.verify.semantics.order import at_least_one, ratio_at_most_one
 from meshproof.verify.semantics.poly_atoms import RowSum
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import NEG_INF, ONE_RAT, ZERO_RAT, Rat
+from meshproof.verify.semantics.rational_max import maximum
 from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined, UndefinedKind
 from meshproof.verify.semantics.reduce import max_over, sum_over
 from meshproof.verify.semantics.tensor_atoms import Input, Score
@@ -40,7 +41,7 @@ def _partial(base: int) -> Triplet:
 
 
 def _merge(a: Triplet, b: Triplet) -> Triplet:
-    m = R.maximum(a[0], b[0])
+    m = maximum(a[0], b[0])
     x, y = R.exp(R.sub(a[0], m)), R.exp(R.sub(b[0], m))
     return m, R.add(R.mul(a[1], x), R.mul(b[1], y)), R.add(R.mul(a[2], x), R.mul(b[2], y))
 
@@ -78,19 +79,19 @@ def test_a_double_merge_weighs_rows_twice() -> None:
 
 def test_max_with_minus_infinity_is_the_other_operand() -> None:
     m1, _, _ = _partial(0)
-    assert R.maximum(R.NEG_INF, m1) == m1
-    assert R.exp(R.sub(R.NEG_INF, m1)).is_zero
+    assert maximum(NEG_INF, m1) == m1
+    assert R.exp(R.sub(NEG_INF, m1)).is_zero
 
 
 def test_minus_infinity_minus_itself_is_undefined() -> None:
     with pytest.raises(Undefined, match="inf - inf is undefined") as info:
-        R.sub(R.NEG_INF, R.NEG_INF)
+        R.sub(NEG_INF, NEG_INF)
     assert info.value.kind is UndefinedKind.INF_MINUS_INF
 
 
 def test_log_of_zero_is_undefined_not_outside_the_algebra() -> None:
     with pytest.raises(Undefined) as info:
-        R.log(R.ZERO_RAT)
+        R.log(ZERO_RAT)
     assert info.value.kind is UndefinedKind.LOG_OF_ZERO
 
 
@@ -176,7 +177,7 @@ def _lse_state(base: int) -> tuple[Rat, Rat]:
 
 def test_the_textbook_log_sum_exp_merge_is_the_reference() -> None:
     (la, oa), (lb, ob) = _lse_state(0), _lse_state(16)
-    mx = R.maximum(la, lb)
+    mx = maximum(la, lb)
     w1, w2 = R.exp(R.sub(la, mx)), R.exp(R.sub(lb, mx))
     out = R.div(R.add(R.mul(oa, w1), R.mul(ob, w2)), R.add(w1, w2))
     assert out == _reference()
@@ -191,7 +192,7 @@ def _lse_state_of_both() -> Rat:
 
 def test_ring_flash_attentions_log1p_update_is_the_reference() -> None:
     (la, oa), (lb, ob) = _lse_state(0), _lse_state(16)
-    new = R.add(la, R.log(R.add(R.ONE_RAT, R.exp(R.sub(lb, la)))))
+    new = R.add(la, R.log(R.add(ONE_RAT, R.exp(R.sub(lb, la)))))
     out = R.add(R.mul(R.exp(R.sub(la, new)), oa), R.mul(R.exp(R.sub(lb, new)), ob))
     assert out == _reference()
     assert new == _lse_state_of_both()
@@ -199,14 +200,14 @@ def test_ring_flash_attentions_log1p_update_is_the_reference() -> None:
 
 def test_ring_flash_attentions_sigmoid_update_is_the_reference() -> None:
     (la, oa), (lb, ob) = _lse_state(0), _lse_state(16)
-    sig = R.reciprocal(R.add(R.ONE_RAT, R.exp(R.neg(R.sub(lb, la)))))
+    sig = R.reciprocal(R.add(ONE_RAT, R.exp(R.neg(R.sub(lb, la)))))
     assert R.sub(oa, R.mul(sig, R.sub(oa, ob))) == _reference()
 
 
 def test_the_lerp_merge_is_the_reference() -> None:
     a, b = _partial(0), _partial(16)
     oa, ob = R.div(a[2], a[1]), R.div(b[2], b[1])
-    m = R.maximum(a[0], b[0])
+    m = maximum(a[0], b[0])
     w1, w2 = R.mul(a[1], R.exp(R.sub(a[0], m))), R.mul(b[1], R.exp(R.sub(b[0], m)))
     assert R.add(oa, R.mul(R.sub(ob, oa), R.div(w2, R.add(w1, w2)))) == _reference()
 
@@ -228,7 +229,7 @@ def test_form_sizes_do_not_grow_with_the_number_of_merges() -> None:
     for j in range(1, 8):
         lb, ob = _lse_state(16 * j)
         la, oa = state
-        mx = R.maximum(la, lb)
+        mx = maximum(la, lb)
         w1, w2 = R.exp(R.sub(la, mx)), R.exp(R.sub(lb, mx))
         state = (R.add(mx, R.log(R.add(w1, w2))),
                  R.div(R.add(R.mul(oa, w1), R.mul(ob, w2)), R.add(w1, w2)))

@@ -13,8 +13,9 @@ from test_semantics_masks import AE, EO, SEMANTIC_ONLY, _launch, _oracle
 
 from meshproof.verify.api import verify
 from meshproof.verify.result import Status
-from meshproof.verify.semantics.guards import Guard, Ind
+from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly
 from meshproof.verify.semantics.strided import StridedSum, expand, stride

@@ -647,7 +647,8 @@ def test_tracing_is_deterministic(launch: tuple[str, dict[str, Any]]) -> None:
 
 
 def test_channels_match_kth_send_with_kth_recv() -> None:
-    from meshproof.model.channels import OpRef, PortStatus, derive_channels
+    from meshproof.model.channel_table import OpRef, PortStatus
+    from meshproof.model.channels import derive_channels
 
     sched = trace_kernel("mesh_mlo_1d", args=(("n_ranks", 4),))
     table = derive_channels(sched)
@@ -675,7 +676,8 @@ def test_channels_match_kth_send_with_kth_recv() -> None:
 
 
 def test_channels_flag_missing_links_and_outside_endpoints() -> None:
-    from meshproof.model.channels import PortStatus, derive_channels
+    from meshproof.model.channel_table import PortStatus
+    from meshproof.model.channels import derive_channels
 
     # the study's bug: the 1D kernel over 8 cubes of a 4x4 cube mesh needs E at cube 3 and
     # W at cube 4, which the wiring lacks

@@ -19,17 +19,9 @@ from meshproof.kernels import mesh_mlo
 from meshproof.model.schedule import OpKind
 from meshproof.model.topology import Direction, Endpoint
 from meshproof.verify.api import VerifyConfig, verify
+from meshproof.verify.details import ConfinementDetails, DeadlockDetails, MergeCount, MergeDetails
 from meshproof.verify.properties import Property
-from meshproof.verify.result import (
-    ConfinementDetails,
-    DeadlockDetails,
-    Diagnostic,
-    MergeCount,
-    MergeDetails,
-    Role,
-    Status,
-    Verdict,
-)
+from meshproof.verify.result import Diagnostic, Role, Status, Verdict
 
 Run = Callable[[Sequence[str]], CliResult]
 MLO_FILE = Path(mesh_mlo.__file__)

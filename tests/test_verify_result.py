@@ -8,19 +8,17 @@ from meshproof.exitcodes import ExitCode
 from meshproof.model.schedule import OpKind, SourceLoc
 from meshproof.model.topology import Direction, Endpoint
 from meshproof.verify.api import verify
-from meshproof.verify.properties import Property
-from meshproof.verify.result import (
+from meshproof.verify.details import (
     BlockedOp,
     ConfinementDetails,
-    Counterexample,
     DeadlockDetails,
-    Diagnostic,
     Leftover,
     MatchingDetails,
     MergeCount,
     MergeDetails,
-    Role,
 )
+from meshproof.verify.properties import Property
+from meshproof.verify.result import Counterexample, Diagnostic, Role
 
 E = Endpoint
 

@@ -13,16 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from meshproof.model.channels import OpRef, derive_channels
+from meshproof.model.channel_table import OpRef
+from meshproof.model.channels import derive_channels
 from meshproof.model.schedule import OpKind, Schedule, SourceLoc
 from meshproof.model.topology import Endpoint
-from meshproof.verify.result import (
-    AttentionDetails,
-    DeadlockDetails,
-    Diagnostic,
-    PropertyResult,
-    Role,
-)
+from meshproof.verify.details import AttentionDetails, DeadlockDetails
+from meshproof.verify.result import Diagnostic, PropertyResult, Role
 
 MAX_RELATED = 100   # related places per finding (GitHub takes at most 1000)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
 from meshproof.model.progress import depth_sweep, max_sends_per_channel, run
 from meshproof.model.schedule import Op, Schedule
 from meshproof.model.topology import Endpoint

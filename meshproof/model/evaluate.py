@@ -15,192 +15,34 @@ unbounded queues (a rank waits only on a recv whose send has not run) and finish
 program order cannot reach -- the dataflow of a schedule that deadlocks -- on demand, so a
 value that depends on itself through messages is found (`OpSemantics.cycle`). `value()`
 evaluates only the cone of one value, on demand.
+
+The domain interface (`OpSemantics` and the enums it takes) is model/op_semantics.py, the
+dependencies model/dependencies.py; this module is the evaluation.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
-from typing import Generic, Protocol, TypeVar, assert_never
+from typing import Generic, assert_never
 
-from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable
-from meshproof.model.memory import RankMemory, rank_memory
+from meshproof.model.channel_table import ChannelTable
+from meshproof.model.dependencies import Dependencies, _Defining
+from meshproof.model.memory import RankMemory
+from meshproof.model.op_semantics import (
+    Binary,
+    Compare,
+    E,
+    Key,
+    Lost,
+    OpSemantics,
+    OpsProgress,
+    Reduction,
+    Reload,
+    Unary,
+    V,
+)
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, ValueRef
-
-V = TypeVar("V")
-Key = tuple[int, int]   # (rank index, value id)
-OpsProgress = Callable[[int, int], None]   # (ops run, ops in all)
-
-
-class Unary(Enum):
-    EXP = "exp"
-    EXP2 = "exp2"
-    LOG = "log"
-    LOG2 = "log2"
-    LOG1P = "log1p"
-    SIGMOID = "sigmoid"
-    NEG = "neg"
-
-
-class Binary(Enum):
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    DIV = "div"
-    MAXIMUM = "maximum"
-    MINIMUM = "minimum"
-
-
-class Reduction(Enum):
-    MAX = "max"
-    SUM = "sum"
-
-
-class Compare(Enum):
-    """A comparison making a mask (1 where it holds, else 0)."""
-
-    LT = "lt"
-    LE = "le"
-    GT = "gt"
-    GE = "ge"
-    EQ = "eq"
-    NE = "ne"
-
-
-E = TypeVar("E", Unary, Reduction)
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """A recv whose message never arrives, and why."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Reload(Generic[V]):
-    """What a load reads back: the stores of the same rank (in program order, with the
-    values they stored) and whether some element was never stored (the buffer's input)."""
-
-    stores: tuple[tuple[Op, V], ...]
-    uncovered: bool
-
-
-class OpSemantics(Protocol[V]):
-    """A meaning of the IR, one method per op family (the op is passed for its
-    attributes: shape, dtype, axis, perm, ptr, offset, fill, source)."""
-
-    def const(self, rank: int, op: Op, value: float) -> V:
-        """A Python scalar operand of `op`."""
-
-    def load(self, rank: int, op: Op, reload: Reload[V] | None) -> V: ...
-
-    def full(self, rank: int, op: Op) -> V: ...
-
-    def recv(self, rank: int, op: Op, sent: V | Lost) -> V: ...
-
-    def cast(self, rank: int, op: Op, x: V) -> V: ...
-
-    def reshape(self, rank: int, op: Op, x: V) -> V: ...
-
-    def view_slice(self, rank: int, op: Op, x: V) -> V:
-        """Elements [op.offset, op.offset + prod(op.shape)) of x, row-major, as op.shape."""
-
-    def trans(self, rank: int, op: Op, x: V) -> V: ...
-
-    def unary(self, rank: int, op: Op, fn: Unary, x: V) -> V: ...
-
-    def binary(self, rank: int, op: Op, fn: Binary, a: V, b: V) -> V: ...
-
-    def reduce(self, rank: int, op: Op, fn: Reduction, x: V) -> V: ...
-
-    def dot(self, rank: int, op: Op, a: V, b: V) -> V: ...
-
-    def arange(self, rank: int, op: Op) -> V:
-        """Positions `op.fill`, `op.fill` + 1, ... (op.shape[0] of them)."""
-
-    def compare(self, rank: int, op: Op, fn: Compare, a: V, b: V) -> V: ...
-
-    def where(self, rank: int, op: Op, cond: V, a: V, b: V) -> V: ...
-
-    def cycle(self, rank: int, op: Op) -> V:
-        """A value that depends on itself through messages."""
-
-
-class Dependencies:
-    """What every evaluation of one schedule shares: the op defining each value, each
-    rank's memory (what its loads read back), each recv's source. Built lazily, per rank,
-    once for every domain that evaluates the schedule."""
-
-    def __init__(self, schedule: Schedule, table: ChannelTable) -> None:
-        self.schedule = schedule
-        self.table = table
-        self._defining: list[dict[int, Op] | None] = [None] * len(schedule.programs)
-        self._memory: dict[int, RankMemory] = {}
-        self._sources: dict[tuple[int, int], Key | Lost] = {}
-
-    def defining(self, rank: int) -> dict[int, Op]:
-        ops = self._defining[rank]
-        if ops is None:
-            ops = self._defining[rank] = {op.out: op for op in self.schedule.programs[rank].ops
-                                          if op.out is not None}
-        return ops
-
-    def rank_memory(self, rank: int) -> RankMemory:
-        memory = self._memory.get(rank)
-        if memory is None:
-            memory = self._memory[rank] = rank_memory(self.schedule.programs[rank])
-        return memory
-
-    def recv_source(self, rank: int, op: Op) -> Key | Lost:
-        """The key of the value a recv gets, or why none arrives."""
-        hit = self._sources.get((rank, op.index))
-        if hit is None:
-            self._rank_sources(rank)
-            hit = self._sources[(rank, op.index)]
-        return hit
-
-    def _rank_sources(self, rank: int) -> None:
-        """The sources of every recv of one rank, read off the channel table's columns."""
-        cols = self.table.cols
-        lo, hi = int(cols.start[rank]), int(cols.start[rank + 1])
-        recv = ~cols.send[lo:hi]
-        ops = cols.op[lo:hi][recv].tolist()
-        status = cols.status[lo:hi][recv].tolist()
-        partner = cols.partner[lo:hi][recv].tolist()
-        k = cols.k[lo:hi][recv].tolist()
-        src_rank = cols.rank.take(cols.partner[lo:hi][recv].clip(0)).tolist()
-        src_value = cols.value.take(cols.partner[lo:hi][recv].clip(0)).tolist()
-        program = self.schedule.programs[rank].ops
-        sources = self._sources
-        for i, o in enumerate(ops):
-            if status[i] == NO_LINK or status[i] == OUTSIDE or partner[i] < 0:
-                sources[(rank, o)] = self._lost(program[o], status[i], k[i])
-            else:
-                sources[(rank, o)] = (src_rank[i], src_value[i])
-
-    @staticmethod
-    def _lost(op: Op, status: int, k: int) -> Lost:
-        d = op.dir.value if op.dir else "?"
-        if status == NO_LINK:
-            return Lost(f"recv {d} uses a link the wiring does not have, so no message "
-                        "arrives")
-        if status == OUTSIDE:
-            return Lost(f"recv {d} waits on an endpoint outside the launch, which never sends")
-        return Lost(f"recv {d} has no matching send (message {k} never arrives)")
-
-    def deps(self, key: Key) -> list[Key]:
-        rank = key[0]
-        op = self.defining(rank)[key[1]]
-        if op.kind is OpKind.RECV:
-            src = self.recv_source(rank, op)
-            return [src] if isinstance(src, tuple) else []
-        if op.kind is OpKind.LOAD:
-            source = self.rank_memory(rank).loads.get(op.index)
-            return [(rank, w.value_args[0]) for w in source.writers] if source else []
-        return [(rank, a.id) for a in op.args if isinstance(a, ValueRef)]
 
 
 class Evaluation(Generic[V]):
@@ -474,17 +316,7 @@ class Evaluation(Generic[V]):
                 assert_never(kind)
 
 
-class _Defining:
-    """`evaluation.defining[rank][vid]`: the op that defines a value."""
-
-    __slots__ = ("_deps",)
-
-    def __init__(self, deps: Dependencies) -> None:
-        self._deps = deps
-
-    def __getitem__(self, rank: int) -> dict[int, Op]:
-        return self._deps.defining(rank)
-
-
+# the domain interface (op_semantics.py) and Dependencies stay importable from here: the
+# modules of verify/semantics/ being split elsewhere read them here
 __all__ = ["Binary", "Compare", "Dependencies", "Evaluation", "Key", "Lost", "OpSemantics",
            "Reduction", "Reload", "Unary"]

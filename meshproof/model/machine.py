@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import DType, Op
 
 Array = np.ndarray[Any, Any]

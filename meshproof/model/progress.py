@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK, ChannelTable, CommColumns, OpRef
+from meshproof.model.channel_table import NO_LINK, ChannelTable, CommColumns, OpRef
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
 

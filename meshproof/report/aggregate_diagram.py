@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from meshproof.model.channels import OpRef
+from meshproof.model.channel_table import OpRef
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.report import style

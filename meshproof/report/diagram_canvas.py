@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from meshproof.model.channels import OpRef
+from meshproof.model.channel_table import OpRef
 from meshproof.report import style
 from meshproof.report.diagram_place import Size, estimate
 from meshproof.report.dot import Digraph

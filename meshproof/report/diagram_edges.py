@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from meshproof.model.channels import OpRef, PortStatus
+from meshproof.model.channel_table import OpRef, PortStatus
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.topology import Endpoint
 from meshproof.report import style

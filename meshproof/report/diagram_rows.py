@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from meshproof.model.channels import OpRef
+from meshproof.model.channel_table import OpRef
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.report.diagram_lanes import LanePlan, NodeKind
 from meshproof.report.messages import MessageTable

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from meshproof.model.topology import Direction, Endpoint
-from meshproof.verify.result import DeadlockDetails, Role, Status, Verdict
+from meshproof.verify.details import DeadlockDetails
+from meshproof.verify.result import Role, Status, Verdict
 
 OpKey = tuple[Endpoint, int]
 

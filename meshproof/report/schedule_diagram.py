@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import OpRef
+from meshproof.model.channel_table import OpRef
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.report import style
 from meshproof.report.aggregate_diagram import aggregate_diagram

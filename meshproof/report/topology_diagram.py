@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable, PortStatus, derive_channels
+from meshproof.model.channel_table import ChannelTable, PortStatus
+from meshproof.model.channels import derive_channels
 from meshproof.model.schedule import Schedule
 from meshproof.model.topology import Direction, Endpoint, System
 from meshproof.report import style

@@ -10,19 +10,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import OpKind, Schedule
+from meshproof.verify.details import AttentionDetails
+from meshproof.verify.details import Witness as WitnessFacts
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    AttentionDetails,
-    Counterexample,
-    Diagnostic,
-    PropertyResult,
-    Role,
-    Status,
-)
-from meshproof.verify.result import Witness as WitnessFacts
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.shared_analysis import shared_semantics

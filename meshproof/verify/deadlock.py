@@ -11,23 +11,16 @@ from __future__ import annotations
 import time
 
 from meshproof.errors import InternalError
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
 from meshproof.model.progress import Progress, depth_sweep, find_cycle, run, wait_for
 from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
 from meshproof.verify.deadlock_ground import check_order, check_stuck
+from meshproof.verify.details import BlockedOp, DeadlockDetails
 from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    BlockedOp,
-    Counterexample,
-    DeadlockDetails,
-    DeadlockResult,
-    Diagnostic,
-    Role,
-    Status,
-)
+from meshproof.verify.result import Counterexample, DeadlockResult, Diagnostic, Role, Status
 from meshproof.verify.z3util import SatResult, check
 
 MAX_LISTED_BLOCKED = 48

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK, STATUSES, ChannelTable, CommColumns, OpRef
-from meshproof.model.channels import PortStatus as PortStatus
+from meshproof.model.channel_table import NO_LINK, STATUSES, ChannelTable, CommColumns, OpRef
+from meshproof.model.channel_table import PortStatus as PortStatus
 from meshproof.model.schedule import Schedule
 from meshproof.verify.z3util import Budget, SmtLib
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK
+from meshproof.model.channel_table import NO_LINK
 from meshproof.verify.deadlock_encoding import DeadlockModel, OrderConstraints
 from meshproof.verify.z3util import Budget, Outcome, SatResult, check_ground
 

@@ -16,20 +16,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
+from meshproof.verify.details import MergeCount, MergeDetails
+from meshproof.verify.details import Witness as WitnessFacts
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    Counterexample,
-    Diagnostic,
-    MergeCount,
-    MergeDetails,
-    PropertyResult,
-    Role,
-    Status,
-)
-from meshproof.verify.result import Witness as WitnessFacts
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
 from meshproof.verify.semantics.counts import Counts, count_rows
 from meshproof.verify.semantics.crossings import pair_words

@@ -12,17 +12,11 @@ import time
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK, OUTSIDE, ChannelTable, OpRef
+from meshproof.model.channel_table import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.topology import Endpoint
+from meshproof.verify.details import ConfinementDetails
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    ConfinementDetails,
-    Counterexample,
-    Diagnostic,
-    PropertyResult,
-    Role,
-    Status,
-)
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 
 
 def _refs_with(table: ChannelTable, status: int) -> list[OpRef]:

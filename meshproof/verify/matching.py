@@ -15,18 +15,11 @@ import time
 
 import numpy as np
 
-from meshproof.model.channels import OK, Channel, OpRef
+from meshproof.model.channel_table import OK, Channel, OpRef
 from meshproof.model.schedule import Op, OpKind, Schedule
+from meshproof.verify.details import Leftover, MatchingDetails
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    Counterexample,
-    Diagnostic,
-    Leftover,
-    MatchingDetails,
-    PropertyResult,
-    Role,
-    Status,
-)
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 
 
 def _op(schedule: Schedule, ref: OpRef) -> Op:

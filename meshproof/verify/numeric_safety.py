@@ -18,33 +18,29 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Dependencies, Evaluation
+from meshproof.model.channel_table import ChannelTable
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule
 from meshproof.model.tolerance import tolerance_for, tolerance_source
+from meshproof.verify.details import Hazard as HazardFacts
+from meshproof.verify.details import NumericDetails, RoundingDetails
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
     Diagnostic,
-    NumericDetails,
     NumericResult,
     PropertyResult,
     Role,
-    RoundingDetails,
     Status,
 )
-from meshproof.verify.result import Hazard as HazardFacts
 from meshproof.verify.semantics import SemanticAnalysis
 from meshproof.verify.semantics.bounds import assume, assumption_text, score_cap
 from meshproof.verify.semantics.culprits import Culprit, ranked, sentence
 from meshproof.verify.semantics.culprits import sites as culprit_sites
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.rounding import ROUNDING_ASSUMPTIONS
-from meshproof.verify.semantics.rounding_output import (
-    NoBound,
-    OutputBound,
-    output_error_bounds,
-)
+from meshproof.verify.semantics.rounding_output import NoBound, OutputBound, output_error_bounds
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
 from meshproof.verify.semantics.situation_facts import Held
 from meshproof.verify.semantics.situations import Forms, Situations

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.errors import OptionError
-from meshproof.model.channels import NO_LINK, ChannelTable, CommColumns, PortStatus
+from meshproof.model.channel_table import NO_LINK, ChannelTable, CommColumns, PortStatus
 from meshproof.model.schedule import Schedule
 
 MAX_RANKS = 64          # explicit-state search past this is hopeless; refuse, say why

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from meshproof.errors import OptionError
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import Schedule
 from meshproof.verify.property_names import Property as Property  # re-exported

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.model.channels import NO_LINK, OK, ChannelTable, CommColumns
+from meshproof.model.channel_table import NO_LINK, OK, ChannelTable, CommColumns
 from meshproof.model.schedule import Schedule
 from meshproof.model.topology import Direction, Endpoint
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_constraints, stuck_state

@@ -19,17 +19,10 @@ from dataclasses import dataclass
 
 from meshproof.model.blocking import Blocking, RootCause, blocking
 from meshproof.model.schedule import Op, OpKind, Schedule
+from meshproof.verify.details import AttentionDetails, MergeDetails
 from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
-from meshproof.verify.result import (
-    AttentionDetails,
-    Counterexample,
-    Diagnostic,
-    MergeDetails,
-    PropertyResult,
-    Role,
-    Status,
-)
+from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 
 CERTIFICATE = "the Kahn-network run at unbounded queue depth: the rank never reaches the store"
 MAX_LISTED = 8

@@ -22,7 +22,7 @@ from typing import Any
 import z3
 
 from meshproof import interrupts
-from meshproof.model.channels import OpRef
+from meshproof.model.channel_table import OpRef
 from meshproof.model.schedule import Schedule
 
 _UINT_MAX = 2**32 - 1

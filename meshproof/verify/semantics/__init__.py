@@ -13,12 +13,14 @@ that there is no cycle and that nothing here imports the rest of verify/):
                scrambled dots
 - atoms.py     linear forms of atoms
 - maxima.py    maxima over linear forms
+- inequalities.py  a guard: a conjunction of affine inequalities over a box
 - guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
 - poly_terms.py  monomials and polynomials (the terms); poly_atoms.py: row sums over key
                rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;
                poly_divide.py: exact division
 - poly.py      exponential polynomials: arithmetic and normalisation
-- rational.py  the normal form: rational functions, exp, log, max
+- rat.py       the normal form `Rat` (rational functions of polynomials), built and viewed
+- rational.py  its arithmetic, exp and log; rational_max.py: max and min
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
@@ -38,6 +40,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - situations.py  the situation memo: forms, intervals and rounding errors once per
                situation, shared by every rank that meets it
 - masked_ref.py  the masked reference (guarded sums over the keys a mask allows)
+- partials.py  a form as partials, typed mismatches; partial_weights.py: their weights
 - judge.py     the identity with attention, and why not; counts.py: key-row counts
 - crossings.py masked key counts at every query, read at end-point crossings
 - mask_departure.py  the tl.where (or dot) that decides a wrong masked pair
@@ -51,8 +54,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import OpsProgress
+from meshproof.model.channel_table import ChannelTable
+from meshproof.model.op_semantics import OpsProgress
 from meshproof.model.problem import (
     DEFAULT_INPUT_BOUND,
     Problem,

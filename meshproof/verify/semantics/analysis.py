@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import Dependencies, Evaluation, OpsProgress
+from meshproof.model.channel_table import ChannelTable
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import OpsProgress
 from meshproof.model.problem import DEFAULT_INPUT_BOUND, Problem
 from meshproof.model.schedule import Harness, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget
@@ -25,10 +27,11 @@ from meshproof.verify.semantics.index import (
     regroup,
     unify_axis,
 )
-from meshproof.verify.semantics.judge import Mismatch, Reason, Shape, Verdict, compare, decompose
+from meshproof.verify.semantics.judge import Verdict, compare
 from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.mask_departure import mask_departure
-from meshproof.verify.semantics.rational import ZERO_RAT, Rat
+from meshproof.verify.semantics.partials import Mismatch, Reason, Shape, decompose
+from meshproof.verify.semantics.rat import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.situation_facts import Held
 from meshproof.verify.semantics.situations import Forms, Situations

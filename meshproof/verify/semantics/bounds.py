@@ -23,7 +23,7 @@ from meshproof.verify.semantics.maxima import Max, Ranges
 from meshproof.verify.semantics.order import log_exponent, lower_bound, ratio_at_most_one
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_terms import Monomial, Poly
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 

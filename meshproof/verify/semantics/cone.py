@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Evaluation, Key, Lost, Reduction, Unary
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import Binary, Key, Lost, Reduction, Unary
 from meshproof.model.schedule import Const, Op, OpKind, ValueRef
 from meshproof.verify.semantics.numeric import Num, Numeric, mpmath_backend
 

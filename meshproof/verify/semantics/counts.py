@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from meshproof.model.problem import Problem
-from meshproof.verify.semantics.judge import B_ROW, Runs, lightest, ratio
+from meshproof.verify.semantics.partial_weights import Runs, lightest, ratio
+from meshproof.verify.semantics.partials import B_ROW
 from meshproof.verify.semantics.poly_atoms import RowSum
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.tensor_atoms import Input, Score
 from meshproof.verify.semantics.views import Piece, linear_terms, pieces, split_value
 
@@ -84,7 +85,7 @@ def count_rows(form: Rat, problem: Problem, group: int) -> Counts | None:
 
 
 def _merged(items: list[tuple[int, int, tuple[Fraction, Fraction]]]) -> Runs:
-    from meshproof.verify.semantics.judge import _weight_sum
+    from meshproof.verify.semantics.partial_weights import _weight_sum
 
     cuts = sorted({x for lo, hi, _ in items for x in (lo, hi)})
     out: Runs = []

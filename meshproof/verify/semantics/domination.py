@@ -11,8 +11,9 @@ from fractions import Fraction
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import ZERO, Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Guard, Pen, conjunction, extremes, pens, without_pens
+from meshproof.verify.semantics.guards import Pen, conjunction, pens, without_pens
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.inequalities import Guard, extremes
 from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_intervals import common

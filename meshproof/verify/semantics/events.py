@@ -15,7 +15,7 @@ from enum import Enum
 
 from meshproof.model.schedule import Op
 from meshproof.verify.semantics.poly_terms import Poly
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.tensor_atoms import Score, Scrambled
 from meshproof.verify.semantics.views import describe, partial_rows, reference_points, short
 

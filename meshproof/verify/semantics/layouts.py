@@ -21,7 +21,7 @@ from meshproof.verify.semantics.index import (
     regroup,
     unify_axis,
 )
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.reasons import NotModelled
 
 

@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from meshproof.verify.semantics.bounds import lin_interval
-from meshproof.verify.semantics.guards import POSITION_LIMIT, Idx, Ind, pens, without_pens
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.guards import Idx, Ind, pens, without_pens
+from meshproof.verify.semantics.inequalities import POSITION_LIMIT
+from meshproof.verify.semantics.rat import Rat
 
 
 def exact_mask_value(form: Rat) -> bool | None:

@@ -34,8 +34,9 @@ from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import Atom
-from meshproof.verify.semantics.guards import Guard, Ind, extremes, normal
+from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.inequalities import Guard, extremes, normal
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly, _powers
 

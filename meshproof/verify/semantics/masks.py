@@ -27,21 +27,14 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from meshproof.model.evaluate import Compare
+from meshproof.model.op_semantics import Compare
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import (
-    POSITION_LIMIT,
-    Guard,
-    Idx,
-    Ind,
-    Pen,
-    conjunction,
-    extremes,
-)
+from meshproof.verify.semantics.guards import Idx, Ind, Pen, conjunction
 from meshproof.verify.semantics.index import Aff, Layout
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.inequalities import POSITION_LIMIT, Guard, extremes
+from meshproof.verify.semantics.rat import ONE_RAT, ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
 
 
@@ -105,15 +98,15 @@ def compare(fn: Compare, fa: Rat, fb: Rat, layout: Layout) -> Rat:
             parts = [Guard.make([diff.shift(1)], box), Guard.make([diff.scale(-1).shift(1)],
                                                                   box)]
             if any(g is True for g in parts):
-                return R.ONE_RAT
-            out = R.ZERO_RAT
+                return ONE_RAT
+            out = ZERO_RAT
             for g in parts:
                 if isinstance(g, Guard):
                     out = R.add(out, Rat.atom(Ind.make(g)))
             return out
     g = Guard.make(cons, box)
     if isinstance(g, bool):
-        return R.ONE_RAT if g else R.ZERO_RAT
+        return ONE_RAT if g else ZERO_RAT
     return Rat.atom(Ind.make(g))
 
 
@@ -243,13 +236,13 @@ def _where_union(union: tuple[Guard, ...], fa: Rat, fb: Rat) -> Rat:
                               "is not one conjunction of comparisons")
         return _penalty(fb, neg)
     _check_finite_unmasked(fa, fb)
-    ind = R.ZERO_RAT
+    ind = ZERO_RAT
     for g in union:
         ind = R.add(ind, Rat.atom(Ind.make(g)))
     out = R.mul(ind, fa)
     if fb.is_zero:
         return out
-    return R.add(out, R.mul(R.sub(R.ONE_RAT, ind), fb))
+    return R.add(out, R.mul(R.sub(ONE_RAT, ind), fb))
 
 
 def _check_finite_unmasked(fa: Rat, fb: Rat) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics.scalars import machine_value

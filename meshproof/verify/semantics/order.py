@@ -27,7 +27,8 @@ from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_intervals import common
 from meshproof.verify.semantics.poly_terms import Monomial, Poly
-from meshproof.verify.semantics.rational import Rat, sign
+from meshproof.verify.semantics.rat import Rat
+from meshproof.verify.semantics.rational import sign
 from meshproof.verify.semantics.strided import expand_form
 
 

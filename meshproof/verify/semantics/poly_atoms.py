@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from meshproof.verify.semantics.atom_base import Atom, _set, frame_parts
-from meshproof.verify.semantics.guards import Guard, Ind, conjunction
+from meshproof.verify.semantics.guards import Ind, conjunction
 from meshproof.verify.semantics.index import BOUND, Subst
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers, shift, subst
 
 

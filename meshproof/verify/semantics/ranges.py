@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, Unary
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
 from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.order import lower_bound
-from meshproof.verify.semantics.rational import Rat, sign
+from meshproof.verify.semantics.rat import Rat
+from meshproof.verify.semantics.rational import sign
 from meshproof.verify.semantics.readers import FormReader
 from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.symbolic_core import Opaque

@@ -16,180 +16,25 @@ coarsened. Operations keep it that way and cancel what they can:
 
 Anything else raises `NotModelled` (outside the algebra) or `Undefined` (0/0, inf - inf,
 log 0) with the reason in words.
+
+This module is the arithmetic, exp and log; the `Rat` record, its construction and views
+are rat.py, max and min rational_max.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import ONE, ZERO, Atom
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf
-from meshproof.verify.semantics.index import Subst
-from meshproof.verify.semantics.maxima import Elem, Max, Ranges
+from meshproof.verify.semantics.maxima import Max
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
-from meshproof.verify.semantics.poly_divide import divide
-from meshproof.verify.semantics.poly_intervals import coarsen
-from meshproof.verify.semantics.poly_terms import (
-    NO_UNIT,
-    ONE_POLY,
-    ZERO_POLY,
-    Monomial,
-    Poly,
-    shift,
-    subst,
-)
+from meshproof.verify.semantics.poly_terms import NO_UNIT, ONE_POLY, ZERO_POLY, Monomial, Poly
+from meshproof.verify.semantics.rat import ONE_RAT, ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
-
-Factors = tuple[tuple[Poly, int], ...]
-
-
-class Rat:
-    """num / prod(factor^power), or the constant +inf / -inf (`inf` = +1 / -1)."""
-
-    __slots__ = ("_hash", "den", "digits", "inf", "key", "num")
-    num: Poly
-    den: Factors
-    inf: int
-    key: str
-    digits: frozenset[int]
-    _hash: int
-
-    def __init__(self, num: Poly, den: Factors = (), inf: int = 0) -> None:
-        object.__setattr__(self, "num", num)
-        object.__setattr__(self, "den", den)
-        object.__setattr__(self, "inf", inf)
-        if inf:
-            key = "+inf" if inf > 0 else "-inf"
-        else:
-            key = num.key + "".join(f"/{f.key}^{k}" for f, k in den)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "_hash", hash(key))
-        digits = set(num.digits)
-        for f, _ in den:
-            digits.update(f.digits)
-        object.__setattr__(self, "digits", frozenset(digits))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("forms are immutable")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Rat) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __repr__(self) -> str:
-        return self.key
-
-    # --- construction ------------------------------------------------------------------
-    @staticmethod
-    def const(value: Fraction | float) -> Rat:
-        if isinstance(value, float):
-            if math.isnan(value):
-                raise Undefined(UndefinedKind.NAN_CONSTANT, "uses a nan constant")
-            return POS_INF if value > 0 else NEG_INF
-        return Rat(Poly.const(value))
-
-    @staticmethod
-    def atom(a: Atom, c: Fraction = ONE) -> Rat:
-        return Rat(Poly.var(a, c))
-
-    @staticmethod
-    def of_lin(lin: Lin) -> Rat:
-        if lin.infinite:
-            return POS_INF if lin.infinite > 0 else NEG_INF
-        return Rat(P.of_lin(lin))
-
-    @staticmethod
-    def make(num: Poly, den: Iterable[tuple[Poly, int]] = ()) -> Rat:
-        """The normal form of num / prod(den): factors primitive and merged, every factor
-        that divides the numerator divided out."""
-        if num.is_zero:
-            return ZERO_RAT
-        factors: dict[Poly, int] = {}
-        for f, k in den:
-            num = _absorb(num, f, k, factors)
-        for f in list(factors):
-            k = factors[f]
-            while k > 0:
-                q = divide(num, f)
-                if q is None:
-                    break
-                num, k = q, k - 1
-            factors[f] = k
-        out = tuple(sorted(((f, k) for f, k in factors.items() if k), key=lambda p: p[0].key))
-        return Rat(coarsen(num), out)
-
-    # --- views -------------------------------------------------------------------------
-    @property
-    def is_zero(self) -> bool:
-        return not self.inf and self.num.is_zero
-
-    def as_lin(self) -> Lin | None:
-        if self.inf:
-            return Lin(float("inf") if self.inf > 0 else float("-inf"))
-        if self.den:
-            return None
-        return P.as_lin(self.num)
-
-    def as_const(self) -> Fraction | float | None:
-        if self.inf:
-            return float("inf") if self.inf > 0 else float("-inf")
-        return None if self.den else self.num.as_const()
-
-    def atoms(self) -> Iterator[Atom]:
-        yield from self.num.atoms()
-        for f, _ in self.den:
-            yield from f.atoms()
-
-    def subst(self, s: Subst) -> Rat:
-        if self.inf or not s or not any(d in s for d in self.digits):
-            return self
-        return Rat.make(subst(self.num, s), ((subst(f, s), k) for f, k in self.den))
-
-    def shift(self, delta: int) -> Rat:
-        if self.inf or not delta:
-            return self
-        return Rat.make(shift(self.num, delta), ((shift(f, delta), k) for f, k in self.den))
-
-    def expanded_den(self) -> Poly:
-        out = ONE_POLY
-        for f, k in self.den:
-            out = P.mul(out, P.power(f, k))
-        return out
-
-
-ZERO_RAT = Rat(ZERO_POLY)
-ONE_RAT = Rat(ONE_POLY)
-POS_INF = Rat(ZERO_POLY, (), 1)
-NEG_INF = Rat(ZERO_POLY, (), -1)
-
-
-def _absorb(num: Poly, f: Poly, k: int, factors: dict[Poly, int]) -> Poly:
-    """Divide num by f^k: f's content and common unit go into num (their inverse), the
-    rest into `factors` (a monomial split into its variables)."""
-    c = f.as_const()
-    if c is not None:
-        if not c:
-            raise Undefined(UndefinedKind.DIVIDE_BY_ZERO, "divides by zero")
-        return P.scale(num, Fraction(1) / c ** k)
-    content, unit, prim = P.primitive(f)
-    num = P.times_unit(P.scale(num, Fraction(1) / content ** k), unit.scale(Fraction(-k)))
-    if len(prim.terms) == 1:
-        mono = prim.terms[0][0]
-        for x, p in mono.vars:
-            var = Poly.var(x)
-            factors[var] = factors.get(var, 0) + p * k
-        if mono.unit.coeffs or mono.unit.const:
-            num = P.times_unit(num, mono.unit.scale(Fraction(-k)))
-        return num
-    factors[prim] = factors.get(prim, 0) + k
-    return num
-
 
 # --- arithmetic ------------------------------------------------------------------------
 
@@ -405,59 +250,7 @@ def log_poly(p: Poly) -> Lin:
     return Lin.make(unit.const + extra, items)
 
 
-# --- maxima ----------------------------------------------------------------------------
-
-
-def _elems(lin: Lin, is_min: bool) -> list[Elem] | None:
-    """The members a linear form contributes to a max; None if it is the absorbing
-    infinity (+inf for max, -inf for min)."""
-    if lin.infinite:
-        neutral = -1 if not is_min else 1
-        return [] if lin.infinite == neutral else None
-    for atom, c in lin.coeffs:
-        if isinstance(atom, Max) and atom.is_min == is_min and c == 1:
-            rest = Lin(lin.const, tuple((a, k) for a, k in lin.coeffs if a is not atom))
-            return [Elem(e.body + rest, e.rows) for e in atom.elems]
-    return [Elem(lin)]
-
-
-def maximum(a: Rat, b: Rat, is_min: bool = False) -> Rat:
-    la, lb = a.as_lin(), b.as_lin()
-    if la is None or lb is None:
-        raise NotModelled(f"takes the {'minimum' if is_min else 'maximum'} of values that are "
-                          "not linear forms of scores and maxima (e.g. of sums of "
-                          "exponentials)")
-    ea, eb = _elems(la, is_min), _elems(lb, is_min)
-    if ea is None or eb is None:
-        return POS_INF if not is_min else NEG_INF
-    return make_max(ea + eb, is_min)
-
-
-def make_max(elems: Iterable[Elem], is_min: bool) -> Rat:
-    ranged: dict[Lin, Ranges] = {}
-    plain: dict[str, Lin] = {}
-    best: Fraction | None = None
-    for e in elems:
-        if e.rows is not None:
-            if e.rows.empty:
-                continue
-            ranged[e.body] = ranged[e.body] | e.rows if e.body in ranged else e.rows
-        elif not e.body.coeffs:
-            assert isinstance(e.body.const, Fraction)
-            c = e.body.const
-            if best is None or (c < best if is_min else c > best):
-                best = c
-        else:
-            plain[e.body.key] = e.body
-    out = [Elem(b, r) for b, r in ranged.items()] + [Elem(b) for b in plain.values()]
-    if best is not None:
-        out.append(Elem(Lin(best)))
-    if not out:
-        return NEG_INF if not is_min else POS_INF
-    if len(out) == 1 and out[0].rows is None:
-        return Rat.of_lin(out[0].body)
-    return Rat.atom(Max.make(out, is_min))
-
-
-__all__ = ["NEG_INF", "ONE_RAT", "POS_INF", "ZERO", "ZERO_RAT", "Rat", "RowSum", "add", "div",
-           "exp", "log", "maximum", "mul", "neg", "scale", "sub"]
+# Rat (rat.py) stays importable from here for rounding.py; NEG_INF, POS_INF (rat.py) and
+# maximum (rational_max.py) are imported from where they live
+__all__ = ["ONE_RAT", "ZERO", "ZERO_RAT", "Rat", "RowSum", "add", "div", "exp", "log", "mul",
+           "neg", "scale", "sub"]

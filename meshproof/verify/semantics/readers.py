@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from meshproof.model.evaluate import Key, Lost
+from meshproof.model.op_semantics import Key, Lost
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.relations import Related

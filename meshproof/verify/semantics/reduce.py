@@ -15,15 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Guard, Pen, conjunction, pens
+from meshproof.verify.semantics.guards import Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
+from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum, Summed
 from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import NEG_INF, Rat
+from meshproof.verify.semantics.rational_max import make_max
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
 from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled, row_of
 
@@ -197,11 +198,11 @@ def max_over(r: Rat, over: Mapping[int, int]) -> Rat:
         bare = Lin(body.const, tuple((a, c) for a, c in body.coeffs if not isinstance(a, Pen)))
         cut = g.cut(lo, hi) if isinstance(g, Guard) else None if g is False else (None, lo, hi)
         if cut is None:
-            return R.NEG_INF
+            return NEG_INF
         guard, lo, hi = cut
         body = bare if guard is None else bare + Lin(Fraction(0), ((Pen.make(guard),
                                                                      Fraction(1)),))
-    inner = R.make_max([Elem(body, Ranges.interval(lo, hi))], False)
+    inner = make_max([Elem(body, Ranges.interval(lo, hi))], False)
     inner_lin = inner.as_lin()
     assert inner_lin is not None
     return Rat.of_lin(inner_lin + rest)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, TypeVar, assert_never
 
-from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Unary
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Unary
 from meshproof.model.schedule import Op
 
 T = TypeVar("T")

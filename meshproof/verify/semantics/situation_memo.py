@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from meshproof.model.evaluate import Dependencies, Evaluation, Key, Lost
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import Key, Lost
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule
 from meshproof.verify.semantics.atom_base import frame, frame_parts

@@ -21,16 +21,8 @@ computing) situation_memo.py.
 
 from __future__ import annotations
 
-from meshproof.model.evaluate import (
-    Binary,
-    Compare,
-    Evaluation,
-    Key,
-    Lost,
-    Reduction,
-    Reload,
-    Unary,
-)
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import Binary, Compare, Key, Lost, Reduction, Reload, Unary
 from meshproof.model.schedule import Op
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.ranges import UNBOUNDED, Interval

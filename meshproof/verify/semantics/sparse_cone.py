@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.evaluate import Evaluation, Key, Lost
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import Key, Lost
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Const, Op, OpKind, ValueRef
 from meshproof.verify.semantics.cone import cone_order

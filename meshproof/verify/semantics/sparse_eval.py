@@ -14,17 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from meshproof.model.channels import ChannelTable
-from meshproof.model.evaluate import (
-    Binary,
-    Compare,
-    Dependencies,
-    Evaluation,
-    Lost,
-    Reduction,
-    Reload,
-    Unary,
-)
+from meshproof.model.channel_table import ChannelTable
+from meshproof.model.dependencies import Dependencies
+from meshproof.model.evaluate import Evaluation
+from meshproof.model.op_semantics import Binary, Compare, Lost, Reduction, Reload, Unary
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, Schedule, ValueRef
 from meshproof.verify.semantics.crossings import WrongPair

@@ -31,7 +31,7 @@ from meshproof.verify.semantics.index import BOUND, Subst
 from meshproof.verify.semantics.poly_atoms import RowSum, Summed
 from meshproof.verify.semantics.poly_intervals import derivative
 from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly, _powers
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 
 STRIDE_MIN = 2     # pieces before a chain becomes one atom
 

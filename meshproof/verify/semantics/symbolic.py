@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import math
 
-from meshproof.model.evaluate import Compare, Lost, Reduction, Reload
+from meshproof.model.op_semantics import Compare, Lost, Reduction, Reload
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.events import Departure
 from meshproof.verify.semantics.index import Aff, Layout, Subst, compose, permute, unify_axis
 from meshproof.verify.semantics.layouts import Value, broadcast, read, separate, view
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import NEG_INF, Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined, UndefinedKind
 from meshproof.verify.semantics.reduce import max_over, sum_over
 from meshproof.verify.semantics.scalars import machine_value
@@ -207,7 +207,7 @@ class Symbolic(SymbolicArithmetic):
         b = separate(a.layout, b, self.src, always=True)
         la, lb = a.layout, b.layout
         if _empty_keys(a.form) or _empty_keys(b.form):
-            return Value(Layout.fresh((*la.shape[:-1], lb.shape[-1]), self.src), R.NEG_INF)
+            return Value(Layout.fresh((*la.shape[:-1], lb.shape[-1]), self.src), NEG_INF)
         batch, sa, sb = broadcast(Layout(la.axes[:-2], la.shape[:-2]),
                                   Layout(lb.axes[:-2], lb.shape[:-2]), self.src)
         ka, kb = la.axes[-1], lb.axes[-2]

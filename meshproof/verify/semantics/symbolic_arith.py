@@ -8,14 +8,15 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from meshproof.model.evaluate import Binary, Unary
+from meshproof.model.op_semantics import Binary, Unary
 from meshproof.model.schedule import Op, OpKind, ValueRef
 from meshproof.verify.semantics import masks as M
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.layouts import Value, broadcast, separate
 from meshproof.verify.semantics.maxima import Max
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import ONE_RAT, ZERO_RAT, Rat
+from meshproof.verify.semantics.rational_max import make_max, maximum
 from meshproof.verify.semantics.reasons import NotModelled
 from meshproof.verify.semantics.symbolic_core import (
     EXP_UNDERFLOW,
@@ -34,7 +35,7 @@ from meshproof.verify.semantics.views import describe
 
 _BINARY: dict[Binary, Callable[[Rat, Rat], Rat]] = {
     Binary.ADD: R.add, Binary.SUB: R.sub, Binary.MUL: R.mul, Binary.DIV: R.div,
-    Binary.MAXIMUM: R.maximum, Binary.MINIMUM: lambda a, b: R.maximum(a, b, is_min=True),
+    Binary.MAXIMUM: maximum, Binary.MINIMUM: lambda a, b: maximum(a, b, is_min=True),
 }
 
 
@@ -63,14 +64,14 @@ class SymbolicArithmetic(SymbolicCore):
             case Unary.LOG2:   # log2(x) = log(x) / ln 2
                 return R.scale(R.log(f), INV_LN2)
             case Unary.LOG1P:
-                return R.log(R.add(R.ONE_RAT, f))
+                return R.log(R.add(ONE_RAT, f))
             case Unary.SIGMOID:   # 1 / (1 + exp(-x)); sigmoid(-inf) = 0, sigmoid(inf) = 1
                 if f.inf:
-                    return R.ZERO_RAT if f.inf < 0 else R.ONE_RAT
+                    return ZERO_RAT if f.inf < 0 else ONE_RAT
                 held = self._saturated(op, f)
                 if held is not None:
                     return held
-                return R.reciprocal(R.add(R.ONE_RAT, self._exp(op, R.neg(f))))
+                return R.reciprocal(R.add(ONE_RAT, self._exp(op, R.neg(f))))
             case Unary.NEG:
                 return R.neg(f)
 
@@ -87,7 +88,7 @@ class SymbolicArithmetic(SymbolicCore):
                 self.rec.machine_zero(op, math.exp(max(iv[1], -745.0)),
                                       "f32 (for every input: exp of at most "
                                       f"{iv[1]:.3g})")
-                return R.ZERO_RAT
+                return ZERO_RAT
         return R.exp(arg)
 
     def _saturated(self, op: Op, x: Rat) -> Rat | None:
@@ -103,9 +104,9 @@ class SymbolicArithmetic(SymbolicCore):
         if iv is not None and iv[1] < -SIGMOID_FLAT:
             self.rec.machine_zero(op, 0.0, "f32 (sigmoid of at most "
                                   f"{iv[1]:.3g}, for every input)")
-            return R.ZERO_RAT
+            return ZERO_RAT
         if iv is not None and iv[0] > SIGMOID_ONE:
-            return R.ONE_RAT
+            return ONE_RAT
         return None
 
     def binary(self, rank: int, op: Op, fn: Binary, a: Result, b: Result) -> Result:
@@ -166,7 +167,7 @@ class SymbolicArithmetic(SymbolicCore):
         lows = [lin_interval(e.body, F16_MAX, self.problem.d_head) for e in others]
         top = max(float(e.body.const) for e in consts)
         if any(iv is not None and iv[0] > top for iv in lows):
-            return R.make_max(others, False)
+            return make_max(others, False)
         return m
 
     def _underflow(self, op: Op, fa: Rat, fb: Rat, out: Rat) -> Rat:
@@ -182,7 +183,7 @@ class SymbolicArithmetic(SymbolicCore):
         if bound is not None and bound < F32_TINY:
             self.rec.machine_zero(op, bound, "f32 (for every input: the value is at most "
                                   "that)")
-            return R.ZERO_RAT
+            return ZERO_RAT
         return out
 
     def _note(self, rank: int, fn: Binary, op: Op, fa: Rat, fb: Rat, out: Rat) -> None:

@@ -13,14 +13,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from meshproof.model.evaluate import Dependencies
+from meshproof.model.dependencies import Dependencies
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.budget import Budget, unbounded
 from meshproof.verify.semantics.events import Departure, Recorder, Silent
 from meshproof.verify.semantics.index import DigitSource, Layout
 from meshproof.verify.semantics.layouts import Value, buffer
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.strided import stride_form

@@ -18,7 +18,7 @@ from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.maxima import Max
 from meshproof.verify.semantics.poly_atoms import Log, RowSum
 from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.strided import expand_form
 from meshproof.verify.semantics.tensor_atoms import Input, Score
 
