@@ -44,6 +44,8 @@ from meshproof.verify.semantics.rounding_err import (
     _partners,
     _pure_input,
     _sum_parts,
+    rounded_err,
+    with_parts,
 )
 from meshproof.verify.semantics.rounding_rules import _RULES, HANDLED_BEFORE, RoundingRules
 from meshproof.verify.semantics.symbolic import Opaque
@@ -176,7 +178,7 @@ class ErrorBounds(RoundingRules):
         if out.kind in (Kind.REL, Kind.OSCALE):
             tilt = attributed([(a.eps, a.parts) for a in args], out.eps, mech, union)
             own = attributed([(a.own, a.own_parts) for a in weights], out.own, mech, union)
-            return replace(out, parts=tilt, own_parts=own)
+            return with_parts(out, tilt, own)
         if out.kind is Kind.OUT and op.kind is OpKind.DIV and len(weights) == 2 and \
                 rel is Relation.PARTNERS:
             o, ell = weights
@@ -190,10 +192,10 @@ class ErrorBounds(RoundingRules):
             own_parts = attributed([(o.own, o.own_parts), (ell.own, ell.own_parts)], mine,
                                    mech, False)
             both = _sum_parts(tilt_parts, own_parts)
-            return replace(out, parts=attributed([(shared + mine, both)], out.eps, mech,
-                                                 False))
+            return with_parts(out, attributed([(shared + mine, both)], out.eps, mech, False),
+                              out.own_parts)
         flat = [(a.eps + a.own, _sum_parts(a.parts, a.own_parts)) for a in args]
-        return replace(out, parts=attributed(flat, out.eps, mech, union))
+        return with_parts(out, attributed(flat, out.eps, mech, union), out.own_parts)
 
     def _inherit(self, key: Key, op: Op, keys: list[Key]) -> None:
         for k in keys:
@@ -223,14 +225,14 @@ class ErrorBounds(RoundingRules):
         extra = twice and e.dtype is not DType.F32
         if e.kind is Kind.ABS:
             mag = self._mag(key)
-            return replace(e, eps=e.eps + half_ulp(e.dtype, mag) +
-                           (half_ulp(DType.F32, mag) if extra else 0.0))
+            return rounded_err(e, e.eps + half_ulp(e.dtype, mag) +
+                               (half_ulp(DType.F32, mag) if extra else 0.0), e.floor, e.own)
         u, tiny = UNIT[e.dtype] + (UNIT[DType.F32] if extra else 0.0), TINY[e.dtype]
         if e.kind is Kind.OUT:
-            return replace(e, eps=e.eps + u * (1.0 + e.eps), floor=e.floor + tiny)
+            return rounded_err(e, e.eps + u * (1.0 + e.eps), e.floor + tiny, e.own)
         if shared or e.kind is Kind.EXACT:   # an input's rounding: relative, in eps
-            return replace(e, eps=e.eps + u, floor=e.floor + tiny)
-        return replace(e, own=e.own + u, floor=e.floor + tiny)
+            return rounded_err(e, e.eps + u, e.floor + tiny, e.own)
+        return rounded_err(e, e.eps, e.floor + tiny, e.own + u)
 
     def _combine(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         k = op.kind

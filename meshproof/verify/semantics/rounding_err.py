@@ -66,6 +66,19 @@ class Err:
         return self.eps + self.own + self.ref
 
 
+def with_parts(e: Err, parts: tuple[float, ...], own_parts: tuple[float, ...]) -> Err:
+    """e with its breakdown by mechanism (dataclasses.replace introspects the fields on
+    every call: this runs once per situation)."""
+    return Err(e.kind, e.eps, e.dtype, e.floor, e.own, e.ref, e.lead, e.arg, e.kstar, parts,
+               own_parts)
+
+
+def rounded_err(e: Err, eps: float, floor: float, own: float) -> Err:
+    """e with a new eps, floor and own (one op's rounding added; see with_parts)."""
+    return Err(e.kind, eps, e.dtype, floor, own, e.ref, e.lead, e.arg, e.kstar, e.parts,
+               e.own_parts)
+
+
 def _pure_input(form: Rat) -> bool:
     """An input element itself (Q, K or V at some coordinates): exact as loaded."""
     lin = form.as_lin()
