@@ -18,10 +18,12 @@ so the ratio is an upper bound of the bound's slack.
     .venv/bin/python benchmarks/numeric_tightness.py --seeds 4 --cost 16   # quicker
 
 It then times numeric_safety on mesh_mlo_2d (16x16 and 64x64): the shared semantic analysis
-with the rounding domain plus the property, against the same analysis with the rounding
-domain switched off. The times are this process's CPU seconds, not wall time: on a shared
-machine the wall clock measures the neighbours too. `--repeat N` runs the cost rows N times
-and prints their median; `--cost-only` leaves out the tightness rows:
+with the rounding domain (and the value numbers) plus the property's check on that analysis
+(its hazards, output bound and culprits; the channel table is the pipeline's, not
+numeric_safety's, and is not counted), against the same analysis with the rounding domain
+and the value numbers switched off. The times are this process's CPU seconds, not wall
+time: on a shared machine the wall clock measures the neighbours too. `--repeat N` runs the
+cost rows N times and prints their median; `--cost-only` leaves out the tightness rows:
 
     .venv/bin/python benchmarks/numeric_tightness.py --cost-only --cost 16 --repeat 5
 """
