@@ -33,9 +33,9 @@ packed in ints (no tuple per value for the collector to scan), and `related` num
 op's result too, so the `note` that follows has nothing left to do. Replaying the calls
 of one 16x16 mesh_mlo_2d analysis costs 0.24 s against 0.44 s before, of a 32x32 one 3.1 s
 against 4.6 s. Per-rank lists in place of the per-rank dicts were measured there too and
-gain nothing (3.3 s). At 32x32 and above the numbering still costs about as much as the
-rest of the analysis again in part (its tables outgrow the caches): sharing it between
-ranks that trace alike, as the situation memo shares the facts, is what is left.
+gain nothing (3.3 s). At 32x32 and above the numbering is still most of numeric_safety's
+cost (its tables outgrow the caches): sharing it between ranks that trace alike, as the
+situation memo shares the facts, is what is left.
 """
 
 from __future__ import annotations
