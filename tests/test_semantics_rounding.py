@@ -284,9 +284,13 @@ def test_f16_scores_with_f32_messages_at_1_are_proved() -> None:
 
 def test_the_culprit_of_f16_scores_is_the_score_line_with_its_remedy() -> None:
     p = _f16_design(16.0)
-    assert "the rounding of the scores at examples/f16_design.py:21 contributes" in p.message
+    assert "the rounding of the scores at examples/f16_design.py:21 (f16) contributes" in \
+        p.message
     assert 'out_dtype="f32"' in p.message
     assert p.culprits and p.culprits[0].mechanism.name == "SCORES"
+    # op, kernel line, dtype, share: the dtype is the one the line's op rounds to
+    first = p.to_json()["culprits"][0]
+    assert first["sites"] == ["examples/f16_design.py:21"] and first["dtypes"] == ["f16"]
 
 
 def test_the_culprit_of_f16_messages_is_the_narrowed_max_at_the_send() -> None:
@@ -294,7 +298,7 @@ def test_the_culprit_of_f16_messages_is_the_narrowed_max_at_the_send() -> None:
     assert p.status is Status.VIOLATED
     first = p.culprits[0]
     assert first.mechanism.name == "NARROWED_MAX" and first.share > 0.9
-    assert first.sites == ("meshproof/kernels/mesh_mlo.py:52",)
+    assert first.sites == ("meshproof/kernels/mesh_mlo.py:52",) and first.dtypes == ("f16",)
     assert "send m in f32" in p.message
     shares = [c["share"] for c in p.to_json()["culprits"]]
     assert shares == sorted(shares, reverse=True)
@@ -305,6 +309,8 @@ def test_a_proved_bound_names_its_largest_shares() -> None:
     assert p.status is Status.PROVED
     assert "largest shares: " in p.message
     assert {c.mechanism.name for c in p.culprits[:3]} == {"STORE", "CAST", "SCORES"}
+    assert all(len(c.dtypes) == len(c.sites) and set(c.dtypes) <= {"f16", "bf16", "f32"}
+               for c in p.culprits)
 
 
 # --- sigmoid and the log-sum-exp merges (tests/kernels/merge_forms.py) -------------------

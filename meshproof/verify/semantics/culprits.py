@@ -125,22 +125,35 @@ def moved(parts: Parts, mech: Mechanism, taken: float, rest: float, added: float
 
 @dataclass(frozen=True, slots=True)
 class Culprit:
-    """One mechanism's share of the bound, with the kernel lines where it happens."""
+    """One mechanism's share of the bound, with the kernel lines where it happens and the
+    dtype each of those ops rounds to (`dtypes[i]` is `sites[i]`'s)."""
 
     mechanism: Mechanism
     share: float
     sites: tuple[str, ...]
+    dtypes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        return {"mechanism": self.mechanism.name.lower(), "what": self.mechanism.value,
-                "share": float(f"{self.share:.3g}"), "sites": list(self.sites),
-                "remedy": REMEDY[self.mechanism]}
+        out: dict[str, object] = {
+            "mechanism": self.mechanism.name.lower(), "what": self.mechanism.value,
+            "share": float(f"{self.share:.3g}"), "sites": list(self.sites),
+            "remedy": REMEDY[self.mechanism]}
+        if self.dtypes:
+            out["dtypes"] = list(self.dtypes)
+        return out
+
+    def where(self) -> str:
+        """The sites in words, each with its dtype: 'k.py:15 (f16), k.py:20 (f32)'."""
+        return ", ".join(f"{s} ({d})" if d else s for s, d in
+                         zip(self.sites, self.dtypes or ("",) * len(self.sites), strict=True))
 
 
-def sites(ops: Iterable[tuple[Op, str, Rat | None]]) -> dict[Mechanism, list[str]]:
-    """Per mechanism, the kernel lines of the ops that add to it, in program order: `ops`
-    are (op, its value's kind, its exact form), one per distinct op."""
-    out: dict[Mechanism, list[str]] = {}
+def sites(ops: Iterable[tuple[Op, str, Rat | None]]
+          ) -> dict[Mechanism, list[tuple[str, str]]]:
+    """Per mechanism, the kernel lines of the ops that add to it, in program order, each
+    with the dtype its op rounds to: `ops` are (op, its value's kind, its exact form), one
+    per distinct op."""
+    out: dict[Mechanism, list[tuple[str, str]]] = {}
     for op, kind, form in ops:
         if kind == "exact" and op.kind is not OpKind.CAST:
             continue
@@ -152,22 +165,26 @@ def sites(ops: Iterable[tuple[Op, str, Rat | None]]) -> dict[Mechanism, list[str
         if op.kind is OpKind.CAST and kind == "exact":
             continue
         mech = mechanism_of(op, kind, form, "same")
-        where = str(op.source)
-        if where not in out.setdefault(mech, []):
-            out[mech].append(where)
+        site = (str(op.source), op.dtype.value)
+        lines = out.setdefault(mech, [])
+        if all(site[0] != line for line, _ in lines):
+            lines.append(site)
         # a rescale may be from another reference point
-        if mech is Mechanism.MERGE and op.kind is OpKind.MUL and \
-                where not in out.setdefault(Mechanism.REFERENCE, []):
-            out[Mechanism.REFERENCE].append(where)
+        if mech is Mechanism.MERGE and op.kind is OpKind.MUL:
+            lines = out.setdefault(Mechanism.REFERENCE, [])
+            if all(site[0] != line for line, _ in lines):
+                lines.append(site)
     return out
 
 
-def ranked(parts: Parts, sites: dict[Mechanism, list[str]]) -> tuple[Culprit, ...]:
+def ranked(parts: Parts, sites: dict[Mechanism, list[tuple[str, str]]]
+           ) -> tuple[Culprit, ...]:
     """The mechanisms by share of the bound, largest first (shares below 1% left out)."""
     total = sum(parts)
     if not parts or total <= 0:
         return ()
-    out = [Culprit(m, x / total, tuple(sites.get(m, ())[:3]))
+    out = [Culprit(m, x / total, tuple(line for line, _ in sites.get(m, ())[:3]),
+                   tuple(dt for _, dt in sites.get(m, ())[:3]))
            for m, x in zip(ORDER, parts, strict=True) if x / total >= 0.01]
     return tuple(sorted(out, key=lambda c: (-c.share, c.mechanism.name)))
 
@@ -175,7 +192,7 @@ def ranked(parts: Parts, sites: dict[Mechanism, list[str]]) -> tuple[Culprit, ..
 def sentence(culprits: Iterable[Culprit]) -> str:
     """The largest contribution in words, with the remedy."""
     for c in culprits:
-        where = f" at {', '.join(c.sites)}" if c.sites else ""
+        where = f" at {c.where()}" if c.sites else ""
         return (f"{c.mechanism.value}{where} contributes {c.share:.0%} of the bound: "
                 f"{REMEDY[c.mechanism]}")
     return ""
