@@ -223,6 +223,4 @@ def _rows(refs: Sequence[OpRef]) -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
 
-# the table's types (channel_table.py) stay importable from here for sim/ and the
-# semantics modules being split elsewhere
-__all__ = ["ChannelTable", "OpRef", "PortStatus", "communication_groups", "derive_channels"]
+__all__ = ["communication_groups", "derive_channels"]

@@ -10,7 +10,8 @@ import time
 
 from meshproof.errors import HarnessError, SimulationRefused, TimeBudgetExceeded
 from meshproof.model.blocking import blocking
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus, derive_channels
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
+from meshproof.model.channels import derive_channels
 from meshproof.model.hardware import HardwareProfile
 from meshproof.model.progress import Progress, comm_steps, hop_steps, run
 from meshproof.model.schedule import Schedule

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.errors import HarnessError, TimeBudgetExceeded
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.problem import ProblemShape
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.model.tolerance import TOLERANCE_RULE, tolerance_for

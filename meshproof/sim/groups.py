@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshproof.errors import HarnessError
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
 from meshproof.model.problem import group_ranks
 from meshproof.model.schedule import Op, OpKind, Schedule
 

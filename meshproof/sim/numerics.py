@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshproof.errors import HarnessError, InternalError, SimulationRefused
-from meshproof.model.channels import ChannelTable, OpRef
+from meshproof.model.channel_table import ChannelTable, OpRef
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.sim.groups import Group
 from meshproof.sim.harness import Buffer, Generated, Memory

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule
 from meshproof.outputs import check_writable, write_text
 from meshproof.sim.timing import OpEvent, TimingRun

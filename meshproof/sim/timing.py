@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from meshproof.errors import ConfigError, SimulationRefused
-from meshproof.model.channels import ChannelTable, OpRef, PortStatus
+from meshproof.model.channel_table import ChannelTable, OpRef, PortStatus
 from meshproof.model.hardware import HardwareProfile, LinkCost
 from meshproof.model.schedule import (
     Op,

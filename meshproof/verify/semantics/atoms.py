@@ -24,7 +24,6 @@ from fractions import Fraction
 
 from meshproof.verify.semantics.atom_base import ZERO, Atom, fkey
 from meshproof.verify.semantics.index import Aff, Subst
-from meshproof.verify.semantics.tensor_atoms import Input as Input  # rounding.py reads it here
 from meshproof.verify.semantics.tensor_atoms import Score
 
 # --- linear forms ----------------------------------------------------------------------

@@ -7,7 +7,7 @@ member of a max M attains it, X holds a term that is at least a known constant (
 member's own exp(0), a log-sum-exp's exp(log ℓ - log ℓ)).
 
 This module holds the lower bounds; `nonpositive` and the domination of logarithms are
-domination.py (re-exported here for safety.py).
+domination.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import ZERO, Atom
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.domination import _log_bound, _termwise_le
-from meshproof.verify.semantics.domination import nonpositive as nonpositive  # safety.py
 from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf, pens
 from meshproof.verify.semantics.maxima import Elem, Max, Ranges
 from meshproof.verify.semantics.poly_atoms import Log, RowSum

@@ -48,7 +48,7 @@ from meshproof.verify.semantics.rounding_err import (
     with_parts,
 )
 from meshproof.verify.semantics.rounding_rules import _RULES, HANDLED_BEFORE, RoundingRules
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.ulp import TINY, UNIT, half_ulp
 from meshproof.verify.semantics.views import describe
 

@@ -15,16 +15,17 @@ from enum import Enum
 
 from meshproof.model.evaluate import Key
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
-from meshproof.verify.semantics.atoms import Input, Lin
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.mask_exactness import exact_mask_value, finite_magnitude
 from meshproof.verify.semantics.order import at_least_one, lower_bound
-from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.readers import RoundingReader, WhyStore
 from meshproof.verify.semantics.relations import Related, Relation
 from meshproof.verify.semantics.rounding_rules_partners import PartnersBound, partners_bound
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
+from meshproof.verify.semantics.tensor_atoms import Input
 from meshproof.verify.semantics.views import describe
 
 _VIEWS = (OpKind.STORE, OpKind.SEND, OpKind.RESHAPE, OpKind.VIEW, OpKind.TRANS, OpKind.NEG,

@@ -15,7 +15,7 @@ from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.culprits import Mechanism, attributed
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.rounding import Err, Kind
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.ulp import TINY, UNIT
 from meshproof.verify.semantics.views import convex_output
 

@@ -26,7 +26,7 @@ from meshproof.verify.semantics.rounding_err import (
     _scaled,
 )
 from meshproof.verify.semantics.rounding_rules_exparg import exp_argument_bound
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.ulp import EXP_ULP, UNIT, accumulation, half_ulp
 from meshproof.verify.semantics.views import convex_output
 

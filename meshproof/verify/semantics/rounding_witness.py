@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.machine import Machine
 from meshproof.model.problem import Problem

@@ -17,18 +17,19 @@ from enum import Enum
 
 import numpy as np
 
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, SourceLoc, ValueRef
 from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.bounds import assumption_text, score_cap
+from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.hazards import opaque_suspects, suspects, undefined_outputs
 from meshproof.verify.semantics.numeric import Inputs, Num
-from meshproof.verify.semantics.order import nonpositive, ratio_at_most_one
+from meshproof.verify.semantics.order import ratio_at_most_one
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
 from meshproof.verify.semantics.situations import Forms
-from meshproof.verify.semantics.symbolic import LN2, Opaque
+from meshproof.verify.semantics.symbolic_core import LN2, Opaque
 from meshproof.verify.semantics.views import describe
 from meshproof.verify.semantics.witness import (
     WitnessTooLarge,

@@ -28,7 +28,7 @@ from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined,
 from meshproof.verify.semantics.reduce import max_over, sum_over
 from meshproof.verify.semantics.scalars import machine_value
 from meshproof.verify.semantics.symbolic_arith import SymbolicArithmetic
-from meshproof.verify.semantics.symbolic_core import LN2, SCALAR, Opaque, Result, _const
+from meshproof.verify.semantics.symbolic_core import SCALAR, Opaque, Result, _const
 from meshproof.verify.semantics.tensor_atoms import Input, Scrambled
 
 
@@ -263,5 +263,4 @@ def _empty_keys(form: Rat) -> bool:
     return any(isinstance(a, Input) and a.tensor == "Kx" for a in form.atoms())
 
 
-# LN2 and Opaque (symbolic_core.py) are still read from here by rounding.py and safety.py
-__all__ = ["LN2", "Opaque", "Result", "Symbolic", "Value"]
+__all__ = ["Result", "Symbolic", "Value"]

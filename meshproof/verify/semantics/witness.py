@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from meshproof.model.budget import available_bytes, size_text
-from meshproof.model.channels import ChannelTable
+from meshproof.model.channel_table import ChannelTable
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.inputs import normal_block
 from meshproof.model.masks import masked_attention
