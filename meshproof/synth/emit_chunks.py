@@ -4,7 +4,7 @@ stores run chunk by chunk (attention_parts.row_chunk, store_row_chunk)."""
 
 from __future__ import annotations
 
-from meshproof.synth.emit import KERNEL_NAME, PLAN_ROWS_MAX_RANKS, EmitInfo
+from meshproof.synth.emit_text import KERNEL_NAME, PLAN_ROWS_MAX_RANKS, EmitInfo
 from meshproof.synth.graph import RankGraph
 
 

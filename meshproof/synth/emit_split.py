@@ -5,7 +5,7 @@ interpreter as emit.py's, whose words name the chunk."""
 
 from __future__ import annotations
 
-from meshproof.synth.emit import KERNEL_NAME, PLAN_ROWS_MAX_RANKS, EmitInfo
+from meshproof.synth.emit_text import KERNEL_NAME, PLAN_ROWS_MAX_RANKS, EmitInfo
 from meshproof.synth.graph import RankGraph
 from meshproof.synth.order import COMPONENTS, Ordered, TaskKind
 from meshproof.synth.plan import CheckedPlan, RowKind
