@@ -61,7 +61,7 @@ class Variant:
     constants: str              # after N_RANKS
     plan_doc: str               # the comment on PLAN's words
     merges_doc: str             # the comment on MERGES
-    merge_table: str            # MERGES' entries
+    merge_table: str            # MERGES' entries, joined by newlines (no last one)
     checks: str                 # launch checks before msg_dtype's
     values: str                 # the values dict, seeded with the rank's own partial
     send: str
