@@ -14,14 +14,16 @@ from meshproof.synth.emit_text import (
     EmitInfo,
     Variant,
     merge_branches,
+    plan_word,
     render,
 )
 from meshproof.synth.graph import RankGraph
-from meshproof.synth.order import Ordered, TaskKind, components
+from meshproof.synth.order import Ordered, components
 from meshproof.synth.plan import CheckedPlan, RowKind
 
 # the names the rest of synth (and the CLI) imports from here
 __all__ = ["KERNEL_NAME", "EmitInfo", "emit_kernel", "program_rows"]
+
 
 def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...],
                                                               tuple[tuple[int, int, int], ...]]:
@@ -38,20 +40,8 @@ def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...
     merges = sorted((r.out, r.args[0], r.args[1]) for r in rows
                     if r.kind is RowKind.MERGE and r.out is not None)
     for program in ordered.programs:
-        words: list[str] = []
-        for task in program:
-            row = rows[task.row]
-            if task.kind is TaskKind.SEND:
-                assert task.dir is not None
-                words.append(f"S{task.dir.value}{comps[task.part]}{sep}{row.args[0]}")
-            elif task.kind is TaskKind.RECV:
-                assert task.dir is not None
-                words.append(f"R{task.dir.value}{comps[task.part]}{sep}{row.out}")
-            elif task.kind is TaskKind.MERGE_OP:
-                words.append(f"M{task.part}:{row.out}")
-            else:
-                words.append(f"O{task.part}:{row.args[0]}" if chunked else f"O{row.args[0]}")
-        out.append(" ".join(words))
+        out.append(" ".join(plan_word(t, rows[t.row], comps, sep, "",
+                                      f"{t.part}:" if chunked else "") for t in program))
     return tuple(out), tuple(merges)
 
 

@@ -8,6 +8,7 @@ from meshproof.synth.emit_text import (
     M_L_OPS,
     EmitInfo,
     Variant,
+    chunk_checks,
     chunk_rows,
     merge_branches,
     render,
@@ -26,7 +27,8 @@ def emit_chunked_kernel(graph: RankGraph, rows: tuple[str, ...],
         plan_doc=_PLAN_DOC,
         merges_doc="# merged state: (its two inputs)\n",
         merge_table="\n".join(f"    {c}: ({a}, {b})," for c, a, b in merges),
-        checks=_CHECKS, values=_VALUES, send=_SEND, recv=_RECV, merge=_MERGE, store=_STORE,
+        checks=chunk_checks("chunked kernel stores o's row chunks at their offsets"),
+        values=_VALUES, send=_SEND, recv=_RECV, merge=_MERGE, store=_STORE,
         merge_op=_MERGE_OP,
         merge_ops=merge_branches(M_L_OPS, starred=False, last_else=False) + _MERGE_O))
 
@@ -38,14 +40,6 @@ _PLAN_DOC = """\
 # op p of the merge that makes <state> (attention_parts.merge's 8 ops on m and l, then
 # o_a*alpha, o_b*beta and their sum per chunk: p = 8 + 3k + j); O<k>:<state> stores
 # chunk k. State r (< N_RANKS) is rank r's own partial.
-"""
-_CHECKS = """\
-    if S_q != 1 and h_kv != 1:
-        raise ValueError("a chunked kernel stores o's row chunks at their offsets, which "
-                         "needs S_q == 1 or h_kv == 1")
-    if h_kv * S_q * (h_q // h_kv) != CHUNKS * CHUNK_ROWS:
-        raise ValueError(f"this kernel was synthesised for {CHUNKS} chunks of {CHUNK_ROWS} "
-                         "rows; run meshproof synthesize for these sizes")
 """
 _VALUES = """\
     values: dict[tuple[int, str], Any] = {(rank, "m"): own[0], (rank, "l"): own[1]}

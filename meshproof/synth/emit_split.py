@@ -9,12 +9,14 @@ from meshproof.synth.emit_text import (
     MERGE_OPS,
     EmitInfo,
     Variant,
+    chunk_checks,
     chunk_rows,
     merge_branches,
+    plan_word,
     render,
 )
 from meshproof.synth.graph import RankGraph
-from meshproof.synth.order import COMPONENTS, Ordered, TaskKind
+from meshproof.synth.order import COMPONENTS, Ordered
 from meshproof.synth.plan import CheckedPlan, RowKind
 
 
@@ -25,21 +27,9 @@ def program_rows_split(plans: tuple[CheckedPlan, ...], ordered: Ordered
     merges = sorted((k, r.out, r.args[0], r.args[1]) for k, p in enumerate(plans)
                     for r in p.plan.rows if r.kind is RowKind.MERGE and r.out is not None)
     for program in ordered.programs:
-        words: list[str] = []
-        for task in program:
-            row = plans[task.chunk].plan.rows[task.row]
-            if task.kind is TaskKind.SEND:
-                assert task.dir is not None
-                words.append(f"S{task.dir.value}{COMPONENTS[task.part]}{task.chunk}:"
-                             f"{row.args[0]}")
-            elif task.kind is TaskKind.RECV:
-                assert task.dir is not None
-                words.append(f"R{task.dir.value}{COMPONENTS[task.part]}{task.chunk}:{row.out}")
-            elif task.kind is TaskKind.MERGE_OP:
-                words.append(f"M{task.part}:{task.chunk}.{row.out}")
-            else:
-                words.append(f"O{task.chunk}:{row.args[0]}")
-        out.append(" ".join(words))
+        out.append(" ".join(plan_word(t, plans[t.chunk].plan.rows[t.row], COMPONENTS,
+                                      f"{t.chunk}:", f"{t.chunk}.", f"{t.chunk}:")
+                            for t in program))
     return tuple(out), tuple(merges)
 
 
@@ -54,7 +44,8 @@ def emit_split_kernel(graph: RankGraph, rows: tuple[str, ...],
         plan_doc=_PLAN_DOC,
         merges_doc="# (chunk, merged state): (its two inputs)\n",
         merge_table="\n".join(f"    ({k}, {c}): ({a}, {b})," for k, c, a, b in merges),
-        checks=_CHECKS, values=_VALUES, send=_SEND, recv=_RECV, merge=_MERGE, store=_STORE,
+        checks=chunk_checks("split kernel stores each chunk's rows at their offset"),
+        values=_VALUES, send=_SEND, recv=_RECV, merge=_MERGE, store=_STORE,
         merge_op=_MERGE_OP,
         merge_ops=merge_branches(len(MERGE_OPS), starred=True, last_else=True)))
 
@@ -65,14 +56,6 @@ _PLAN_DOC = """\
 # (m, l or o) of chunk k's state; R<dir><c><k>:<state> receives it; M<p>:<k>.<state> runs
 # op p of the merge that makes chunk k's <state> (attention_parts.merge's ops, one at a
 # time); O<k>:<state> stores chunk k. State r (< N_RANKS) is rank r's own partial's rows.
-"""
-_CHECKS = """\
-    if S_q != 1 and h_kv != 1:
-        raise ValueError("a split kernel stores each chunk's rows at their offset, which "
-                         "needs S_q == 1 or h_kv == 1")
-    if h_kv * S_q * (h_q // h_kv) != CHUNKS * CHUNK_ROWS:
-        raise ValueError(f"this kernel was synthesised for {CHUNKS} chunks of {CHUNK_ROWS} "
-                         "rows; run meshproof synthesize for these sizes")
 """
 _VALUES = """\
     values: dict[tuple[int, int, str], Any] = {}

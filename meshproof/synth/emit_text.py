@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from meshproof.model.schedule import Scalar
 from meshproof.synth.graph import RankGraph
+from meshproof.synth.order import Task, TaskKind
+from meshproof.synth.plan import Row
 
 KERNEL_NAME = "synthesized"
 # Past this many ranks the kernel does not declare its plan rows: an op attributed to its
@@ -72,11 +74,38 @@ class Variant:
     merge_ops: str              # its branches (merge_branches, plus any of the variant's)
 
 
+def plan_word(task: Task, row: Row, comps: tuple[str, ...], tag: str, merge_tag: str,
+              store_tag: str) -> str:
+    """A task's PLAN word: S<dir><comp><tag><state> sends, R<dir><comp><tag><state> receives,
+    M<op>:<merge_tag><state> merges, O<store_tag><state> stores (a variant's tags name the
+    chunk, or are empty)."""
+    if task.kind is TaskKind.SEND or task.kind is TaskKind.RECV:
+        assert task.dir is not None
+        code, state = ("S", row.args[0]) if task.kind is TaskKind.SEND else ("R", row.out)
+        return f"{code}{task.dir.value}{comps[task.part]}{tag}{state}"
+    if task.kind is TaskKind.MERGE_OP:
+        return f"M{task.part}:{merge_tag}{row.out}"
+    return f"O{store_tag}{row.args[0]}"
+
+
 def chunk_rows(info: EmitInfo, chunks: int) -> int:
     """Rows of o in each of `chunks` row chunks at info's sizes."""
     sizes = dict(info.sizes)
     per_kv = int(sizes["S_q"] or 0) * (int(sizes["h_q"] or 0) // int(sizes["h_kv"] or 1))
     return int(sizes["h_kv"] or 0) * per_kv // chunks
+
+
+def chunk_checks(stores: str) -> str:
+    """The launch checks of a kernel whose o is in row chunks; `stores` says how its stores
+    place the chunks (why it needs S_q == 1 or h_kv == 1)."""
+    return f"""\
+    if S_q != 1 and h_kv != 1:
+        raise ValueError("a {stores}, which "
+                         "needs S_q == 1 or h_kv == 1")
+    if h_kv * S_q * (h_q // h_kv) != CHUNKS * CHUNK_ROWS:
+        raise ValueError(f"this kernel was synthesised for {{CHUNKS}} chunks of {{CHUNK_ROWS}} "
+                         "rows; run meshproof synthesize for these sizes")
+"""
 
 
 def merge_branches(count: int, starred: bool, last_else: bool) -> str:
