@@ -31,6 +31,7 @@ from meshproof.model.loader import KernelRef, site_of
 from meshproof.model.schedule import Op, OpKind, Scalar
 from meshproof.model.topology import System
 from meshproof.model.trace import trace
+from meshproof.model.tracer import KernelFn
 from meshproof.sim.timing import arg_shapes, op_cost
 
 SIZE_NAMES = ("S_q", "S_kv_per_rank", "h_q", "h_kv", "d_head")
@@ -167,15 +168,8 @@ def block_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
 def _chunk_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
                  system: System, chunks: int) -> BlockCosts:
     whole = block_costs(sizes, hw, system)
-    kernel = KernelRef("synth-chunk-probe", chunk_probe, site_of(chunk_probe))
-    launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
-                                                args=(*sizes, ("chunks", chunks)),
-                                                queue_depth=1))
-    ops = [op for op in trace(kernel, launch).programs[0].ops if op.kind is not OpKind.VIEW]
-    costs = _priced(tuple(ops), hw)
-    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MAXIMUM)
+    ops, costs, first = _probe("synth-chunk-probe", chunk_probe, sizes, hw, system, chunks)
     end = first + WHOLE_OPS + 3 * chunks
-    per_store = (len(ops) - end) // chunks
     if ops[first + WHOLE_OPS - 1].kind is not OpKind.ADD or (len(ops) - end) % chunks:
         raise SynthesisError("the chunk probe's merge is not attention_parts.merge's ops; "
                              "synthesize needs the built-ins' building blocks")
@@ -183,7 +177,7 @@ def _chunk_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
     rows = chunk.shape[0]
     nbytes = (*whole.message_bytes[:2],
               *(math.prod(chunk.shape) * 4 for _ in range(chunks)))
-    stores = tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
+    stores = _stores(costs, end, chunks)
     return replace(whole, merge=costs[first:end], store=stores[0], message_bytes=nbytes,
                    chunks=chunks, rows=rows, store_chunks=stores)
 
@@ -191,23 +185,36 @@ def _chunk_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
 def _split_costs(sizes: tuple[tuple[str, Scalar], ...], hw: HardwareProfile,
                  system: System, chunks: int) -> BlockCosts:
     whole = block_costs(sizes, hw, system)
-    kernel = KernelRef("synth-split-probe", split_probe, site_of(split_probe))
-    launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
-                                                args=(*sizes, ("chunks", chunks)),
-                                                queue_depth=1))
-    ops = [op for op in trace(kernel, launch).programs[0].ops if op.kind is not OpKind.VIEW]
-    costs = _priced(tuple(ops), hw)
-    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MAXIMUM)
+    ops, costs, first = _probe("synth-split-probe", split_probe, sizes, hw, system, chunks)
     end = first + MERGE_OPS
-    per_store = (len(ops) - end) // chunks
     if ops[end - 1].kind is not OpKind.ADD or (len(ops) - end) % chunks:
         raise SynthesisError("the split probe's merge is not attention_parts.merge's ops; "
                              "synthesize needs the built-ins' building blocks")
     triplet = (ops[first], ops[first + 7], ops[first + 10])
     nbytes = tuple(math.prod(op.shape) * 4 for op in triplet)
-    stores = tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
+    stores = _stores(costs, end, chunks)
     return replace(whole, merge=costs[first:end], store=stores[0], message_bytes=nbytes,
                    chunks=chunks, rows=triplet[2].shape[0], store_chunks=stores, split=True)
+
+
+def _probe(name: str, probe: KernelFn, sizes: tuple[tuple[str, Scalar], ...],
+           hw: HardwareProfile, system: System, chunks: int
+           ) -> tuple[list[Op], tuple[float, ...], int]:
+    """A chunked probe's one-rank trace without its views, those ops' costs, and the index
+    of its merge's first op."""
+    kernel = KernelRef(name, probe, site_of(probe))
+    launch = build_launch(kernel, LaunchOptions(system=system, pes=1, wiring="pe_line",
+                                                args=(*sizes, ("chunks", chunks)),
+                                                queue_depth=1))
+    ops = [op for op in trace(kernel, launch).programs[0].ops if op.kind is not OpKind.VIEW]
+    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MAXIMUM)
+    return ops, _priced(tuple(ops), hw), first
+
+
+def _stores(costs: tuple[float, ...], end: int, chunks: int) -> tuple[tuple[float, ...], ...]:
+    """The costs of each chunk's store: equal runs after the merge (which ends at `end`)."""
+    per_store = (len(costs) - end) // chunks
+    return tuple(costs[end + c * per_store:end + (c + 1) * per_store] for c in range(chunks))
 
 
 def _priced(ops: tuple[Op, ...], hw: HardwareProfile) -> tuple[float, ...]:

@@ -5,9 +5,18 @@ interpreter as emit.py's, whose words name the chunk."""
 
 from __future__ import annotations
 
-from meshproof.synth.emit import KERNEL_NAME, PLAN_ROWS_MAX_RANKS, EmitInfo
+from meshproof.synth.emit_text import (
+    MERGE_OPS,
+    EmitInfo,
+    Variant,
+    chunk_checks,
+    chunk_rows,
+    merge_branches,
+    plan_word,
+    render,
+)
 from meshproof.synth.graph import RankGraph
-from meshproof.synth.order import COMPONENTS, Ordered, TaskKind
+from meshproof.synth.order import COMPONENTS, Ordered
 from meshproof.synth.plan import CheckedPlan, RowKind
 
 
@@ -18,21 +27,9 @@ def program_rows_split(plans: tuple[CheckedPlan, ...], ordered: Ordered
     merges = sorted((k, r.out, r.args[0], r.args[1]) for k, p in enumerate(plans)
                     for r in p.plan.rows if r.kind is RowKind.MERGE and r.out is not None)
     for program in ordered.programs:
-        words: list[str] = []
-        for task in program:
-            row = plans[task.chunk].plan.rows[task.row]
-            if task.kind is TaskKind.SEND:
-                assert task.dir is not None
-                words.append(f"S{task.dir.value}{COMPONENTS[task.part]}{task.chunk}:"
-                             f"{row.args[0]}")
-            elif task.kind is TaskKind.RECV:
-                assert task.dir is not None
-                words.append(f"R{task.dir.value}{COMPONENTS[task.part]}{task.chunk}:{row.out}")
-            elif task.kind is TaskKind.MERGE_OP:
-                words.append(f"M{task.part}:{task.chunk}.{row.out}")
-            else:
-                words.append(f"O{task.chunk}:{row.args[0]}")
-        out.append(" ".join(words))
+        out.append(" ".join(plan_word(t, plans[t.chunk].plan.rows[t.row], COMPONENTS,
+                                      f"{t.chunk}:", f"{t.chunk}.", f"{t.chunk}:")
+                            for t in program))
     return tuple(out), tuple(merges)
 
 
@@ -40,124 +37,53 @@ def emit_split_kernel(graph: RankGraph, rows: tuple[str, ...],
                       merges: tuple[tuple[int, int, int, int], ...], info: EmitInfo,
                       chunks: int) -> str:
     """The split kernel file's text: the same bytes for the same inputs."""
-    sizes = dict(info.sizes)
-    size_params = ", ".join(f"{k}: int = {sizes[k]!r}" for k in
-                            ("S_q", "S_kv_per_rank", "h_q", "h_kv", "d_head"))
-    if graph.mesh is not None:
-        shape = (f"mesh_rows: int = {graph.mesh[0]}, mesh_cols: int = {graph.mesh[1]}, "
-                 f"cube_start: int = 0, rank_axis: int = {graph.rank_axis}")
-        count = "mesh_rows * mesh_cols"
-    else:
-        shape = f"n_ranks: int = {graph.n}, rank_axis: int = {graph.rank_axis}, " \
-                "cube_start: int = 0"
-        count = "n_ranks"
-    gap = info.predicted_s / info.bound_s if info.bound_s > 0 else 0.0
-    size_text = ", ".join(f"{k}={v!r}" for k, v in info.sizes)
-    per_kv = int(sizes["S_q"] or 0) * (int(sizes["h_q"] or 0) // int(sizes["h_kv"] or 1))
-    chunk_rows = int(sizes["h_kv"] or 0) * per_kv // chunks
-    table = "\n".join(f"    {row!r}," for row in rows)
-    merge_table = "\n".join(f"    ({k}, {c}): ({a}, {b})," for k, c, a, b in merges)
-    text = f'''"""Decode merge kernel synthesised by `meshproof synthesize` (regenerate it).
+    return render(graph, rows, info, Variant(
+        imports=("row_chunk", "store_rows"),
+        constants=f"CHUNKS = {chunks}        # every state in this many row chunks, each with "
+                  f"its own plan\nCHUNK_ROWS = {chunk_rows(info, chunks)}\n",
+        plan_doc=_PLAN_DOC,
+        merges_doc="# (chunk, merged state): (its two inputs)\n",
+        merge_table="\n".join(f"    ({k}, {c}): ({a}, {b})," for k, c, a, b in merges),
+        checks=chunk_checks("split kernel stores each chunk's rows at their offset"),
+        values=_VALUES, send=_SEND, recv=_RECV, merge=_MERGE, store=_STORE,
+        merge_op=_MERGE_OP,
+        merge_ops=merge_branches(len(MERGE_OPS), starred=True, last_else=True)))
 
-plan: {info.plan} (list-scheduled, {info.rule} rule; {info.candidates} candidate(s) ranked)
-launch: {info.launch_flags}
-wiring: {info.wiring}; {graph.n} ranks; queue depth D = {info.depth}
-profile: {info.profile}
-sizes: {size_text}
-predicted latency: {info.predicted_s * 1e6:.3f} us; lower bound: {info.bound_s * 1e6:.3f} us \
-(gap {gap:.2f}x)
 
-The synthesiser is not trusted: this file plus its `meshproof verify` verdict is the
-certificate. The numbers above are a note; `meshproof simulate` re-measures.
-"""
-# ruff: noqa: E501  (each rank's PLAN row is one line: counterexamples name that line)
-
-from __future__ import annotations
-
-from typing import Any
-
-from meshproof.kernels.attention_parts import (
-    load_kv,
-    load_q,
-    partial_attention,
-    row_chunk,
-    softmax_scale,
-    store_rows,
-)
-
-N_RANKS = {graph.n}
-CHUNKS = {chunks}        # every state in this many row chunks, each with its own plan
-CHUNK_ROWS = {chunk_rows}
-# if True, ops the interpreter makes are attributed to the rank's PLAN row (model/tracer.py),
-# so a counterexample names the row: rank r's row is line PLAN_LINE + r of this file
-MESHPROOF_PLAN_ROWS = {graph.n <= PLAN_ROWS_MAX_RANKS}
-PLAN_LINE = @PLAN_LINE@
+# The split kernel's own text (emit_text.render's slots)
+_PLAN_DOC = """\
 # One row per launch-local rank, in program order: S<dir><c><k>:<state> sends component c
 # (m, l or o) of chunk k's state; R<dir><c><k>:<state> receives it; M<p>:<k>.<state> runs
 # op p of the merge that makes chunk k's <state> (attention_parts.merge's ops, one at a
 # time); O<k>:<state> stores chunk k. State r (< N_RANKS) is rank r's own partial's rows.
-PLAN = (
-{table}
-)
-# (chunk, merged state): (its two inputs)
-MERGES = {{
-{merge_table}
-}}
-
-
-def {KERNEL_NAME}(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any,
-                {size_params},
-                {shape},
-                sm_scale: float | None = None, msg_dtype: str = "f32", *, tl: Any) -> None:
-    """Synthesised all-reduce of (m, l, o) triplets: {info.plan}."""
-    if {count} != N_RANKS or rank_axis != {graph.rank_axis}:
-        raise ValueError(f"this kernel was synthesised for {{N_RANKS}} ranks on rank_axis "
-                         f"{graph.rank_axis}; run meshproof synthesize for this launch")
-    if S_q != 1 and h_kv != 1:
-        raise ValueError("a split kernel stores each chunk's rows at their offset, which "
-                         "needs S_q == 1 or h_kv == 1")
-    if h_kv * S_q * (h_q // h_kv) != CHUNKS * CHUNK_ROWS:
-        raise ValueError(f"this kernel was synthesised for {{CHUNKS}} chunks of {{CHUNK_ROWS}} "
-                         "rows; run meshproof synthesize for these sizes")
-    if msg_dtype != "f32":
-        raise ValueError("this kernel sends f32 messages; synthesise another for "
-                         f"msg_dtype={{msg_dtype}}")
-    if rank_axis == 1:
-        if tl.program_id(axis=0) != 0:
-            return
-        rank = tl.program_id(axis=1) - cube_start  # launch-local: program_id is physical
-    else:
-        rank = tl.program_id(axis=0)
-    if not 0 <= rank < N_RANKS:
-        return
-    q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
-    k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
-    own = partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl)
-    values: dict[tuple[int, int, str], Any] = {{}}
+"""
+_VALUES = """\
+    values: dict[tuple[int, int, str], Any] = {}
     for k in range(CHUNKS):
         for i, c in enumerate("mlo"):
             values[(k, rank, c)] = row_chunk(own[i], k, CHUNK_ROWS, tl)
-    meshproof_plan_row = PLAN_LINE + rank  # noqa: F841 (read by the tracer)
-    for word in PLAN[rank].split():
-        code = word[0]
-        if code == "S":
+"""
+_SEND = """\
             chunk, _, state = word[3:].partition(":")
             tl.send(dir=word[1], src=values[(int(chunk), int(state), word[2])])
-        elif code == "R":
+"""
+_RECV = """\
             chunk, _, state = word[3:].partition(":")
             like = values[(int(chunk), rank, word[2])]
             values[(int(chunk), int(state), word[2])] = tl.recv(dir=word[1], shape=like.shape,
                                                                 dtype="f32")
-        elif code == "M":
+"""
+_MERGE = """\
             op, _, out = word[1:].partition(":")
             chunk, _, state = out.partition(".")
             _merge_op(int(op), int(chunk), int(state), values, tl)
-        else:
+"""
+_STORE = """\
             chunk, _, state = word[1:].partition(":")
             store_rows(o_ptr, values[(int(chunk), int(state), "o")],
                        values[(int(chunk), int(state), "l")], int(chunk), tl)
-
-
+"""
+_MERGE_OP = '''\
 def _merge_op(op: int, k: int, state: int, values: dict[tuple[int, int, str], Any],
               tl: Any) -> None:
     """Op `op` of attention_parts.merge(state a, state b) -> state c of chunk k, in its
@@ -165,29 +91,4 @@ def _merge_op(op: int, k: int, state: int, values: dict[tuple[int, int, str], An
     ia, ib = MERGES[(k, state)]
     v = values
     a, b, c = (k, ia), (k, ib), (k, state)
-    if op == 0:
-        v[(*c, "m")] = tl.maximum(v[(*a, "m")], v[(*b, "m")])
-    elif op == 1:
-        v[(*c, "d_a")] = v[(*a, "m")] - v[(*c, "m")]
-    elif op == 2:
-        v[(*c, "alpha")] = tl.exp(v[(*c, "d_a")])
-    elif op == 3:
-        v[(*c, "d_b")] = v[(*b, "m")] - v[(*c, "m")]
-    elif op == 4:
-        v[(*c, "beta")] = tl.exp(v[(*c, "d_b")])
-    elif op == 5:
-        v[(*c, "l_a")] = v[(*a, "l")] * v[(*c, "alpha")]
-    elif op == 6:
-        v[(*c, "l_b")] = v[(*b, "l")] * v[(*c, "beta")]
-    elif op == 7:
-        v[(*c, "l")] = v[(*c, "l_a")] + v[(*c, "l_b")]
-    elif op == 8:
-        v[(*c, "o_a")] = v[(*a, "o")] * v[(*c, "alpha")]
-    elif op == 9:
-        v[(*c, "o_b")] = v[(*b, "o")] * v[(*c, "beta")]
-    else:
-        v[(*c, "o")] = v[(*c, "o_a")] + v[(*c, "o_b")]
 '''
-    lines = text.split("\n")
-    first = lines.index("PLAN = (") + 2     # 1-based line of rank 0's row
-    return text.replace("@PLAN_LINE@", str(first))
