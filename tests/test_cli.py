@@ -63,21 +63,6 @@ def test_help_imports_no_command_module() -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_a_proved_verify_imports_no_witness_search() -> None:
-    """The witness searches, proof relocation and the witness file are imported where a
-    failure or a second launch needs them: a proved run (the start-up benchmark's) skips
-    them."""
-    code = ("import sys; from meshproof.cli import main; "
-            "code = main(['verify', 'mesh_mlo_1d', '--pes', '2']); "
-            "print(code, sorted(m for m in sys.modules if m in ("
-            "'meshproof.verify.semantics.sparse_eval', 'meshproof.verify.semantics."
-            "rounding_witness', 'meshproof.deploy.relocation', 'meshproof.model.witness_file',"
-            " 'rich._emoji_codes')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip().splitlines()[-1] == "0 []"
-
-
 def test_a_bug_exits_70_never_1(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
     """An exception meshproof did not expect is an internal error (70), not "violated"."""
     def bug(*_: object, **__: object) -> None:
@@ -106,14 +91,18 @@ def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -
     assert res.err.strip().endswith("meshproof: interrupted")
 
 
-def test_verify_does_not_import_the_report_stack() -> None:
-    """A cold `meshproof verify` pays for z3, numpy and the verifier, not for matplotlib."""
+def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None:
+    """A cold, proved `meshproof verify` pays for z3, numpy and the verifier: not for
+    matplotlib or the report, and not for the witness searches, proof relocation or the
+    witness file, which are imported where a failure or a second launch needs them."""
     code = ("import sys; from meshproof.cli import main; "
             "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
-            "'--tolerance', '0.1', "
             "'--json']); "
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or "
-            "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress'))); "
+            "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress')) "
+            "or m in ('meshproof.verify.semantics.sparse_eval', "
+            "'meshproof.verify.semantics.rounding_witness', 'meshproof.deploy.relocation', "
+            "'meshproof.model.witness_file', 'rich._emoji_codes')); "
             "print(code, heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
