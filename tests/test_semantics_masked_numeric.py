@@ -31,7 +31,7 @@ from meshproof.verify.semantics.hazards import machine_buffers
 from meshproof.verify.semantics.index import Aff
 from meshproof.verify.semantics.mask_exactness import exact_mask_value
 from meshproof.verify.semantics.numeric import FLOAT64
-from meshproof.verify.semantics.poly import Poly
+from meshproof.verify.semantics.poly_terms import Poly
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.rounding_witness import climb, families, signed_v, worst_element
 from meshproof.verify.semantics.witness import make_inputs, reference

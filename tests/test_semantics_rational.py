@@ -9,13 +9,14 @@ from fractions import Fraction
 import pytest
 
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import Input, Score
+from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.index import Aff
-from meshproof.verify.semantics.order import at_least_one, nonpositive, ratio_at_most_one
-from meshproof.verify.semantics.poly import RowSum
+from meshproof.verify.semantics.order import at_least_one, ratio_at_most_one
+from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble, Undefined, UndefinedKind
 from meshproof.verify.semantics.reduce import max_over, sum_over
+from meshproof.verify.semantics.tensor_atoms import Input, Score
 
 X = 0   # a free digit standing for the key row of the scores below
 ROWS = {X: 16}

@@ -28,7 +28,7 @@ from meshproof.model.trace import trace
 from meshproof.verify.semantics.analysis import Analysis, analyse
 from meshproof.verify.semantics.budget import unbounded
 from meshproof.verify.semantics.layouts import Value
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 ZOO = ("semantic_cases.py", "merge_forms.py", "hazard_cases.py", "normalisation_cases.py",
        "online_softmax_variants.py", "rounding_cases.py", "pair_merges.py")

@@ -15,7 +15,8 @@ from meshproof.verify.api import verify
 from meshproof.verify.result import Status
 from meshproof.verify.semantics.guards import Guard, Ind
 from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.poly import NO_UNIT, Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly
 from meshproof.verify.semantics.strided import StridedSum, expand, stride
 
 T = 0                  # the query digit

@@ -46,8 +46,9 @@ from meshproof.verify.semantics.rounding_output import (
 )
 from meshproof.verify.semantics.rounding_witness import RoundingWitness, find_rounding_witness
 from meshproof.verify.semantics.safety import Finding, Hazard, Safety, check_safety
-from meshproof.verify.semantics.situations import Forms, Held, Situations
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.situation_facts import Held
+from meshproof.verify.semantics.situations import Forms, Situations
+from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.shared_analysis import shared_semantics
 
 NAME = Property.NUMERIC_SAFETY

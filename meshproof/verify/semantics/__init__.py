@@ -9,22 +9,32 @@ that there is no cycle and that nothing here imports the rest of verify/):
 
 - index.py     digits, affine index forms, mixed-radix layouts
 - reasons.py   why a form is outside the algebra (NotModelled, Undefined)
-- atoms.py     interned atoms (Q/K/V elements, scores, maxima) and linear forms
+- atom_base.py interned atoms and frames; tensor_atoms.py: Q/K/V elements, scores,
+               scrambled dots
+- atoms.py     linear forms of atoms
+- maxima.py    maxima over linear forms
 - guards.py    masks as guards: positions (Idx), indicators (Ind), penalties (Pen)
-- poly.py      exponential polynomials, row sums over key rows, logarithms
+- poly_terms.py  monomials and polynomials (the terms); poly_atoms.py: row sums over key
+               rows, logarithms; poly_intervals.py: refinement and coarsening of row sums;
+               poly_divide.py: exact division
+- poly.py      exponential polynomials: arithmetic and normalisation
 - rational.py  the normal form: rational functions, exp, log, max
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
-- order.py     max-domination: exp arguments <= 0, lower bounds
+- domination.py  max-domination: exp arguments <= 0
+- order.py     lower bounds by max-domination
 - bounds.py    magnitude bounds under |inputs| <= B
 - layouts.py   values: a layout and a form
 - events.py    departures, recorded where a kernel stops being an online softmax
 - budget.py    the analysis's time and memory budget
+- symbolic_core.py  the symbolic domain's frame: Opaque, the guard around every op, the
+               harness's inputs; symbolic_arith.py: its unary and binary arithmetic
 - symbolic.py  the symbolic domain of model/evaluate.py
 - readers.py   what the interval and rounding rules read (protocols)
 - ranges.py    the interval domain; rounding.py: the rounding-error domain
 - canon.py     canonical values (digits renamed, key rows shifted), hash-consed
+- situation_facts.py, situation_memo.py  a value's facts and handle; the memo's machinery
 - situations.py  the situation memo: forms, intervals and rounding errors once per
                situation, shared by every rank that meets it
 - masked_ref.py  the masked reference (guarded sums over the keys a mask allows)

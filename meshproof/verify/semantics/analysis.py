@@ -30,9 +30,11 @@ from meshproof.verify.semantics.layouts import Value, buffer, read
 from meshproof.verify.semantics.mask_departure import mask_departure
 from meshproof.verify.semantics.rational import ZERO_RAT, Rat
 from meshproof.verify.semantics.reasons import NotModelled
-from meshproof.verify.semantics.situations import Forms, Held, Situations
+from meshproof.verify.semantics.situation_facts import Held
+from meshproof.verify.semantics.situations import Forms, Situations
 from meshproof.verify.semantics.strided import expand_form
-from meshproof.verify.semantics.symbolic import Opaque, Result, Symbolic
+from meshproof.verify.semantics.symbolic import Symbolic
+from meshproof.verify.semantics.symbolic_core import Opaque, Result
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,17 +15,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import Atom, Input, Lin, Max, Ranges, Score, Scrambled
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
+from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.guards import may_be_neg_inf, pens, without_pens
-from meshproof.verify.semantics.order import (
-    log_exponent,
-    lower_bound,
-    nonpositive,
-    ratio_at_most_one,
-)
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.maxima import Max, Ranges
+from meshproof.verify.semantics.order import log_exponent, lower_bound, ratio_at_most_one
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.strided import expand_form
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 
 Interval = tuple[float, float]
 DEPTH = 8
@@ -302,7 +302,7 @@ def _row_share(form: Rat, b: float, d: int, depth: int, sizes: dict[int, int]
 def _one_row(m: Monomial, y: Poly, sizes: dict[int, int]) -> float | None:
     """1 / w when exp(m.unit) is row j of a term w·Σ_b exp(g(b)) of y (j within the
     term's rows), else None."""
-    from meshproof.verify.semantics.order import _as_member
+    from meshproof.verify.semantics.domination import _as_member
 
     if m.unit.const or not m.unit.coeffs:
         return None

@@ -13,7 +13,7 @@ algebra, which compares rows and groups only with each other (spec/semantics.md 
 
 from __future__ import annotations
 
-from meshproof.verify.semantics.atoms import frame
+from meshproof.verify.semantics.atom_base import frame
 from meshproof.verify.semantics.index import Aff, Digit, Layout, Subst
 from meshproof.verify.semantics.layouts import Value
 

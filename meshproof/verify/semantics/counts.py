@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from meshproof.model.problem import Problem
-from meshproof.verify.semantics.atoms import Input, Score
 from meshproof.verify.semantics.judge import B_ROW, Runs, lightest, ratio
-from meshproof.verify.semantics.poly import RowSum
+from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Input, Score
 from meshproof.verify.semantics.views import Piece, linear_terms, pieces, split_value
 
 

@@ -28,18 +28,14 @@ from fractions import Fraction
 import numpy as np
 
 from meshproof.model.problem import Problem
-from meshproof.verify.semantics.atoms import Input, Score
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.judge import B_ROW, ratio
-from meshproof.verify.semantics.masked_ref import (
-    _positions,
-    constraints,
-    query_position,
-    unit_key,
-)
-from meshproof.verify.semantics.poly import Monomial, RowSum
+from meshproof.verify.semantics.masked_ref import _positions, constraints, query_position, unit_key
+from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_terms import Monomial
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Input, Score
 from meshproof.verify.semantics.views import linear_terms, pieces, split_value
 
 ENUMERATE_LIMIT = 1 << 16

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from meshproof.model.schedule import Op, OpKind
-from meshproof.verify.semantics.atoms import Score
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Score
 from meshproof.verify.semantics.views import describe
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from meshproof.model.schedule import Op
-from meshproof.verify.semantics.atoms import Score, Scrambled
-from meshproof.verify.semantics.poly import Poly
+from meshproof.verify.semantics.poly_terms import Poly
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Score, Scrambled
 from meshproof.verify.semantics.views import describe, partial_rows, reference_points, short
 
 __all__ = ["Departure", "Event", "Recorder", "Silent", "describe", "line"]

@@ -27,8 +27,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, Self
 
-from meshproof.verify.semantics.atoms import Atom, Lin, Max, _set, aff_key, frame_parts
+from meshproof.verify.semantics.atom_base import Atom, _set, aff_key, frame_parts
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.index import BOUND, Aff, Subst
+from meshproof.verify.semantics.maxima import Max
 
 Box = tuple[tuple[int, int, int], ...]        # (digit, lo, hi) inclusive, sorted by digit
 POSITION_LIMIT = 1 << 24                      # f32 holds integers exactly below this

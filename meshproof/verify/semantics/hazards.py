@@ -28,7 +28,7 @@ from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
 from meshproof.verify.semantics.numeric import Inputs
 from meshproof.verify.semantics.ranges import Interval
 from meshproof.verify.semantics.situations import Forms
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 # the smallest positive number and the largest finite one of each dtype, and the exp
 # argument past which exp overflows it

@@ -22,12 +22,15 @@ from fractions import Fraction
 
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import Input, Lin, Score, Scrambled
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.masked_ref import masked_sums, restrict
-from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_intervals import common
+from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly
 from meshproof.verify.semantics.rational import Rat
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled
 from meshproof.verify.semantics.views import Piece, describe, linear_terms, pieces, split_value
 
 SCALE_RTOL = 2.0 ** -20   # the scale is compared to float32 precision (documented)
@@ -197,7 +200,7 @@ def reference(problem: Problem, group: int, coords: tuple[Aff, Aff, Aff], g: Aff
     weight = Lin(Fraction(0), ((score, scale),))
     v = Input.make("V", group, (B_ROW, g, e))
     if n == 0:
-        return P.ZERO_POLY, P.ZERO_POLY
+        return ZERO_POLY, ZERO_POLY
     if problem.mask is not None:
         return masked_sums(problem, group, t, sizes or {}, Monomial(weight),
                            Monomial(weight, ((v, 1),)))
@@ -239,7 +242,7 @@ def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff
         num, den = restrict(num, sizes or {}), restrict(den, sizes or {})
     left = P.mul(num, den_ref)
     right = P.mul(num_ref, den)
-    a, b = P.common(left, right)
+    a, b = common(left, right)
     return a == b
 
 

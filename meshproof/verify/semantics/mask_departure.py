@@ -16,13 +16,13 @@ from typing import Any
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import COMPARISONS, Op, OpKind, ValueRef
-from meshproof.verify.semantics.atoms import Score
 from meshproof.verify.semantics.crossings import WrongPair
 from meshproof.verify.semantics.events import Departure, Event
 from meshproof.verify.semantics.guards import Pen
 from meshproof.verify.semantics.index import Aff, Layout
 from meshproof.verify.semantics.layouts import Value
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
+from meshproof.verify.semantics.tensor_atoms import Score
 
 Lookup = Callable[[int, int], Value | Opaque]
 

@@ -33,10 +33,11 @@ import numpy as np
 from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import Atom
+from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.guards import Guard, Ind, extremes, normal
 from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.poly import Monomial, Poly, RowSum
+from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly, _powers
 
 B_ROW = Aff(0, ((BOUND, 1),))
 
@@ -57,7 +58,7 @@ def restrict(p: Poly, sizes: Mapping[int, int]) -> Poly:
                 mapping[a] = RowSum.make(bare, a.lo, a.hi)
             else:
                 assert isinstance(g, Guard)
-                cut = RowSum.guarded(Monomial(bare.unit, P._powers((*bare.vars,
+                cut = RowSum.guarded(Monomial(bare.unit, _powers((*bare.vars,
                                                                   (Ind.make(g), 1)))),
                                      a.lo, a.hi)
                 mapping[a] = 0 if cut is None else cut
@@ -79,7 +80,7 @@ def restrict(p: Poly, sizes: Mapping[int, int]) -> Poly:
                 assert isinstance(new, Atom)
                 vars_.append((new, k))
         if not zero:
-            out.append((Monomial(m.unit, P._powers(vars_)), c))
+            out.append((Monomial(m.unit, _powers(vars_)), c))
     return Poly.make(out)
 
 
@@ -178,7 +179,7 @@ def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
         return None
     _, runs = _positions(problem, group)
     box = {d: (0, n - 1) for d, n in sizes.items()}
-    num, den = P.ZERO_POLY, P.ZERO_POLY
+    num, den = ZERO_POLY, ZERO_POLY
     for run in runs:
         lo, hi = run[0], run[1]
         cons = constraints(problem, p, run)
@@ -192,7 +193,7 @@ def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
                 total: RowSum | None = RowSum.make(body, lo, hi)
             else:
                 assert isinstance(g, Guard)
-                total = RowSum.guarded(Monomial(body.unit, P._powers(
+                total = RowSum.guarded(Monomial(body.unit, _powers(
                     (*body.vars, (Ind.make(g), 1)))), lo, hi)
             if total is None:
                 continue

@@ -29,7 +29,8 @@ from fractions import Fraction
 
 from meshproof.model.evaluate import Compare
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import Atom, Lin
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import (
     POSITION_LIMIT,
     Guard,

@@ -5,6 +5,9 @@
 an online softmax is of this form. `lower_bound(X)`: a positive X >= L, because where a
 member of a max M attains it, X holds a term that is at least a known constant (the
 member's own exp(0), a log-sum-exp's exp(log ℓ - log ℓ)).
+
+This module holds the lower bounds; `nonpositive` and the domination of logarithms are
+domination.py (re-exported here for safety.py).
 """
 
 from __future__ import annotations
@@ -15,254 +18,17 @@ from fractions import Fraction
 from itertools import pairwise
 
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import ZERO, Atom, Elem, Lin, Max, Ranges, Score, Scrambled
-from meshproof.verify.semantics.guards import (
-    Guard,
-    Ind,
-    Pen,
-    conjunction,
-    extremes,
-    may_be_neg_inf,
-    pens,
-    without_pens,
-)
-from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.atom_base import ZERO, Atom
+from meshproof.verify.semantics.atoms import Lin
+from meshproof.verify.semantics.domination import _log_bound, _termwise_le
+from meshproof.verify.semantics.domination import nonpositive as nonpositive  # safety.py
+from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf, pens
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_intervals import common
+from meshproof.verify.semantics.poly_terms import Monomial, Poly
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.strided import expand_form
-
-B_ROW = Aff(0, ((BOUND, 1),))
-
-
-def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
-    """`p` (one score, at a row that is a constant or one free digit) as a ranged member
-    over the rows that row takes."""
-    scores = [a for a, _ in p.coeffs if isinstance(a, (Score, Scrambled))]
-    if len(scores) != 1 or any(BOUND in a.digits for a, _ in p.coeffs):
-        return None
-    score = scores[0]
-    row = score.row
-    if not row.terms:
-        if not isinstance(score, Score):
-            return None
-        bound = score.with_row(B_ROW)
-        body = Lin.make(p.const, ((bound if a is score else a, c) for a, c in p.coeffs))
-        return Elem(body, Ranges.interval(row.const, row.const + 1))
-    if len(row.terms) != 1 or row.terms[0][1] != 1:
-        return None
-    d = row.terms[0][0]
-    return Elem(p.subst({d: Aff(-row.const, ((BOUND, 1),))}),
-                Ranges.interval(row.const, row.const + sizes.get(d, 1)))
-
-
-def _covered(e: Elem, m: Max) -> bool:
-    """e <= some member of m: the same linear part with a constant at least e's (s <= s +
-    20, the member of a reference point above the max), over rows that cover e's. A masked
-    e (s + Pen(G)) is covered by a member s + Pen(G') when G implies G' (where e is finite,
-    so is the member, and they are equal), or by s."""
-    bare = without_pens(e.body)
-    for member in m.elems:
-        if member.body != e.body and not _shifted_up(e.body, member.body):
-            held = pens(member.body)
-            mine = bare if not held or _implies(pens(e.body), held) else None
-            if mine is None or (without_pens(member.body) != mine and
-                                not _shifted_up(mine, without_pens(member.body))):
-                continue
-        if e.rows is None and member.rows is None:
-            return True
-        if e.rows is not None and member.rows is not None and member.rows.covers(e.rows):
-            return True
-    return False
-
-
-def _implies(mine: list[Pen], theirs: list[Pen]) -> bool:
-    """Every constraint of `theirs` guards follows from one of `mine` (the same terms, a
-    constant at least as large)."""
-    have = [c for p in mine for c in p.guard.constraints]
-    return all(any(h.terms == c.terms and h.const >= c.const for h in have)
-               for p in theirs for c in p.guard.constraints)
-
-
-def _shifted_up(p: Lin, q: Lin) -> bool:
-    """q = p + c with a rational c >= 0."""
-    if isinstance(p.const, float) or isinstance(q.const, float) or q.const < p.const:
-        return False
-    return Lin(ZERO, p.coeffs) == Lin(ZERO, q.coeffs)
-
-
-def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None,
-                narrow: bool = True) -> bool:
-    """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it;
-    `narrow`: a masked lin may be judged where its guard holds."""
-    if lin.infinite:
-        return lin.infinite < 0
-    if not lin.coeffs:
-        return bool(lin.const <= 0)
-    maxes = [(a, c) for a, c in lin.coeffs if isinstance(a, Max) and not a.is_min and c < 0]
-    for m, c in maxes:
-        assert isinstance(m, Max)
-        # L = P - k*M <= 0  iff  P/k <= M  (k > 0; exp2 gives k = ln 2)
-        rest = Lin(lin.const, tuple((a, x) for a, x in lin.coeffs if a is not m)).scale(-1 / c)
-        if _below(rest, m, sizes, rows):
-            return True
-    upper = _log_upper(lin)
-    if upper is not None and upper <= 0:
-        return True
-    return narrow and _nonpositive_where_finite(lin, sizes, rows)
-
-
-def _nonpositive_where_finite(lin: Lin, sizes: dict[int, int], rows: Ranges | None) -> bool:
-    """s + Pen(G) - M <= 0: -inf where G fails; where G holds, the free digits lie in
-    ranges G leaves them (a superset, from each constraint over the others' sizes), so the
-    value is one of the rows the max holds (it may be over just those rows)."""
-    held = pens(lin)
-    if not held:
-        return False
-    guard = conjunction(p.guard for p in held)
-    if guard is False:
-        return True     # -inf everywhere
-    if not isinstance(guard, Guard):
-        return False
-    narrowed = dict(sizes)
-    shift: dict[int, Aff] = {}
-    ranges = _digit_ranges(guard, sizes)
-    if not ranges:
-        return False
-    for d, (lo, hi) in ranges.items():
-        if lo > hi:
-            return True   # the guard holds nowhere: -inf everywhere
-        narrowed[d] = hi - lo + 1
-        if lo:
-            shift[d] = Aff(lo, ((d, 1),))
-    return nonpositive(lin.subst(shift) if shift else lin, narrowed, rows, narrow=False)
-
-
-def _digit_ranges(guard: Guard, sizes: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """The free digits' ranges where the guard holds, narrower than [0, size): from each
-    constraint Σ k·x + γ <= 0, x's bound given the others' extremes over their sizes."""
-    box = {d: (0, n - 1) for d, n in sizes.items()}
-    out: dict[int, tuple[int, int]] = {}
-    for c in guard.constraints:
-        for d, k in c.terms:
-            if d == BOUND or d not in sizes:
-                continue
-            others = extremes(c.without(frozenset({d})), box)
-            if others is None:
-                continue
-            lo, hi = out.get(d, box[d])
-            if k > 0:        # k·x <= -others: x <= floor(-min others / k)
-                hi = min(hi, (-others[0]) // k)
-            else:            # -k·x >= others: x >= ceil(min others / -k)
-                lo = max(lo, -((-others[0]) // -k))
-            out[d] = (lo, hi)
-    return {d: r for d, r in out.items() if r != box[d]}
-
-
-def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) -> bool:
-    """p <= m for every input."""
-    assert not isinstance(p.const, float)
-    if not p.coeffs:
-        return any(_const_member_at_least(e, p.const) for e in m.elems)
-    inner = [a for a, c in p.coeffs if isinstance(a, Max) and c == 1 and not a.is_min]
-    for sub in inner:
-        # P = M' + R <= M when every member e of M' has e + R among M's members
-        assert isinstance(sub, Max)
-        r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a is not sub))
-        if all(_covered(Elem(e.body + r, e.rows), m) for e in sub.elems):
-            return True
-    candidates = [p] + ([Lin(ZERO, p.coeffs)] if p.const < 0 else [])
-    for q in candidates:
-        if rows is not None and BOUND in q.digits:
-            if _covered(Elem(q, rows), m):
-                return True
-            continue
-        if _covered(Elem(q), m):
-            return True
-        member = _as_member(q, sizes)
-        if member is not None and _covered(member, m):
-            return True
-    # p = log ρ_I + c <= log ρ_J for a member log ρ_J with I inside J
-    if any(e.rows is None and (d := _log_bound(e.body + p.scale(Fraction(-1))))
-           is not None and d >= 0 for e in m.elems):
-        return True
-    return _below_a_log_sum(p, m, sizes, rows)
-
-
-def _below_a_log_sum(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None) -> bool:
-    """g(b0) <= log Σ_{b in I} exp(g(b)) for b0 in I: p is one exponent of a member's sum
-    (log ℓ-style members of a log-sum-exp merge's max dominate every score of their rows)."""
-    if p.const and p.const > 0:
-        return False
-    core = Lin(ZERO, p.coeffs)
-    if rows is not None and BOUND in core.digits:
-        elem: Elem | None = Elem(core, rows)
-    else:
-        elem = _as_member(core, sizes)
-    if elem is None or elem.rows is None:
-        return False
-    body = Monomial(core if BOUND in core.digits else elem.body)
-    for e in m.elems:
-        if e.rows is not None or len(e.body.coeffs) != 1 or e.body.coeffs[0][1] != 1 or \
-                e.body.const:
-            continue
-        s = _logged_sum(e.body.coeffs[0][0])
-        if s is not None and s.body == body and all(s.lo <= lo and hi <= s.hi
-                                                    for lo, hi in elem.rows.parts):
-            return True
-    return False
-
-
-def _const_member_at_least(e: Elem, c: Fraction) -> bool:
-    return e.rows is None and not e.body.coeffs and not isinstance(e.body.const, float) and \
-        e.body.const >= c
-
-
-def _log_bound(lin: Lin) -> Fraction | None:
-    """A constant L with lin >= L for every input, when lin's atoms are logarithms of
-    positive polynomials that dominate each other: log Y - log X >= 0 when every term of X
-    is a term of Y with no larger coefficient (Σ over I inside Σ over J, same body)."""
-    assert not isinstance(lin.const, float)
-    pos: list[tuple[Poly, Fraction]] = []
-    neg: list[tuple[Poly, Fraction]] = []
-    for a, c in lin.coeffs:
-        if not isinstance(a, Log) or not P.positive(a.arg):
-            return None
-        (pos if c > 0 else neg).append((a.arg, abs(c)))
-    # the atoms must pair up as c·(log Y - log X) with X <= Y, each >= 0; a log left over
-    # has no sign (log Σ_b exp(g(b)) is as negative as g)
-    free = list(pos)
-    for x, c in neg:
-        match = next((i for i, (y, k) in enumerate(free) if k == c and _termwise_le(x, y)),
-                     None)
-        if match is None:
-            return None
-        free.pop(match)
-    return None if free else lin.const
-
-
-def _termwise_le(x: Poly, y: Poly) -> bool:
-    """Every term of x is a term of y with no larger coefficient (y positive)."""
-    if x == y:
-        return True
-    a, b = P.common(x, y)
-    terms = dict(b.terms)
-    return all(m in terms and c <= terms[m] for m, c in a.terms)
-
-
-def _log_upper(lin: Lin) -> Fraction | None:
-    """A constant U with lin <= U (the same domination, the other way round)."""
-    flipped = _log_bound(lin.scale(Fraction(-1)))
-    return None if flipped is None else -flipped
-
-
-def _logged_sum(a: Atom) -> RowSum | None:
-    if not isinstance(a, Log) or len(a.arg.terms) != 1:
-        return None
-    m, c = a.arg.terms[0]
-    if c != 1 or m.unit.coeffs or len(m.vars) != 1 or m.vars[0][1] != 1:
-        return None
-    s = m.vars[0][0]
-    return s if isinstance(s, RowSum) and s.positive else None
 
 
 def _exp(x: float) -> float:
@@ -498,6 +264,6 @@ def ratio_at_most_one(r: Rat) -> bool:
     y = r.den[0][0]
     if not P.positive(y):
         return False
-    num, den = P.common(r.num, y)
+    num, den = common(r.num, y)
     terms = dict(den.terms)
     return all(m in terms and c <= terms[m] for m, c in num.terms)

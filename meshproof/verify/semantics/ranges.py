@@ -18,11 +18,12 @@ from meshproof.model.evaluate import Binary, Compare, Lost, Reduction, Reload, U
 from meshproof.model.schedule import Op, ValueRef
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.bounds import lin_interval, magnitude
-from meshproof.verify.semantics.order import lower_bound, nonpositive
+from meshproof.verify.semantics.domination import nonpositive
+from meshproof.verify.semantics.order import lower_bound
 from meshproof.verify.semantics.rational import Rat, sign
 from meshproof.verify.semantics.readers import FormReader
 from meshproof.verify.semantics.strided import expand_form
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 Interval = tuple[float, float]
 INF = math.inf

@@ -25,10 +25,23 @@ from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
 from meshproof.verify.semantics import poly as P
-from meshproof.verify.semantics.atoms import ONE, ZERO, Atom, Elem, Lin, Max, Ranges
+from meshproof.verify.semantics.atom_base import ONE, ZERO, Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind, Pen, may_be_neg_inf
 from meshproof.verify.semantics.index import Subst
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_divide import divide
+from meshproof.verify.semantics.poly_intervals import coarsen
+from meshproof.verify.semantics.poly_terms import (
+    NO_UNIT,
+    ONE_POLY,
+    ZERO_POLY,
+    Monomial,
+    Poly,
+    shift,
+    subst,
+)
 from meshproof.verify.semantics.reasons import NotModelled, Undefined, UndefinedKind
 
 Factors = tuple[tuple[Poly, int], ...]
@@ -103,13 +116,13 @@ class Rat:
         for f in list(factors):
             k = factors[f]
             while k > 0:
-                q = P.divide(num, f)
+                q = divide(num, f)
                 if q is None:
                     break
                 num, k = q, k - 1
             factors[f] = k
         out = tuple(sorted(((f, k) for f, k in factors.items() if k), key=lambda p: p[0].key))
-        return Rat(P.coarsen(num), out)
+        return Rat(coarsen(num), out)
 
     # --- views -------------------------------------------------------------------------
     @property
@@ -136,24 +149,24 @@ class Rat:
     def subst(self, s: Subst) -> Rat:
         if self.inf or not s or not any(d in s for d in self.digits):
             return self
-        return Rat.make(P.subst(self.num, s), ((P.subst(f, s), k) for f, k in self.den))
+        return Rat.make(subst(self.num, s), ((subst(f, s), k) for f, k in self.den))
 
     def shift(self, delta: int) -> Rat:
         if self.inf or not delta:
             return self
-        return Rat.make(P.shift(self.num, delta), ((P.shift(f, delta), k) for f, k in self.den))
+        return Rat.make(shift(self.num, delta), ((shift(f, delta), k) for f, k in self.den))
 
     def expanded_den(self) -> Poly:
-        out = P.ONE_POLY
+        out = ONE_POLY
         for f, k in self.den:
             out = P.mul(out, P.power(f, k))
         return out
 
 
-ZERO_RAT = Rat(P.ZERO_POLY)
-ONE_RAT = Rat(P.ONE_POLY)
-POS_INF = Rat(P.ZERO_POLY, (), 1)
-NEG_INF = Rat(P.ZERO_POLY, (), -1)
+ZERO_RAT = Rat(ZERO_POLY)
+ONE_RAT = Rat(ONE_POLY)
+POS_INF = Rat(ZERO_POLY, (), 1)
+NEG_INF = Rat(ZERO_POLY, (), -1)
 
 
 def _absorb(num: Poly, f: Poly, k: int, factors: dict[Poly, int]) -> Poly:
@@ -215,7 +228,7 @@ def _times(num: Poly, need: dict[Poly, int], have: dict[Poly, int]) -> Poly:
 
 def neg(a: Rat) -> Rat:
     if a.inf:
-        return Rat(P.ZERO_POLY, (), -a.inf)
+        return Rat(ZERO_POLY, (), -a.inf)
     return Rat(P.neg(a.num), a.den)
 
 
@@ -232,7 +245,7 @@ def scale(a: Rat, k: Fraction) -> Rat:
         if not k:
             raise Undefined(UndefinedKind.ZERO_TIMES_INF,
                             "multiplies an infinite value by 0 (undefined)")
-        return Rat(P.ZERO_POLY, (), a.inf if k > 0 else -a.inf)
+        return Rat(ZERO_POLY, (), a.inf if k > 0 else -a.inf)
     if not k:
         return ZERO_RAT
     return Rat(P.scale(a.num, k), a.den)
@@ -256,13 +269,13 @@ def mul(a: Rat, b: Rat) -> Rat:
     if isinstance(cb, Fraction) and not a.inf:
         return scale(a, cb)
     if a.inf and b.inf:
-        return Rat(P.ZERO_POLY, (), a.inf * b.inf)
+        return Rat(ZERO_POLY, (), a.inf * b.inf)
     if a.inf or b.inf:
         inf, other = (a, b) if a.inf else (b, a)
         s = sign(other)
         if not s:
             raise NotModelled("multiplies an infinite value by a value of unknown sign")
-        return Rat(P.ZERO_POLY, (), inf.inf * s)
+        return Rat(ZERO_POLY, (), inf.inf * s)
     num, den = _logs_out(P.mul(a.num, b.num))
     return Rat.make(num, a.den + b.den + tuple(den))
 
@@ -284,7 +297,7 @@ def div(a: Rat, b: Rat) -> Rat:
     if not s:
         raise NotModelled("divides by a value that may be zero or negative")
     if a.inf:
-        return Rat(P.ZERO_POLY, (), a.inf * s)
+        return Rat(ZERO_POLY, (), a.inf * s)
     return Rat.make(P.mul(a.num, b.expanded_den()), (*a.den, (b.num, 1)))
 
 
@@ -313,7 +326,7 @@ def exp_lin(lin: Lin) -> Rat:
     that can be -inf (every key it covers masked at some query) is refused: exp(-inf -
     (-inf)) is undefined there."""
     unit: list[tuple[Atom, Fraction]] = []
-    num = P.ONE_POLY
+    num = ONE_POLY
     den: list[tuple[Poly, int]] = []
     for atom, c in lin.coeffs:
         if isinstance(atom, Pen):
@@ -347,7 +360,7 @@ def _logs_out(num: Poly) -> tuple[Poly, list[tuple[Poly, int]]]:
     out = ZERO_RAT
     for m, c in num.terms:
         term = exp_lin(m.unit)
-        rest = Rat(Poly(((Monomial(P.NO_UNIT, m.vars), c),)))
+        rest = Rat(Poly(((Monomial(NO_UNIT, m.vars), c),)))
         out = add(out, Rat.make(P.mul(term.num, rest.num), term.den))
     return out.num, list(out.den)
 

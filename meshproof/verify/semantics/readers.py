@@ -15,7 +15,7 @@ from meshproof.model.evaluate import Key, Lost
 from meshproof.model.schedule import DType, Op
 from meshproof.verify.semantics.layouts import Value
 from meshproof.verify.semantics.relations import Related
-from meshproof.verify.semantics.symbolic import Opaque
+from meshproof.verify.semantics.symbolic_core import Opaque
 
 Interval = tuple[float, float]
 

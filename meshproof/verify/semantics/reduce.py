@@ -15,24 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics import rational as R
-from meshproof.verify.semantics.atoms import (
-    Atom,
-    Elem,
-    Input,
-    Lin,
-    Max,
-    Ranges,
-    Score,
-    Scrambled,
-    row_of,
-)
+from meshproof.verify.semantics.atom_base import Atom
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Guard, Ind, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
-from meshproof.verify.semantics.poly import Log, Monomial, Poly, RowSum, Summed
+from meshproof.verify.semantics.maxima import Elem, Max, Ranges
+from meshproof.verify.semantics.poly_atoms import Log, RowSum, Summed
+from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
+from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled, row_of
 from meshproof.verify.semantics.tiles import tile_guard, tile_union
 
 Sizes = Mapping[int, int]
@@ -111,7 +104,7 @@ def _contract(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | Non
         raise NotModelled("contracts the features of a product with more than Q and K")
     score = Score.make(q.group, q.coords[0], q.coords[1], k.coords[0], k.coords[1],
                        fq.without(over), n)
-    return Monomial(m.unit, P._powers([*rest, (score, 1)]))
+    return Monomial(m.unit, _powers([*rest, (score, 1)]))
 
 
 def _span_sum(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | None:
@@ -185,7 +178,7 @@ def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes,
     bound = bind_rows([a for a, _ in unit_b] + [a for a, _ in vars_b], dep, sizes, tiles)
     tile = [] if bound.tile is None else [(Ind.make(bound.tile), 1)]
     body = Monomial(Lin.make(Fraction(0), unit_b).subst(bound.subst),
-                    P._powers([*((a.subst(bound.subst), k) for a, k in vars_b), *tile]))
+                    _powers([*((a.subst(bound.subst), k) for a, k in vars_b), *tile]))
     if body.digits & dep:
         raise NotModelled("sums over key rows that are mixed with another index")
     rest_unit = Lin(m.unit.const, tuple((a, c) for a, c in m.unit.coeffs
@@ -194,7 +187,7 @@ def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes,
     total = RowSum.guarded(body, bound.lo, bound.hi)
     if total is None:
         return None
-    return Monomial(rest_unit, P._powers([*rest_vars, (total, 1)]))
+    return Monomial(rest_unit, _powers([*rest_vars, (total, 1)]))
 
 
 def max_over(r: Rat, over: Mapping[int, int]) -> Rat:

@@ -25,18 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import _set, frame_parts
+from meshproof.verify.semantics.atom_base import _set, frame_parts
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Subst
-from meshproof.verify.semantics.poly import (
-    NO_UNIT,
-    Monomial,
-    Poly,
-    RowSum,
-    Summed,
-    _powers,
-    derivative,
-)
+from meshproof.verify.semantics.poly_atoms import RowSum, Summed
+from meshproof.verify.semantics.poly_intervals import derivative
+from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly, _powers
 from meshproof.verify.semantics.rational import Rat
 
 STRIDE_MIN = 2     # pieces before a chain becomes one atom

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 from meshproof.verify.semantics.guards import Guard, Ind
 from meshproof.verify.semantics.index import BOUND, Aff
-from meshproof.verify.semantics.poly import Monomial, RowSum, _powers
+from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_terms import Monomial, _powers
 
 
 def tile_guard(row: Aff, over: frozenset[int], n: int,

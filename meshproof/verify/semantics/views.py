@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
-from meshproof.verify.semantics.atoms import Input, Lin, Max, Score
+from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.guards import Ind
-from meshproof.verify.semantics.poly import NO_UNIT, Log, Monomial, RowSum
+from meshproof.verify.semantics.maxima import Max
+from meshproof.verify.semantics.poly_atoms import Log, RowSum
+from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial
 from meshproof.verify.semantics.rational import Rat
 from meshproof.verify.semantics.strided import expand_form
+from meshproof.verify.semantics.tensor_atoms import Input, Score
 
 
 @dataclass(frozen=True, slots=True)
