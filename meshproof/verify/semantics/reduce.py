@@ -57,19 +57,21 @@ def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes,
                           "query rows or features)")
     row = row_of(refs[0])
     assert row is not None
-    if not over <= row.digits:
+    tiled = bool(row.without(over).terms)
+    n = mixed_radix(row, sizes, over) if over <= row.digits else None
+    tile = None if not tiled or tiles is None or n is None else \
+        tile_guard(row, over, n, tiles)
+    if tiled and tile is None:
+        raise NotModelled("reduces over key rows whose range depends on another index")
+    if row.digits - row.without(over).digits != over:
         raise NotModelled("reduces over the key axis together with another axis")
-    n = mixed_radix(row, sizes, over)
     if n is None:
         raise NotModelled("reduces over key rows that are strided or repeated")
     lead = next(d for d, c in row.terms if c == 1 and d in over)
     rest = Aff(0, tuple((d, -c) for d, c in row.terms if d != lead))
     subst = {lead: Aff(-row.const, ((BOUND, 1),)) + rest}
-    if not row.without(over).terms:
-        return Bound(subst, row.const, row.const + n)
-    tile = None if tiles is None else tile_guard(row, over, n, tiles)
     if tile is None:
-        raise NotModelled("reduces over key rows whose range depends on another index")
+        return Bound(subst, row.const, row.const + n)
     return Bound(subst, tile[1], tile[2], tile[0])
 
 
