@@ -49,3 +49,27 @@ def test_v_tiles_that_do_not_match_the_weights_tiles_are_violated() -> None:
     assert r[AE].status is Status.VIOLATED, r[AE].message
     assert r[EO].status is Status.VIOLATED, r[EO].message
     assert not simulate(schedule).ok
+
+
+def _million_keys_ns(key_tile: int) -> tuple[Status, str]:
+    """numeric_safety of the naive ring on 2 ranks x 131,072 keys (a headline block) at
+    |inputs| <= 4."""
+    args = (("n_ranks", 2), ("S_q", 131072), ("S_kv_per_rank", 131072), ("h_q", 1),
+            ("h_kv", 1), ("d_head", 128), ("key_tile", key_tile))
+    r = verify_kernel("ring_prefill_causal_naive", VerifyConfig(only=(NS,), input_bound=4.0),
+                      pes=2, args=args)
+    (ns,) = r.properties
+    return ns.status, ns.message
+
+
+def test_a_headline_block_in_key_tiles_is_numerically_safe() -> None:
+    status, message = _million_keys_ns(4096)
+    assert status is Status.PROVED, message
+    assert "rounding bound of the outputs" in message
+
+
+def test_a_headline_block_in_one_dot_exceeds_the_tolerance() -> None:
+    """131,072 keys accumulated in f32 in one dot: (n - 1)·u = 7.8e-3 for ℓ and for o."""
+    status, message = _million_keys_ns(131072)
+    assert status is Status.UNKNOWN
+    assert "exceeds the tolerance 1e-2·max|V|" in message and "accumulation" in message
