@@ -33,25 +33,28 @@ ROWS = ((8, 256), (16, 256), (64, 256), (64, 16384))
 TIMEOUT_S = 900
 
 
-def run(kernel: str, ranks: int, s: int) -> tuple[float, float, int, str]:
+def run(kernel: str, ranks: int, s: int) -> tuple[float, float, int, str, float]:
+    """(wall seconds, peak MiB, exit code, verdicts, CPU seconds: user + system). On a
+    shared machine the wall time follows the load; the CPU time much less so."""
     cmd = [MESHPROOF, "verify", kernel, "--pes", str(ranks), "--arg", f"n_ranks={ranks}",
            "--arg", f"S_q={s}", "--arg", f"S_kv_per_rank={s}",
            "--timeout", str(TIMEOUT_S)]
     start = time.perf_counter()
     try:
-        done = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd],
+        done = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB %M CPU_S %U %S", *cmd],
                               capture_output=True, text=True, timeout=TIMEOUT_S + 60,
                               env=dict(os.environ), check=False)
     except subprocess.TimeoutExpired:
-        return time.perf_counter() - start, 0.0, -1, "killed (timeout)"
+        return time.perf_counter() - start, 0.0, -1, "killed (timeout)", 0.0
     seconds = time.perf_counter() - start
-    found = re.search(r"MAXRSS_KB (\d+)", done.stderr)
+    found = re.search(r"MAXRSS_KB (\d+) CPU_S ([\d.]+) ([\d.]+)", done.stderr)
     rss = int(found.group(1)) if found else 0
+    cpu = float(found.group(2)) + float(found.group(3)) if found else 0.0
     verdicts = []
     for prop in ("attention_equivalence", "exactly_once_merge", "numeric_safety"):
         m = re.search(rf"^{prop}\s+(\w+)", done.stdout, re.M)
         verdicts.append(f"{prop.split('_')[0]} {m.group(1) if m else '?'}")
-    return seconds, rss / 1024.0, done.returncode, ", ".join(verdicts)
+    return seconds, rss / 1024.0, done.returncode, ", ".join(verdicts), cpu
 
 
 def main() -> None:
@@ -62,13 +65,13 @@ def main() -> None:
     opts = parser.parse_args()
     rows = ROWS[:1] if opts.quick else ROWS
     kernels = tuple(opts.kernel) if opts.kernel else KERNELS
-    print(f"{'kernel':34} {'ranks':>5} {'S/rank':>7} {'tokens':>9} {'s':>7} {'MiB':>7} "
-          f"{'exit':>4}  verdicts")
+    print(f"{'kernel':34} {'ranks':>5} {'S/rank':>7} {'tokens':>9} {'s':>7} {'cpu s':>7} "
+          f"{'MiB':>7} {'exit':>4}  verdicts")
     for ranks, s in rows:
         for kernel in kernels:
-            seconds, mib, code, verdicts = run(kernel, ranks, s)
-            print(f"{kernel:34} {ranks:5} {s:7} {ranks * s:9} {seconds:7.1f} {mib:7.0f} "
-                  f"{code:4}  {verdicts}", flush=True)
+            seconds, mib, code, verdicts, cpu = run(kernel, ranks, s)
+            print(f"{kernel:34} {ranks:5} {s:7} {ranks * s:9} {seconds:7.1f} {cpu:7.1f} "
+                  f"{mib:7.0f} {code:4}  {verdicts}", flush=True)
 
 
 if __name__ == "__main__":
