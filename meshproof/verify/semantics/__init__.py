@@ -20,6 +20,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - poly.py      exponential polynomials: arithmetic and normalisation
 - rational.py  the normal form: rational functions, exp, log, max
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
+- tiles.py     key tiles: a sum over a tile's keys (a guarded row sum), then over the tiles
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
 - domination.py  max-domination: exp arguments <= 0
