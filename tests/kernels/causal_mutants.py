@@ -82,8 +82,8 @@ def _strided_v_tiles(state: Any, scores: Any, v: Any, tl: Any) -> Any:
     p = tl.exp(scores - m_new)
     p4 = tl.reshape(p, (h, rows, tiles, 4))
     part_l = tl.reshape(tl.sum(tl.sum(p4, axis=-1), axis=-2), (h, rows, 1))
-    vt = tl.trans(tl.reshape(v, (h, 4, tiles, v.shape[-1])), (0, 2, 1, 3))  # TILE-LINE
-    pv = tl.dot(tl.trans(p4, (0, 2, 1, 3)), vt, out_dtype="f32")  # TILE-DOT-LINE
+    vt = tl.trans(tl.reshape(v, (h, 4, tiles, v.shape[-1])), (0, 2, 1, 3))  # V-TILES (strided)
+    pv = tl.dot(tl.trans(p4, (0, 2, 1, 3)), vt, out_dtype="f32")  # P·V over the tiles
     part_o = tl.reshape(tl.sum(pv, axis=1), (h, rows, v.shape[-1]))
     if state is None:
         return m_new, part_l, part_o
