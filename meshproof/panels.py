@@ -16,10 +16,9 @@ rank i holding chunks i and 15-i (`ring_prefill_causal_zigzag`, `--mask causal@z
 Two panels rather than one with a layout choice: each is a fixed kernel and mask, so
 `verify --panel`, `simulate --panel` and the gate name the layout without another flag,
 and the report sets them side by side (its per-rank imbalance figure). At validation
-scale all seven properties are proved; at headline scale (one million tokens)
-numeric_safety is unknown: the rounding bound, 1.7e-2·max|V| + 0.13 at |inputs| <= 4,
-passes the tolerance (a million f16 weights in the P·V dot, some of which may flush to
-zero), and no input is tried at that size (spec/semantics.md §8).
+and at headline scale (one million tokens) all seven properties are proved: the causal
+kernels keep p in f32 for the P·V dot and accumulate per key tile of 4096 keys, so the
+rounding bound stays within the tolerance (spec/semantics.md §8).
 """
 
 from __future__ import annotations

@@ -221,7 +221,8 @@ MASKED = [("ring_prefill_causal_naive", {}), ("ring_prefill_causal_zigzag", {}),
           ("mesh_prefill_causal_2d", {}), ("line_decode_window", {}),
           ("ring_prefill_padded", {}),
           ("ring_prefill_causal_zigzag", {"mask": "causal"}),
-          ("mesh_kv", {"mask": "causal"})]
+          ("mesh_kv", {"mask": "causal"}),
+          ("ring_prefill_causal_zigzag", {"args": {"key_tile": 2}})]   # key tiles (tiles.py)
 
 
 @pytest.mark.parametrize(("name", "opts"), MASKED, ids=lambda x: str(x))

@@ -109,15 +109,38 @@ def store_rows(o_ptr: Any, o_c: Tensor, ell_c: Tensor, c: int, tl: Any) -> None:
     tl.store(o_ptr + c * o_c.shape[0] * o_c.shape[-1], tl.cast(out, "f16"))
 
 
-def fold_scores(state: Triplet | None, scores: Tensor, v: Tensor, tl: Any) -> Triplet:
-    """Fold a tile of (possibly masked) scores into a running (m, ℓ, o); None starts it."""
+def fold_scores(state: Triplet | None, scores: Tensor, v: Tensor, tl: Any, *,
+                p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
+    """Fold a tile of (possibly masked) scores into a running (m, ℓ, o); None starts it.
+
+    `p_dtype`: the dtype of the weights p in the P·V dot ("f32": p is not cast, V is
+    promoted by the dot). `key_tile`: when the tile has more keys than this (and a multiple
+    of it), ℓ and P·V are accumulated per key tile of that many keys, then over the tiles
+    (flash-attention's BLOCK_N), so that an f32 rounding error grows with key_tile plus the
+    number of tiles rather than with every key of the block."""
+    h, rows, n = scores.shape
+    tiles = 1 if key_tile is None or n <= key_tile or n % key_tile else n // key_tile
+
+    def part_l(p: Tensor) -> Tensor:
+        if tiles == 1:
+            return tl.sum(p, axis=-1)
+        p4 = tl.reshape(p, (h, rows, tiles, n // tiles))
+        return tl.reshape(tl.sum(tl.sum(p4, axis=-1), axis=-2), (h, rows, 1))
+
+    def part_o(p: Tensor) -> Tensor:
+        pv = p if p_dtype == "f32" else tl.cast(p, p_dtype)
+        if tiles == 1:
+            return tl.dot(pv, v, out_dtype="f32")
+        pt = tl.trans(tl.reshape(pv, (h, rows, tiles, n // tiles)), (0, 2, 1, 3))
+        vt = tl.reshape(v, (h, tiles, n // tiles, v.shape[-1]))
+        return tl.reshape(tl.sum(tl.dot(pt, vt, out_dtype="f32"), axis=1), (h, rows, v.shape[-1]))
+
     if state is None:
         m = tl.max(scores, axis=-1)
         p = tl.exp(scores - m)
-        return m, tl.sum(p, axis=-1), tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
+        return m, part_l(p), part_o(p)
     m, ell, o = state
     m_new = tl.maximum(m, tl.max(scores, axis=-1))
     alpha = tl.exp(m - m_new)
     p = tl.exp(scores - m_new)
-    return (m_new, ell * alpha + tl.sum(p, axis=-1),
-            o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32"))
+    return m_new, ell * alpha + part_l(p), o * alpha + part_o(p)

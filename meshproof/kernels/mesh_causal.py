@@ -25,6 +25,16 @@ The positions are plain traced tensors (`tl.arange(0, C) + chunk * C`, or
 `tl.arange(0, C) * n + rank` striped; spec/tl.md §4). The host decides each block from the
 positions a chunk holds (first position, stride): no pair allowed, skipped; every pair,
 folded unmasked; else masked.
+
+Numerics at one million tokens (a block of 131,072 x 131,072 per step on the headline
+panels): the weights p = exp(s - m) stay f32 for the P·V dot (V is promoted by the dot),
+because an f16 p flushes every weight below 2^-24 to 0 -- an error up to n·2^-25·max|V|
+over n keys, 0.13 at max|V| = 4 and a million keys -- and a block wider than `key_tile`
+keys (default 4096) accumulates ℓ and P·V per key tile, then over the tiles, as
+flash-attention's BLOCK_N loop does: the f32 accumulation error then grows with
+key_tile + the number of tiles, not with the 131,072 keys of the block (1.6e-2·max|V|
+before). numeric_safety is proved there (0.0016·max|V| on one 8-PE ring at |inputs| <= 4;
+spec/semantics.md §8).
 """
 
 from __future__ import annotations
@@ -63,8 +73,12 @@ def _masked_scores(scores: Any, q_span: Span, k_span: Span, rows: int, group: in
     return tl.reshape(s4, (h_kv, rows * group, rows))
 
 
+KEY_TILE = 4096   # keys per accumulation tile of a block wider than this (fold_scores)
+
+
 def _block(q: Any, q_span: Span, kv: Chunk, state: Triplet | None, scale: float,
-           shape: tuple[int, int, int], lead: int, tl: Any) -> Triplet | None:
+           shape: tuple[int, int, int], lead: int, tl: Any,
+           key_tile: int = KEY_TILE) -> Triplet | None:
     """Fold the (query chunk, key chunk) block into the running (m, l, o); None while no
     block has been folded. A key chunk whose every position is after every query's is
     skipped; one wholly before them all is folded unmasked (the host's causal classes)."""
@@ -76,12 +90,13 @@ def _block(q: Any, q_span: Span, kv: Chunk, state: Triplet | None, scale: float,
     scores = tl.dot(q, k_t, out_dtype="f32") * scale
     if k_span[0] + k_span[1] * (rows - 1) > q_span[0]:
         scores = _masked_scores(scores, q_span, k_span, rows, group, h_kv, lead, tl)
-    return fold_scores(state, scores, v, tl)
+    # p stays f32 for the P·V dot: a million f16 weights would each flush to 0 below 2^-24
+    return fold_scores(state, scores, v, tl, p_dtype="f32", key_tile=key_tile)
 
 
 def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
           h_q: int, h_kv: int, d_head: int, n_ranks: int, sm_scale: float | None,
-          layout: str, lead: int, tl: Any) -> None:
+          layout: str, lead: int, key_tile: int, tl: Any) -> None:
     if S_q != S_kv_per_rank:
         raise ValueError(f"causal ring prefill needs S_q == S_kv_per_rank (one sequence), "
                          f"got {S_q} and {S_kv_per_rank}")
@@ -122,7 +137,8 @@ def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_ran
                     for c, (_, k_t, v) in zip(chunks_of(source), held, strict=True)]
         for j, a in enumerate(mine):
             for kv in held:
-                states[j] = _block(queries[j], a, kv, states[j], scale, shape, lead, tl)
+                states[j] = _block(queries[j], a, kv, states[j], scale, shape, lead, tl,
+                                   key_tile)
     for j, state in enumerate(states):
         assert state is not None   # the diagonal block is always folded
         _m, ell, o = state
@@ -131,38 +147,38 @@ def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_ran
 
 def ring_prefill_causal_naive(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                               S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
-                              n_ranks: int, sm_scale: float | None = None, *,
-                              tl: Any) -> None:
+                              n_ranks: int, sm_scale: float | None = None,
+                              key_tile: int = KEY_TILE, *, tl: Any) -> None:
     """Causal prefill over a ring: rank i holds chunk i; KV circulates E, n-1 steps."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
-          sm_scale, "contiguous", 0, tl)
+          sm_scale, "contiguous", 0, key_tile, tl)
 
 
 def ring_prefill_causal_zigzag(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                                S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
-                               n_ranks: int, sm_scale: float | None = None, *,
-                               tl: Any) -> None:
+                               n_ranks: int, sm_scale: float | None = None,
+                               key_tile: int = KEY_TILE, *, tl: Any) -> None:
     """Causal prefill over a ring, zigzag layout: rank i holds chunks i and 2n-1-i."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
-          sm_scale, "zigzag", 0, tl)
+          sm_scale, "zigzag", 0, key_tile, tl)
 
 
 def ring_prefill_causal_striped(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                                 S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
-                                n_ranks: int, sm_scale: float | None = None, *,
-                                tl: Any) -> None:
+                                n_ranks: int, sm_scale: float | None = None,
+                                key_tile: int = KEY_TILE, *, tl: Any) -> None:
     """Causal prefill over a ring, striped layout: rank i holds positions i + n·x."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
-          sm_scale, "striped", 0, tl)
+          sm_scale, "striped", 0, key_tile, tl)
 
 
 def ring_prefill_causal_off_by_one(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                                    S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
-                                   n_ranks: int, sm_scale: float | None = None, *,
-                                   tl: Any) -> None:
+                                   n_ranks: int, sm_scale: float | None = None,
+                                   key_tile: int = KEY_TILE, *, tl: Any) -> None:
     """KNOWN BAD: the naive causal ring whose diagonal mask is off by one (key <= q + 1)."""
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, n_ranks,
-          sm_scale, "contiguous", 1, tl)  # BUG: off by one at the diagonal
+          sm_scale, "contiguous", 1, key_tile, tl)  # BUG: off by one at the diagonal
 
 
 class _Folder:

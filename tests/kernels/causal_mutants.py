@@ -12,6 +12,11 @@ that the verifier's violation names that line; the markers are comments in capit
   unmasked scores of a block it folds as fully allowed hold keys after the query --
   the dot line.
 
+- `ring_causal_strided_v_tiles`: the blocks accumulated per key tile of 4 keys
+  (fold_scores' key_tile) with p's tiles contiguous but V split into strided tiles (V's
+  reshape names the tile digit inner): each tile's weights meet other keys' values -- its
+  dot line.
+
 Run on the 8-PE ring with the causal mask (`@zigzag` for the zigzag one).
 
 `ring_causal_or_masks` writes the diagonal mask with `!=` or as an "or" (a sum of
@@ -65,6 +70,27 @@ def _or_masked(s4: Any, q_pos: Any, k_pos: Any, style: int, tl: Any) -> Any:
     return tl.where((k_pos < q_pos) + (k_pos == q_pos + 1), s4, ninf)  # OR-LINE
 
 
+def _strided_v_tiles(state: Any, scores: Any, v: Any, tl: Any) -> Any:
+    """fold_scores with key_tile 4, V's tiles strided (BUG): keys t + 2·i, not 4·t + i."""
+    h, rows, n = scores.shape
+    tiles = n // 4
+    if state is None:
+        m_new = tl.max(scores, axis=-1)
+    else:
+        m, ell, o = state
+        m_new = tl.maximum(m, tl.max(scores, axis=-1))
+    p = tl.exp(scores - m_new)
+    p4 = tl.reshape(p, (h, rows, tiles, 4))
+    part_l = tl.reshape(tl.sum(tl.sum(p4, axis=-1), axis=-2), (h, rows, 1))
+    vt = tl.trans(tl.reshape(v, (h, 4, tiles, v.shape[-1])), (0, 2, 1, 3))  # V-TILES (strided)
+    pv = tl.dot(tl.trans(p4, (0, 2, 1, 3)), vt, out_dtype="f32")  # P·V over the tiles
+    part_o = tl.reshape(tl.sum(pv, axis=1), (h, rows, v.shape[-1]))
+    if state is None:
+        return m_new, part_l, part_o
+    alpha = tl.exp(m - m_new)
+    return m_new, ell * alpha + part_l, o * alpha + part_o
+
+
 def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, h_q: int, h_kv: int,
           d_head: int, n_ranks: int, mutation: str, tl: Any, style: int = 0) -> None:
     rank = tl.program_id(axis=0)
@@ -112,7 +138,10 @@ def _ring(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, h_q: int, h_
                         keep = _keep(q_pos, k_pos, mutation == "swapped_comparison")
                         s4 = tl.where(keep, s4, float("-inf"))  # WHERE-LINE
                     scores = tl.reshape(s4, (h_kv, rows * group, rows))
-                states[j] = fold_scores(states[j], scores, v, tl)
+                if mutation == "strided_v_tiles":
+                    states[j] = _strided_v_tiles(states[j], scores, v, tl)
+                else:
+                    states[j] = fold_scores(states[j], scores, v, tl)
     for j, state in enumerate(states):
         _m, ell, o = state
         store_output(o_ptr + j * rows * h_q * d_head, o, ell, rows, h_q, h_kv, d_head, tl)
@@ -135,6 +164,12 @@ def ring_causal_swapped_zigzag(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S
                                S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
                                n_ranks: int, *, tl: Any) -> None:
     _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, h_q, h_kv, d_head, n_ranks, "swapped_zigzag", tl)
+
+
+def ring_causal_strided_v_tiles(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
+                                S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int,
+                                n_ranks: int, *, tl: Any) -> None:
+    _ring(q_ptr, k_ptr, v_ptr, o_ptr, S_q, h_q, h_kv, d_head, n_ranks, "strided_v_tiles", tl)
 
 
 def ring_causal_correct(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,

@@ -22,6 +22,7 @@ that there is no cycle and that nothing here imports the rest of verify/):
 - rat.py       the normal form `Rat` (rational functions of polynomials), built and viewed
 - rational.py  its arithmetic, exp and log; rational_max.py: max and min
 - masks.py     the symbolic rules of tl.arange, comparisons and tl.where
+- tiles.py     key tiles: a sum over a tile's keys (a guarded row sum), then over the tiles
 - reduce.py    sums over key rows, contractions into scores, maxima over rows
 - views.py     what a form is, in the words of an online softmax
 - domination.py  max-domination: exp arguments <= 0

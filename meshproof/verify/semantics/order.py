@@ -56,12 +56,15 @@ def lower_bound(x: Rat, low_of: LowOf | None = None) -> float:
         return 0.0
     x = expand_form(x)           # strided sums read as their pieces (an identity)
     best = 0.0
+    seen: set[tuple[Max, Fraction]] = set()
     for m, c in x.num.terms:
         if not m.unit.coeffs and not m.vars:
             best = max(best, float(c) * _exp(float(m.unit.const)))
         for atom, k in m.unit.coeffs:
-            # exp(k·(P - M)) with k = 1, or ln 2 and a scale for exp2 (any k > 0)
-            if isinstance(atom, Max) and k < 0 and not atom.is_min:
+            # exp(k·(P - M)) with k = 1, or ln 2 and a scale for exp2 (any k > 0); a max
+            # that several terms hold is read once (its floor reads all of x, not the term)
+            if isinstance(atom, Max) and k < 0 and not atom.is_min and (atom, k) not in seen:
+                seen.add((atom, k))
                 best = max(best, _dominated_floor(x.num, atom, -k, low_of))
     return best
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
-from meshproof.verify.semantics.guards import Pen, conjunction, pens
+from meshproof.verify.semantics.guards import Ind, Pen, conjunction, pens
 from meshproof.verify.semantics.index import BOUND, Aff, Subst, mixed_radix
 from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.maxima import Elem, Max, Ranges
@@ -27,6 +27,7 @@ from meshproof.verify.semantics.rat import NEG_INF, Rat
 from meshproof.verify.semantics.rational_max import make_max
 from meshproof.verify.semantics.reasons import NotModelled, Scramble
 from meshproof.verify.semantics.tensor_atoms import Input, Score, Scrambled, row_of
+from meshproof.verify.semantics.tiles import tile_guard, tile_union
 
 Sizes = Mapping[int, int]
 
@@ -36,11 +37,15 @@ class Bound:
     subst: Subst
     lo: int
     hi: int
+    tile: Guard | None = None      # the rows of the tile a free digit picks (tiles.py)
 
 
-def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes) -> Bound:
+def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes,
+              tiles: Sizes | None = None) -> Bound:
     """Rename the summed digits `over` into the canonical bound key row: the key-row
-    coordinate of the score (or of K, V) becomes BOUND itself."""
+    coordinate of the score (or of K, V) becomes BOUND itself. With `tiles` (the sizes of
+    the value's other digits), rows that also move with one of them by the summed extent
+    are one key tile of it (tiles.py)."""
     for a in atoms:
         if isinstance(a, (Max, Log, RowSum, Summed)) and a.digits & over:
             raise NotModelled("reduces over an axis that a maximum or a sum inside the "
@@ -53,16 +58,22 @@ def bind_rows(atoms: list[Atom], over: frozenset[int], sizes: Sizes) -> Bound:
                           "query rows or features)")
     row = row_of(refs[0])
     assert row is not None
-    if row.without(over).terms:
+    tiled = bool(row.without(over).terms)
+    n = mixed_radix(row, sizes, over) if over <= row.digits else None
+    tile = None if not tiled or tiles is None or n is None else \
+        tile_guard(row, over, n, tiles)
+    if tiled and tile is None:
         raise NotModelled("reduces over key rows whose range depends on another index")
-    if row.digits != over:
+    if row.digits - row.without(over).digits != over:
         raise NotModelled("reduces over the key axis together with another axis")
-    n = mixed_radix(row, sizes, over)
     if n is None:
         raise NotModelled("reduces over key rows that are strided or repeated")
-    lead = next(d for d, c in row.terms if c == 1)
+    lead = next(d for d, c in row.terms if c == 1 and d in over)
     rest = Aff(0, tuple((d, -c) for d, c in row.terms if d != lead))
-    return Bound({lead: Aff(-row.const, ((BOUND, 1),)) + rest}, row.const, row.const + n)
+    subst = {lead: Aff(-row.const, ((BOUND, 1),)) + rest}
+    if tile is None:
+        return Bound(subst, row.const, row.const + n)
+    return Bound(subst, tile[1], tile[2], tile[0])
 
 
 def _contract(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | None:
@@ -120,8 +131,10 @@ def _span_sum(m: Monomial, over: frozenset[int], sizes: Sizes) -> Monomial | Non
     return Monomial(m.unit, ((s.with_span(s.fbase.without(over), width * total), 1),))
 
 
-def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
-    """sum over the digits `over` (id -> size): a reduction or a dot's contraction."""
+def sum_over(r: Rat, over: Mapping[int, int], features: int,
+             sizes: Sizes | None = None) -> Rat:
+    """sum over the digits `over` (id -> size): a reduction or a dot's contraction.
+    `sizes`: every digit of the value (a key tile's digit among them, tiles.py)."""
     del features   # a span of features is a score; the judge asks for all of them
     if r.inf:
         return r
@@ -148,20 +161,27 @@ def sum_over(r: Rat, over: Mapping[int, int], features: int) -> Rat:
         if spans is not None:
             items.append((spans, c))
             continue
-        summed = _row_sum(m, dep, over)
+        tiled, union = tile_union(m, dep, over)
+        if tiled:
+            if union is not None:   # None: no row of any tile survives the mask
+                items.append((union, c))
+            continue
+        summed = _row_sum(m, dep, over, sizes)
         if summed is not None:      # None: a masked sum that no row survives
             items.append((summed, c))
     return Rat.make(Poly.make(items), r.den)
 
 
-def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes) -> Monomial | None:
+def _row_sum(m: Monomial, dep: frozenset[int], sizes: Sizes,
+             tiles: Sizes | None = None) -> Monomial | None:
     if any(isinstance(a, (RowSum, Summed)) and a.digits & dep for a, _ in m.vars):
         raise NotModelled("sums over key rows a value that already sums over key rows")
     unit_b = [(a, c) for a, c in m.unit.coeffs if a.digits & dep]
     vars_b = [(a, k) for a, k in m.vars if a.digits & dep]
-    bound = bind_rows([a for a, _ in unit_b] + [a for a, _ in vars_b], dep, sizes)
+    bound = bind_rows([a for a, _ in unit_b] + [a for a, _ in vars_b], dep, sizes, tiles)
+    tile = [] if bound.tile is None else [(Ind.make(bound.tile), 1)]
     body = Monomial(Lin.make(Fraction(0), unit_b).subst(bound.subst),
-                    _powers((a.subst(bound.subst), k) for a, k in vars_b))
+                    _powers([*((a.subst(bound.subst), k) for a, k in vars_b), *tile]))
     if body.digits & dep:
         raise NotModelled("sums over key rows that are mixed with another index")
     rest_unit = Lin(m.unit.const, tuple((a, c) for a, c in m.unit.coeffs

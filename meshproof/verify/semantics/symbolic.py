@@ -130,7 +130,8 @@ class Symbolic(SymbolicArithmetic):
     def _reduce(self, x: Value, axis: int, keepdims: bool, fn: Reduction) -> Value:
         over = {dg.id: dg.size for dg in x.layout.axes[axis]}
         if fn is Reduction.SUM:
-            form = sum_over(x.form, over, self.problem.d_head)
+            form = sum_over(x.form, over, self.problem.d_head,
+                            {dg.id: dg.size for dg in x.layout.digits})
         else:
             form = max_over(x.form, over)
         axes = list(x.layout.axes)
@@ -220,9 +221,9 @@ class Symbolic(SymbolicArithmetic):
             sa, sb = compose(sa, ua) if ua else sa, compose(sb, ub) if ub else sb
             over = {dg.id: dg.size for dg in common}
         prod = R.mul(a.form.subst(sa), b.form.subst(sb))
-        form = sum_over(prod, over, features)
         layout = Layout((*batch.axes, la.axes[-2], lb.axes[-1]),
                         (*batch.shape, la.shape[-2], lb.shape[-1]))
+        form = sum_over(prod, over, features, {dg.id: dg.size for dg in layout.digits})
         return Value(layout, form)
 
     def _scrambled(self, rank: int, op: Op, a: Value, b: Value, reason: str) -> Value:
