@@ -105,7 +105,7 @@ def imbalance_lines(records: list[dict[str, Any]]) -> list[str]:
                   f"n blocks; zigzag gives every rank the same blocks "
                   f"({_us(zigzag[0])} → {_us(zigzag[1])}, {zigzag[1] / zigzag[0]:.2g}×). "
                   f"Balanced, the prefill finishes in {_us(zigzag[2])} instead of "
-                  f"{_us(naive[2])}: {speed:.2f}× "
+                  f"{_us(naive[2])}: {max(speed, 1 / speed):.2f}× "
                   f"{'faster' if speed >= 1 else 'slower'} (modelled, default profile)."]
     return lines
 
