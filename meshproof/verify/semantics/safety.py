@@ -31,12 +31,6 @@ from meshproof.verify.semantics.reasons import NotModelled, Undefined
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic_core import LN2, Opaque
 from meshproof.verify.semantics.views import describe
-from meshproof.verify.semantics.witness import (
-    WitnessTooLarge,
-    check_witness_size,
-    make_inputs,
-    numeric_evaluation,
-)
 
 DTYPE_MAX = {DType.F16: 65504.0, DType.BF16: 3.3895313892515355e38, DType.F32: 3.4028235e38}
 
@@ -80,6 +74,8 @@ def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     """The witness families, each inside the assumption: with a score bound, Q and K of
     the constant families shrink to the largest f16 c with d·c² within it, and a family
     whose scores pass it (seeded inputs at a small S) is left out."""
+    from meshproof.verify.semantics.witness import make_inputs  # a search: not a proof's cost
+
     cap = score_cap(b)
     c = _largest_q(cap, problem.d_head, float(b))
     qk = f"Q = K = V = {b:g}" if c == b else f"Q = K = {c:g}, V = {b:g}"
@@ -161,6 +157,8 @@ class _Checks:
         self.narrow_cands: dict[SourceLoc, list[tuple[int, Op, int, float | None]]] = {}
 
     def numeric(self, name: str, inputs: Inputs) -> Evaluation[Num | None]:
+        from meshproof.verify.semantics.witness import numeric_evaluation  # searches only
+
         if name not in self.evals:
             self.evals[name] = numeric_evaluation(self.schedule, self.table, self.problem,
                                                   inputs)
@@ -171,6 +169,8 @@ class _Checks:
         """The first input family under which some candidate (rank, value id) passes
         `reaches`, with the value and the rank: every rank is tried (a stale reference
         point or another rank's max shows on some ranks only)."""
+        from meshproof.verify.semantics.witness import WitnessTooLarge, check_witness_size
+
         try:
             check_witness_size(self.schedule, self.problem)   # before any input is made
         except WitnessTooLarge as exc:
