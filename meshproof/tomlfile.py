@@ -4,7 +4,6 @@ naming what the file is for."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ def read_toml(path: Path, what: str, missing: str, *, directory: str = "pass a T
         raise error(f"{what} {path} is a directory; {directory}")
     if not path.is_file():
         raise error(f"{what} {path} does not exist; {missing}")
+    import tomllib  # here: compiling its regexes costs every start-up that reads no file
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -93,8 +93,11 @@ def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -
 
 def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None:
     """A cold, proved `meshproof verify` pays for z3, numpy and the verifier: not for
-    matplotlib or the report, and not for the witness searches, proof relocation or the
-    witness file, which are imported where a failure or a second launch needs them."""
+    matplotlib or the report, the witness searches (numeric safety's too, with their
+    cone and machine evaluation), proof relocation, the witness file or a counterexample's
+    details, which are imported where a failure or a second launch needs them; nor for
+    the simulator's configuration and inputs, numpy.ma (np.unique loads it) or tomllib
+    (its regexes)."""
     code = ("import sys; from meshproof.cli import main; "
             "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
             "'--json']); "
@@ -102,7 +105,11 @@ def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None
             "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress')) "
             "or m in ('meshproof.verify.semantics.sparse_eval', "
             "'meshproof.verify.semantics.rounding_witness', 'meshproof.deploy.relocation', "
-            "'meshproof.model.witness_file', 'rich._emoji_codes')); "
+            "'meshproof.model.witness_file', 'rich._emoji_codes', "
+            "'meshproof.verify.semantics.witness', 'meshproof.verify.semantics.cone', "
+            "'numpy.ma', 'tomllib', 'meshproof.sim.config', 'meshproof.model.inputs', "
+            "'meshproof.verify.details', 'meshproof.verify.semantics.numeric', "
+            "'meshproof.model.machine')); "
             "print(code, heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)

@@ -24,12 +24,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from meshproof.model.isolation import threads_paused_for_fork
-from meshproof.sim.config import NumericProgress
 from meshproof.verify.properties import VerifyProgress
 
 if TYPE_CHECKING:  # rich's progress module is imported when a bar is first shown
     from rich.console import Console
     from rich.progress import Progress, TaskID
+
+    from meshproof.sim.config import NumericProgress
 
 DELAY_S = 2.0
 
@@ -61,6 +62,8 @@ class NumericBar:
         self.task: TaskID | None = None
         self._offset = 0          # bytes of the runs already finished
         self._run = 0
+        from meshproof.sim.config import NumericProgress  # a simulate run's: verify's bar is not
+
         self._last = NumericProgress(0, 0, 0, 0)
 
     def __enter__(self) -> NumericBar:

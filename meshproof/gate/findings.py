@@ -17,7 +17,6 @@ from meshproof.model.channel_table import OpRef
 from meshproof.model.channels import derive_channels
 from meshproof.model.schedule import OpKind, Schedule, SourceLoc
 from meshproof.model.topology import Endpoint
-from meshproof.verify.details import AttentionDetails, DeadlockDetails
 from meshproof.verify.result import Diagnostic, PropertyResult, Role
 
 MAX_RELATED = 100   # related places per finding (GitHub takes at most 1000)
@@ -105,6 +104,11 @@ class _Context:
         self.schedule = schedule
         self.rank_of = schedule.rank_index() if schedule else {}
         self.table = derive_channels(schedule) if schedule else None
+        from meshproof.verify.details import (  # for a counterexample only
+            AttentionDetails,
+            DeadlockDetails,
+        )
+
         details = result.counterexample.details if result.counterexample else None
         self.blocked = {b.endpoint: b for b in details.blocked} \
             if isinstance(details, DeadlockDetails) else {}

@@ -24,19 +24,19 @@ from meshproof.model.launch import Launch
 from meshproof.model.loader import KernelRef
 from meshproof.model.schedule import Schedule
 from meshproof.model.trace import trace
-from meshproof.sim.config import SimConfig
 from meshproof.verify.api import verify as verify_schedule
 from meshproof.verify.properties import VerifyConfig
 from meshproof.verify.result import Verdict
 
 if TYPE_CHECKING:
     from meshproof.gate.cache import GateCache
+    from meshproof.sim.config import SimConfig
     from meshproof.sim.result import SimResult
 
 Resolver = Callable[[str], KernelRef]
 Tracer = Callable[[KernelRef, Launch], Schedule]
 Verifier = Callable[[Schedule, VerifyConfig], Verdict]
-Simulator = Callable[[Schedule, SimConfig], "SimResult"]
+Simulator = Callable[[Schedule, "SimConfig"], "SimResult"]
 
 
 def simulate_schedule(schedule: Schedule, config: SimConfig) -> SimResult:
@@ -66,7 +66,7 @@ def one_launch(kernel: KernelRef, launch: Launch) -> LaunchList:
 
 def run_case(launches: LaunchList, *, simulate: bool, verify: bool = True,
              verify_config: VerifyConfig = VerifyConfig(),
-             sim_config: SimConfig = SimConfig(), cache: GateCache | None = None,
+             sim_config: SimConfig | None = None, cache: GateCache | None = None,
              pipeline: Pipeline = Pipeline()) -> CaseOutcome:
     """Trace the deployment's N >= 1 launches, then verify and/or simulate them: every
     caller (the commands, the gate, the report, the pytest helpers) runs through here,
@@ -95,13 +95,15 @@ def run_case(launches: LaunchList, *, simulate: bool, verify: bool = True,
     simulation, refused = None, ""
     if simulate:
         from meshproof.deploy.simulate import simulate_deployment  # loads the simulator
+        from meshproof.sim.config import SimConfig  # with its inputs: a verify needs neither
 
+        sim_config = SimConfig() if sim_config is None else sim_config
         try:
             simulation = simulate_deployment(built, sim_config, pipeline.simulator)
         except SimulationRefused as exc:  # it deadlocks, or the launches are not separated
             refused = str(exc)
     outcome = CaseOutcome.of(built, verdict, simulation, refused,
-                             numerics=simulate and sim_config.numerics)
+                             numerics=simulate and sim_config is not None and sim_config.numerics)
     if cache is not None and outcome.decided:
         cache.put(key, outcome.to_json())
     return outcome

@@ -89,7 +89,7 @@ def derive_channels(schedule: Schedule) -> ChannelTable:
     start = np.searchsorted(rank, np.arange(n_ranks + 1), side="left").astype(np.int64)
     # Ports: per (rank, dir) the far endpoint and its status, looked up once each.
     eps = [p.endpoint for p in programs]
-    used_ports = np.unique(rank.astype(np.int64) * 4 + dcode)
+    used_ports = _distinct(rank.astype(np.int64) * 4 + dcode)
     ports: dict[int, PortUse] = {}
     peer_key = np.full(n_ranks * 4, -1, dtype=np.int64)
     status = np.zeros(n_ranks * 4, dtype=np.int8)
@@ -208,13 +208,23 @@ def communication_groups(schedule: Schedule, table: ChannelTable) -> tuple[tuple
         if ch.status is not PortStatus.OK:
             continue
         rows = np.concatenate([_rows(ch.sends), _rows(ch.recvs)])
-        ends = sorted(set(np.unique(ranks[rows]).tolist()) & parent.keys())
+        ends = sorted(set(_distinct(ranks[rows]).tolist()) & parent.keys())
         for r in ends[1:]:
             join(ends[0], r)
     members: dict[int, list[int]] = {}
     for r in active:
         members.setdefault(find(r), []).append(r)
     return tuple(tuple(sorted(rs)) for rs in sorted(members.values(), key=min))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values, as np.unique gives them: np.unique without an
+    inverse imports numpy.ma (6 ms of every `meshproof verify`)."""
+    ordered = np.sort(values, kind="stable")
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _rows(refs: Sequence[OpRef]) -> np.ndarray:

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING
 from meshproof.model.channel_table import ChannelTable
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import OpKind, Schedule
-from meshproof.verify.details import AttentionDetails
-from meshproof.verify.details import Witness as WitnessFacts
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.semantics import SemanticAnalysis
@@ -23,6 +21,8 @@ from meshproof.verify.shared_analysis import shared_semantics
 from meshproof.verify.unwritten import never_written, once_complete, violated
 
 if TYPE_CHECKING:
+    from meshproof.verify.details import AttentionDetails
+    from meshproof.verify.details import Witness as WitnessFacts
     from meshproof.verify.semantics.witness import Witness
 
 NAME = Property.ATTENTION_EQUIVALENCE
@@ -78,7 +78,7 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
             NAME, Status.VIOLATED,
             f"{len(silent)} group(s) store no output: group {g} "
             f"({_ranks(schedule, a, g)}) never writes {', '.join(a.problem.outputs)}",
-            Counterexample(f"group {g} stores no output", (), AttentionDetails(None, 0)),
+            Counterexample(f"group {g} stores no output", (), _details(None, 0)),
             time.perf_counter() - start, CERTIFICATE)
     lost = [o for o in bad if (o.opaque is not None and o.opaque.lost) or o.misplaced]
     if lost:
@@ -111,7 +111,7 @@ def _judge(schedule: Schedule, table: ChannelTable, sem: SemanticAnalysis,
             "no input tried shows a difference from attention", None, seconds, CERTIFICATE)
     summary = (f"{len(bad)} of {len(a.outputs)} stored output(s) are not attention: "
                f"{reason}")
-    details = AttentionDetails(_witness_facts(schedule, witness), len(bad))
+    details = _details(_witness_facts(schedule, witness), len(bad))
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags), details), seconds, CERTIFICATE)
 
@@ -145,7 +145,7 @@ def _lost(schedule: Schedule, a: Analysis, lost: list[OutputResult],
                    "store outside the output buffer)")
     return PropertyResult(NAME, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags),
-                                         AttentionDetails(None, len(lost))),
+                                         _details(None, len(lost))),
                           time.perf_counter() - start, CERTIFICATE)
 
 
@@ -163,7 +163,7 @@ def _unwritten(schedule: Schedule, a: Analysis, start: float) -> PropertyResult:
             Role.DEPARTURE, None, ep))
     summary = f"{len(a.unwritten)} rank(s) leave part of their output unwritten"
     return PropertyResult(NAME, Status.VIOLATED, summary,
-                          Counterexample(summary, tuple(diags), AttentionDetails(None, 0)),
+                          Counterexample(summary, tuple(diags), _details(None, 0)),
                           time.perf_counter() - start, CERTIFICATE)
 
 
@@ -196,7 +196,15 @@ def _diagnostics(schedule: Schedule, a: Analysis, out: OutputResult,
     return diags
 
 
+def _details(witness: WitnessFacts | None, outputs: int) -> AttentionDetails:
+    from meshproof.verify.details import AttentionDetails  # for a counterexample only
+
+    return AttentionDetails(witness, outputs)
+
+
 def _witness_facts(schedule: Schedule, w: Witness) -> WitnessFacts:
+    from meshproof.verify.details import Witness as WitnessFacts
+
     return WitnessFacts(w.inputs.replace(" (seed", ", seed").rstrip(), w.precision, w.rel_err,
                         schedule.programs[w.rank].endpoint, w.store.source, w.element, w.got,
                         w.want)

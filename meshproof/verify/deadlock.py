@@ -17,7 +17,6 @@ from meshproof.model.schedule import Schedule
 from meshproof.verify.certificate_job import certificate_job, order_constraints_at_depth
 from meshproof.verify.deadlock_encoding import DeadlockModel, order_certificate, stuck_state
 from meshproof.verify.deadlock_ground import check_order, check_stuck
-from meshproof.verify.details import BlockedOp, DeadlockDetails
 from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, DeadlockResult, Diagnostic, Role, Status
@@ -75,6 +74,8 @@ def _blocked_reason(schedule: Schedule, table: ChannelTable, ref: OpRef) -> str:
 
 
 def _counterexample(schedule: Schedule, table: ChannelTable, progress: Progress) -> Counterexample:
+    from meshproof.verify.details import BlockedOp, DeadlockDetails  # for a counterexample only
+
     diags: list[Diagnostic] = []
     blocked: list[BlockedOp] = []
     for r in sorted(progress.stuck):

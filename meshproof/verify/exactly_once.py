@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 from meshproof.model.channel_table import ChannelTable
 from meshproof.model.schedule import OpKind, Schedule, ValueRef
 from meshproof.model.topology import Endpoint
-from meshproof.verify.details import MergeCount, MergeDetails
-from meshproof.verify.details import Witness as WitnessFacts
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 from meshproof.verify.semantics.analysis import Analysis, OutputResult
@@ -31,6 +29,8 @@ from meshproof.verify.shared_analysis import shared_semantics
 from meshproof.verify.unwritten import never_written, once_complete, violated
 
 if TYPE_CHECKING:
+    from meshproof.verify.details import MergeCount
+    from meshproof.verify.details import Witness as WitnessFacts
     from meshproof.verify.semantics.witness import Witness
 
 NAME = Property.EXACTLY_ONCE_MERGE
@@ -172,6 +172,8 @@ def _judge(schedule: Schedule, table: ChannelTable, a: Analysis,
         diags.append(Diagnostic("witness: " + _witness_text(witness, ep.describe(), a),
                                 Role.NOTE, witness.store.source, ep, witness.store.index,
                                 OpKind.STORE))
+    from meshproof.verify.details import MergeDetails  # for a counterexample only
+
     facts = _facts(schedule, witness) if witness is not None else None
     return result(Status.VIOLATED, summary,
                   Counterexample(summary, tuple(diags), MergeDetails(tuple(f.counts), facts)))
@@ -211,6 +213,8 @@ def _witness_text(w: Witness, endpoint: str, a: Analysis) -> str:
 
 
 def _facts(schedule: Schedule, w: Witness) -> WitnessFacts:
+    from meshproof.verify.details import Witness as WitnessFacts
+
     return WitnessFacts(w.inputs.replace(" (seed", ", seed"), w.precision, w.rel_err,
                         schedule.programs[w.rank].endpoint, w.store.source, w.element, w.got,
                         w.want)
@@ -261,6 +265,8 @@ def _judge_output(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
             f.suspects.append(out)
         return
     f.suspects.append(out)
+    from meshproof.verify.details import MergeCount  # for a counterexample only
+
     size = a.problem.S_kv_per_rank
     for lo, hi, n, d in bad:
         # one count per shard: split runs at shard boundaries
@@ -290,6 +296,8 @@ def _judge_masked(schedule: Schedule, a: Analysis, out: OutputResult, f: _Findin
     if w is None:
         return
     f.suspects.append(out)
+    from meshproof.verify.details import MergeCount  # for a counterexample only
+
     shard = _shard(schedule, a, out.rank, w.key_row)
     f.counts.append(MergeCount(ep, shard, (w.key_row, w.key_row + 1), w.num, w.den))
     f.add(Diagnostic(f"output {pair_words(a.problem, w)}", Role.MERGE, out.store.source, ep,

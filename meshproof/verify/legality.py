@@ -14,7 +14,6 @@ import numpy as np
 
 from meshproof.model.channel_table import NO_LINK, OUTSIDE, ChannelTable, OpRef
 from meshproof.model.topology import Endpoint
-from meshproof.verify.details import ConfinementDetails
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
 
@@ -83,6 +82,8 @@ def launch_confinement(ctx: CheckContext) -> PropertyResult:
                     if d.endpoint and d.dir and d.peer})
     summary = f"{len(diags)} op(s) leave the launch: " + ", ".join(
         f"cube {e.cube} pe {e.pe} {d} -> cube {p.cube} pe {p.pe}" for e, d, p in pairs)
+    from meshproof.verify.details import ConfinementDetails  # for a counterexample only
+
     outside = ConfinementDetails(tuple(sorted({p for _, _, p in pairs})))
     return PropertyResult(Property.LAUNCH_CONFINEMENT, Status.VIOLATED, summary,
                           Counterexample(summary, tuple(diags), outside),

@@ -12,14 +12,17 @@ walked op by op.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from meshproof.model.channel_table import OK, Channel, OpRef
 from meshproof.model.schedule import Op, OpKind, Schedule
-from meshproof.verify.details import Leftover, MatchingDetails
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
+
+if TYPE_CHECKING:
+    from meshproof.verify.details import Leftover
 
 
 def _op(schedule: Schedule, ref: OpRef) -> Op:
@@ -57,6 +60,8 @@ def channel_matching(ctx: CheckContext) -> PropertyResult:
                               "has its recv with the same shape, dtype and bytes",
                               seconds=seconds,
                               certificate="enumeration of channels")
+    from meshproof.verify.details import MatchingDetails  # for a counterexample only
+
     n_bad = sum(1 for d in diags if d.role is not Role.NOTE)
     summary = (f"{n_bad} unmatched or mismatched message(s) on "
                f"{len({d.endpoint for d in diags})} rank(s)")
@@ -95,6 +100,8 @@ def _judge_channel(schedule: Schedule, ch: Channel, diags: list[Diagnostic],
     extra_sends = ch.sends[len(ch.recvs):]
     extra_recvs = ch.recvs[len(ch.sends):]
     if extra_sends or extra_recvs:
+        from meshproof.verify.details import Leftover  # for a counterexample only
+
         leftovers.append(Leftover(ch.name, len(ch.sends), len(ch.recvs)))
     for k, ref in enumerate(extra_sends, start=len(ch.recvs)):
         op = _op(schedule, ref)

@@ -23,8 +23,6 @@ from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule
 from meshproof.model.tolerance import tolerance_for, tolerance_source
-from meshproof.verify.details import Hazard as HazardFacts
-from meshproof.verify.details import NumericDetails, RoundingDetails
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -86,6 +84,9 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
         first = findings[0]
         summary = (f"{len(findings)} numeric hazard(s) ({assumption}): {first.op.source}: "
                    f"{first.message}")
+        from meshproof.verify.details import Hazard as HazardFacts
+        from meshproof.verify.details import NumericDetails  # for a counterexample only
+
         facts = tuple(HazardFacts(f.hazard.value, schedule.programs[f.rank].endpoint,
                                   f.op.source, f.bound, f.limit) for f in findings)
         return result(Status.VIOLATED, summary,
@@ -157,6 +158,8 @@ def _violated(schedule: Schedule, w: RoundingWitness, tol: float, said: str,
               assumption: str, result: Callable[..., PropertyResult],
               culprits: tuple[Culprit, ...], eta: float | None) -> PropertyResult:
     """numeric_safety violated by a rounding witness, at the store's line and rank."""
+    from meshproof.verify.details import RoundingDetails  # for a counterexample only
+
     ep = schedule.programs[w.rank].endpoint
     t, h, e = w.element
     message = (f"with {w.family} ({assumption}) the output stored at {w.store.source} on "

@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshproof.exitcodes import ExitCode
 from meshproof.model.problem import DEFAULT_INPUT_BOUND
 from meshproof.model.schedule import LaunchSpec, OpKind, SourceLoc
 from meshproof.model.topology import Direction, Endpoint
-from meshproof.verify.details import Details, _pair
 from meshproof.verify.property_names import Property
+
+if TYPE_CHECKING:  # the details are a counterexample's: a proved run never loads them
+    from meshproof.verify.details import Details
 
 VERDICT_SCHEMA = "meshproof/verdict-v1"
 
@@ -84,6 +86,8 @@ class Diagnostic:
         return f"{where}{rank}{level}: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
+        from meshproof.verify.details import _pair  # for a counterexample only
+
         return {
             "message": self.message,
             "role": self.role.value,

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from meshproof.model.blocking import Blocking, RootCause, blocking
 from meshproof.model.schedule import Op, OpKind, Schedule
-from meshproof.verify.details import AttentionDetails, MergeDetails
 from meshproof.verify.kahn import progress_at_depth
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import Counterexample, Diagnostic, PropertyResult, Role, Status
@@ -68,6 +67,8 @@ def describe(schedule: Schedule, item: NeverWritten) -> str:
 def violated(name: Property, ctx: CheckContext, items: tuple[NeverWritten, ...],
              start: float) -> PropertyResult:
     """The property violated: these outputs are never written, on any input."""
+    from meshproof.verify.details import AttentionDetails, MergeDetails  # for a counterexample only
+
     schedule = ctx.schedule
     role = Role.MERGE if name is Property.EXACTLY_ONCE_MERGE else Role.DEPARTURE
     diags = []

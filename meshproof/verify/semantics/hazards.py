@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from meshproof.model.channel_table import ChannelTable
 from meshproof.model.evaluate import Evaluation
-from meshproof.model.machine import Buffers, Machine
 from meshproof.model.problem import Problem
 from meshproof.model.schedule import DType, Op, OpKind, Schedule, ValueRef
-from meshproof.verify.semantics.numeric import Inputs
 from meshproof.verify.semantics.ranges import Interval
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic_core import Opaque
+
+if TYPE_CHECKING:  # a witness search's types
+    from meshproof.model.machine import Buffers
+    from meshproof.verify.semantics.numeric import Inputs
 
 # the smallest positive number and the largest finite one of each dtype, and the exp
 # argument past which exp overflows it
@@ -141,6 +144,8 @@ def _iv(iv: Interval) -> str:
 
 
 def machine_buffers(problem: Problem, inputs: Inputs, ranks: int) -> Buffers:
+    from meshproof.model.machine import Buffers  # for a witness search only
+
     out: dict[int, dict[str, np.ndarray]] = {}
     for r in range(ranks):
         g = problem.group_of[r]
@@ -161,6 +166,8 @@ def undefined_outputs(schedule: Schedule, table: ChannelTable, problem: Problem,
                       stores: list[tuple[int, Op]], found: list[Suspect],
                       families: list[tuple[str, Inputs]]) -> Undefined | None:
     """The first stored output that is nan or infinite on the machine for some family."""
+    from meshproof.model.machine import Machine  # for a witness search only
+
     at = {(s.rank, s.op.out): s for s in found}
     for name, inputs in families:
         ev = Evaluation(schedule, table, Machine(machine_buffers(problem, inputs,

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,18 +26,14 @@ from meshproof.verify.semantics import rational as R
 from meshproof.verify.semantics.bounds import assumption_text, score_cap
 from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.hazards import opaque_suspects, suspects, undefined_outputs
-from meshproof.verify.semantics.numeric import Inputs, Num
 from meshproof.verify.semantics.order import ratio_at_most_one
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic_core import LN2, Opaque
 from meshproof.verify.semantics.views import describe
-from meshproof.verify.semantics.witness import (
-    WitnessTooLarge,
-    check_witness_size,
-    make_inputs,
-    numeric_evaluation,
-)
+
+if TYPE_CHECKING:  # a witness search's types
+    from meshproof.verify.semantics.numeric import Inputs, Num
 
 DTYPE_MAX = {DType.F16: 65504.0, DType.BF16: 3.3895313892515355e38, DType.F32: 3.4028235e38}
 
@@ -67,6 +64,8 @@ class Safety:
 
 
 def constant_inputs(problem: Problem, q: float, k: float, v: float) -> Inputs:
+    from meshproof.verify.semantics.numeric import Inputs  # for a witness search only
+
     def full(rows: int, heads: int, x: float) -> np.ndarray:
         return np.full((max(rows, 1), heads, problem.d_head), x, dtype=np.float64)
     return Inputs({g.index: full(problem.q_rows(g.index), problem.h_q, q) for g in problem.groups},
@@ -80,6 +79,8 @@ def families(problem: Problem, b: float) -> list[tuple[str, Inputs]]:
     """The witness families, each inside the assumption: with a score bound, Q and K of
     the constant families shrink to the largest f16 c with d·c² within it, and a family
     whose scores pass it (seeded inputs at a small S) is left out."""
+    from meshproof.verify.semantics.witness import make_inputs  # a search: not a proof's cost
+
     cap = score_cap(b)
     c = _largest_q(cap, problem.d_head, float(b))
     qk = f"Q = K = V = {b:g}" if c == b else f"Q = K = {c:g}, V = {b:g}"
@@ -114,6 +115,8 @@ def _hidden_above(problem: Problem, c: float, b: float) -> tuple[str, Inputs] | 
         found = True
     if not found:
         return None
+    from meshproof.verify.semantics.numeric import Inputs  # for a witness search only
+
     return (f"Q = {c:g}, K = {c:g} at the keys the mask hides and {-c:g} at those it allows "
             f"(a hidden key scores above every allowed one), V = {b:g}",
             Inputs(base.q, k, base.v))
@@ -161,6 +164,8 @@ class _Checks:
         self.narrow_cands: dict[SourceLoc, list[tuple[int, Op, int, float | None]]] = {}
 
     def numeric(self, name: str, inputs: Inputs) -> Evaluation[Num | None]:
+        from meshproof.verify.semantics.witness import numeric_evaluation  # searches only
+
         if name not in self.evals:
             self.evals[name] = numeric_evaluation(self.schedule, self.table, self.problem,
                                                   inputs)
@@ -171,6 +176,8 @@ class _Checks:
         """The first input family under which some candidate (rank, value id) passes
         `reaches`, with the value and the rank: every rank is tried (a stale reference
         point or another rank's max shows on some ranks only)."""
+        from meshproof.verify.semantics.witness import WitnessTooLarge, check_witness_size
+
         try:
             check_witness_size(self.schedule, self.problem)   # before any input is made
         except WitnessTooLarge as exc:
