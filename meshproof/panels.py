@@ -91,9 +91,10 @@ def _panel(name: str, description: str, kernel: str, wiring: str, S_q: int, n_ra
            rank_axis: int, shapes: dict[str, int], *, mesh: tuple[int, int] | None = None,
            system: System = DEFAULT_SYSTEM, cubes: int = 1, cube_start: int = 0,
            users: int = 1, cube_starts: tuple[int, ...] = (),
-           input_bound: float = DEFAULT_INPUT_BOUND) -> Panel:
+           input_bound: float = DEFAULT_INPUT_BOUND,
+           numerics: dict[str, Scalar] | None = None) -> Panel:
     params = inspect.signature(BUILTIN_KERNELS[kernel].func).parameters
-    args: dict[str, Scalar] = {"S_q": S_q, **shapes}
+    args: dict[str, Scalar] = {"S_q": S_q, **shapes, **(numerics or {})}
     if "rank_axis" in params:
         args["rank_axis"] = rank_axis
     # single-user panels: every cube runs its own 8-PE ring, one attention problem each;
@@ -120,6 +121,10 @@ HEADLINE_SYSTEM = System(4, 4, 4, 8)
 # guaranteed). The headline panels assume |x| <= 4 (scores up to 181), which every verdict
 # states; `--input-bound` overrides it.
 HEADLINE_INPUT_BOUND = 4.0
+# At 131,072 keys per rank the decode kernels keep p in f32 for the P·V dot and accumulate
+# per tile of 4096 keys (mesh_mlo's docstring, spec/semantics.md §8): numeric_safety is then
+# proved at the default tolerance, which an f16 p over one dot of every key misses (1.7e-2).
+HEADLINE_DECODE_NUMERICS: dict[str, Scalar] = {"p_dtype": "f32", "key_tile": 4096}
 # the multi-user kv groups: a 2x4 sub-mesh at cube_start 0 and 8 of each SIP
 HEADLINE_GROUP_STARTS = tuple(range(0, HEADLINE_SYSTEM.n_cubes, 8))
 # one kv head (8 q heads) per group, its 1M-token KV split over the group's 8 cubes
@@ -158,7 +163,8 @@ PANELS: dict[str, dict[str, Panel]] = {
                "Llama-70B decode, one user: 64 cubes, each an independent 8-PE line "
                "(1 q head per cube, 8 cubes per kv group, 8 groups, 1M context)",
                "mesh_mlo_1d", "pe_line", 1, 8, 0, _headline_kv(8),
-               system=HEADLINE_SYSTEM, input_bound=HEADLINE_INPUT_BOUND, cubes=64),
+               system=HEADLINE_SYSTEM, input_bound=HEADLINE_INPUT_BOUND, cubes=64,
+               numerics=HEADLINE_DECODE_NUMERICS),
         _panel("multi_user_decode",
                "Llama-70B decode, batch on batch (B=8): 8 kv groups at once on 2x4 "
                "sub-meshes (cube_start 0 and 8 in each of 4 SIPs: 64 cubes, 512 PEs); PE p "
@@ -166,8 +172,8 @@ PANELS: dict[str, dict[str, Panel]] = {
                "group's 8 cubes",
                "mesh_mlo_2d_batch", "cube_mesh_all_pes", 1, 8, 1, _HEADLINE_GROUP,
                mesh=(2, 4), system=HEADLINE_SYSTEM, input_bound=HEADLINE_INPUT_BOUND,
-               cubes=8, users=8,
-               cube_starts=HEADLINE_GROUP_STARTS),
+               cubes=8, users=8, cube_starts=HEADLINE_GROUP_STARTS,
+               numerics=HEADLINE_DECODE_NUMERICS),
     ]},
 }
 
