@@ -43,7 +43,7 @@ def load_kv(k_ptr: Any, v_ptr: Any, S_kv: int, h_kv: int, d_head: int,
     return tl.trans(k, (1, 2, 0)), tl.trans(v, (1, 0, 2))
 
 
-def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any, *,
+def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any,
                       p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
     """Unnormalised partial attention of q against one KV slice: (m, ℓ, o), ℓ and o in f32.
     `p_dtype`, `key_tile`: as fold_scores (the defaults: one f16 P·V dot over the slice)."""
@@ -52,7 +52,7 @@ def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any, 
 
 
 def absorb_slice(q: Tensor, k_t: Tensor, v: Tensor, state: Triplet, scale: float,
-                 tl: Any, *, p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
+                 tl: Any, p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
     """Fold one more KV slice into a running (m, ℓ, o) (the online-softmax step)."""
     scores = tl.dot(q, k_t, out_dtype="f32") * scale
     return fold_scores(state, scores, v, tl, p_dtype=p_dtype, key_tile=key_tile)
