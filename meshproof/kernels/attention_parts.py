@@ -43,27 +43,19 @@ def load_kv(k_ptr: Any, v_ptr: Any, S_kv: int, h_kv: int, d_head: int,
     return tl.trans(k, (1, 2, 0)), tl.trans(v, (1, 0, 2))
 
 
-def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any) -> Triplet:
-    """Unnormalised partial attention of q against one KV slice: (m, ℓ, o), ℓ and o in f32."""
+def partial_attention(q: Tensor, k_t: Tensor, v: Tensor, scale: float, tl: Any,
+                      p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
+    """Unnormalised partial attention of q against one KV slice: (m, ℓ, o), ℓ and o in f32.
+    `p_dtype`, `key_tile`: as fold_scores (the defaults: one f16 P·V dot over the slice)."""
     scores = tl.dot(q, k_t, out_dtype="f32") * scale
-    m = tl.max(scores, axis=-1)
-    p = tl.exp(scores - m)
-    ell = tl.sum(p, axis=-1)
-    o = tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
-    return m, ell, o
+    return fold_scores(None, scores, v, tl, p_dtype=p_dtype, key_tile=key_tile)
 
 
 def absorb_slice(q: Tensor, k_t: Tensor, v: Tensor, state: Triplet, scale: float,
-                 tl: Any) -> Triplet:
+                 tl: Any, p_dtype: str = "f16", key_tile: int | None = None) -> Triplet:
     """Fold one more KV slice into a running (m, ℓ, o) (the online-softmax step)."""
-    m, ell, o = state
     scores = tl.dot(q, k_t, out_dtype="f32") * scale
-    m_new = tl.maximum(m, tl.max(scores, axis=-1))
-    alpha = tl.exp(m - m_new)
-    p = tl.exp(scores - m_new)
-    ell = ell * alpha + tl.sum(p, axis=-1)
-    o = o * alpha + tl.dot(tl.cast(p, "f16"), v, out_dtype="f32")
-    return m_new, ell, o
+    return fold_scores(state, scores, v, tl, p_dtype=p_dtype, key_tile=key_tile)
 
 
 def merge(state: Triplet, incoming: Triplet, tl: Any) -> Triplet:

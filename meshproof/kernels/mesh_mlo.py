@@ -39,10 +39,10 @@ def _rank(rank_axis: int, cube_start: int, tl: Any) -> int | None:
 
 
 def _partial(q_ptr: Any, k_ptr: Any, v_ptr: Any, S_q: int, S_kv_per_rank: int, h_q: int,
-             h_kv: int, d_head: int, sm_scale: float | None, tl: Any) -> tuple[Any, Triplet]:
+             h_kv: int, d_head: int, sm_scale: float | None, tl: Any, *fold: Any) -> Triplet:
     q = load_q(q_ptr, S_q, h_q, h_kv, d_head, tl)
     k_t, v = load_kv(k_ptr, v_ptr, S_kv_per_rank, h_kv, d_head, tl)
-    return q, partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl)
+    return partial_attention(q, k_t, v, softmax_scale(d_head, sm_scale), tl, *fold)
 
 
 def _send3(direction: str, t: Triplet, tl: Any, msg_dtype: str = "f32") -> None:
@@ -88,15 +88,15 @@ def _fanout(state: Triplet, index: int, count: int, up: str, down: str, tl: Any,
 
 def mesh_mlo_1d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
                 h_q: int, h_kv: int, d_head: int, n_ranks: int, rank_axis: int = 0,
-                cube_start: int = 0, sm_scale: float | None = None, msg_dtype: str = "f32", *,
-                tl: Any) -> None:
-    """Bidirectional fan-out all-reduce of (m, ℓ, o) over a line of n_ranks (E/W).
-
-    `msg_dtype` is the dtype the triplets travel in (f32; "f16" shows ℓ's overflow)."""
+                cube_start: int = 0, sm_scale: float | None = None, msg_dtype: str = "f32",
+                p_dtype: str = "f16", key_tile: int | None = None, *, tl: Any) -> None:
+    """Bidirectional fan-out all-reduce of (m, ℓ, o) over a line of n_ranks (E/W); `msg_dtype`
+    the triplets' dtype ("f16" shows ℓ's overflow), `p_dtype`, `key_tile` fold_scores'."""
     rank = _rank(rank_axis, cube_start, tl)
     if rank is None or not 0 <= rank < n_ranks:
         return
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl,
+                     p_dtype, key_tile)
     _m, ell, o = _fanout(state, rank, n_ranks, "E", "W", tl, msg_dtype)
     store_output(o_ptr, o, ell, S_q, h_q, h_kv, d_head, tl)
 
@@ -104,9 +104,9 @@ def mesh_mlo_1d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
 def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_rank: int,
                 h_q: int, h_kv: int, d_head: int, mesh_rows: int, mesh_cols: int,
                 cube_start: int = 0, rank_axis: int = 1, sm_scale: float | None = None,
-                msg_dtype: str = "f32", *, tl: Any) -> None:
+                msg_dtype: str = "f32", p_dtype: str = "f16", key_tile: int | None = None, *,
+                tl: Any) -> None:
     """Row-then-column fan-out all-reduce over a mesh_rows x mesh_cols cube sub-mesh.
-
     Launch-local ranks are numbered row-major, so a sub-mesh narrower than its SIP must
     have one row (cube ids of a launch are contiguous); meshproof verify says so if not."""
     if rank_axis != 1:
@@ -117,16 +117,16 @@ def mesh_mlo_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_p
     if not 0 <= rank < mesh_rows * mesh_cols:
         return
     _allreduce_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, rank,
-                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl)
+                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl, p_dtype, key_tile)
 
 
 def _allreduce_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
-                  S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, rank: int,
+                  S_kv: int, h_q: int, h_kv: int, d_head: int, rank: int,
                   mesh_rows: int, mesh_cols: int, sm_scale: float | None, msg_dtype: str,
-                  tl: Any) -> None:
+                  tl: Any, *fold: Any) -> None:
     """Partial attention of this rank's slice, then the row-then-column all-reduce."""
     row, col = divmod(rank, mesh_cols)
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv, h_q, h_kv, d_head, sm_scale, tl, *fold)
     state = _fanout(state, col, mesh_cols, "E", "W", tl, msg_dtype)   # stage 1: rows
     state = _fanout(state, row, mesh_rows, "S", "N", tl, msg_dtype)   # stage 2: columns
     _m, ell, o = state
@@ -136,8 +136,8 @@ def _allreduce_2d(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
 def mesh_mlo_2d_batch(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
                       S_kv_per_rank: int, h_q: int, h_kv: int, d_head: int, mesh_rows: int,
                       mesh_cols: int, cube_start: int = 0, users: int | None = None,
-                      sm_scale: float | None = None, msg_dtype: str = "f32", *,
-                      tl: Any) -> None:
+                      sm_scale: float | None = None, msg_dtype: str = "f32", p_dtype: str = "f16",
+                      key_tile: int | None = None, *, tl: Any) -> None:
     """Batch on batch: PE p of every cube serves user p (users: all launched PEs unless
     `users` says fewer). User p's KV is split over the cubes of the sub-mesh, and user p's
     row-then-column all-reduce runs over the PEs p of those cubes, so PE p needs links to
@@ -149,7 +149,7 @@ def mesh_mlo_2d_batch(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
     if not 0 <= rank < mesh_rows * mesh_cols:
         return
     _allreduce_2d(q_ptr, k_ptr, v_ptr, o_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, rank,
-                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl)
+                  mesh_rows, mesh_cols, sm_scale, msg_dtype, tl, p_dtype, key_tile)
 
 
 def mesh_mlo_2d_physical_rank(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int,
@@ -161,7 +161,7 @@ def mesh_mlo_2d_physical_rank(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_
         return
     rank = int(tl.program_id(axis=1))  # BUG: should subtract cube_start
     row, col = divmod(rank, mesh_cols)
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     state = _fanout(state, col, mesh_cols, "E", "W", tl)
     state = _fanout(state, row, mesh_rows, "S", "N", tl)
     _m, ell, o = state
@@ -176,7 +176,7 @@ def mesh_mlo_1d_forward_running_state(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr:
     rank = _rank(rank_axis, cube_start, tl)
     if rank is None or not 0 <= rank < n_ranks:
         return
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     has_e, has_w = rank < n_ranks - 1, rank > 0
     to_e: Triplet | None = state
     to_w: Triplet | None = state
@@ -207,7 +207,7 @@ def mesh_mlo_1d_recv_first(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: 
     rank = _rank(rank_axis, cube_start, tl)
     if rank is None or not 0 <= rank < n_ranks:
         return
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     has_e, has_w = rank < n_ranks - 1, rank > 0
     to_e: Triplet | None = state
     to_w: Triplet | None = state
@@ -256,7 +256,7 @@ def ring_mlo(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, S_q: int, S_kv_per_
     rank = _rank(rank_axis, cube_start, tl)
     if rank is None or not 0 <= rank < n_ranks:
         return
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, sm_scale, tl)
     outgoing = state
     for _step in range(1, n_ranks):
         tl.send(dir="E", src=outgoing[0])

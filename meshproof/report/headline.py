@@ -20,7 +20,7 @@ from meshproof.gate.pipeline import Pipeline, run_case
 from meshproof.kernels import BUILTIN_KERNELS
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.panels import HEADLINE_SYSTEM, PANEL_NAMES, get_panel
-from meshproof.report.cases import HEADLINE_TOLERANCE, REPORT_TOLERANCE
+from meshproof.report.cases import REPORT_TOLERANCE
 from meshproof.sim.config import SimConfig
 from meshproof.verify.properties import VerifyConfig
 from meshproof.verify.result import Status
@@ -36,7 +36,7 @@ def panel_record(name: str, scale: str, pipeline: Pipeline,
     panel = get_panel(name, scale)
     listed = panel_launches(panel, scale, resolver=pipeline.resolver)
     tolerance = config.rounding_tolerance if config.rounding_tolerance is not None else \
-        HEADLINE_TOLERANCE if scale == "headline" else REPORT_TOLERANCE
+        REPORT_TOLERANCE
     outcome = run_case(listed, simulate=True, verify_config=replace(
         config, input_bound=panel.input_bound, rounding_tolerance=tolerance),
         sim_config=SimConfig(numerics=False),

@@ -19,7 +19,7 @@ def user_three_skips_the_columns(q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any,
     if not 0 <= rank < mesh_rows * mesh_cols:
         return
     row, col = divmod(rank, mesh_cols)
-    _, state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, None, tl)
+    state = _partial(q_ptr, k_ptr, v_ptr, S_q, S_kv_per_rank, h_q, h_kv, d_head, None, tl)
     state = _fanout(state, col, mesh_cols, "E", "W", tl)
     if user != 3:
         state = _fanout(state, row, mesh_rows, "S", "N", tl)
