@@ -11,13 +11,15 @@ from helpers import trace_kernel
 
 from meshproof.model.channels import derive_channels
 from meshproof.model.inputs import InputKind
-from meshproof.model.schedule import GroupMode
+from meshproof.model.schedule import DType, GroupMode, Op, OpKind, SourceLoc, ValueRef
 from meshproof.sim import numerics
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
 from meshproof.sim.inputs import group_input
 from meshproof.sim.reference import dense_reference, group_reference, uses_pool
 from meshproof.sim.result import NumericResult
+from meshproof.sim.stream_plan import follow_axis
+from meshproof.sim.streamed import Streamed
 
 
 def _one_pe(tmp_path: Path, src: str, name: str, kv_rows: int, h_q: int = 1
@@ -69,6 +71,48 @@ def test_streamed_kv_give_the_numbers_of_whole_arrays(monkeypatch: pytest.Monkey
     # the P.V products are summed piece by piece: float32 rounding differs, not more
     assert fast.numeric.rel_err == pytest.approx(whole.numeric.rel_err, rel=0.05)
     assert fast.numeric.max_abs_v == whole.numeric.max_abs_v
+
+
+def test_key_tiled_v_streams_by_whole_tiles_with_the_numbers_of_whole_arrays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """fold_scores with key_tile reshapes V to (h, tiles, key_tile, d): the plan follows
+    the split, the P.V dot runs tile by tile and V is never made whole; each tile's
+    product is the whole dot's, so the numbers are the same to the bit."""
+    schedule = trace_kernel("mesh_mlo_1d", args=(
+        ("S_kv_per_rank", 4096), ("d_head", 32), ("h_q", 4), ("h_kv", 2),
+        ("p_dtype", "f32"), ("key_tile", 1024)))
+    rank = plan_numerics(schedule, derive_channels(schedule), 1 << 30).classes[0].plan.ranks[0]
+    tiled_v = [op.out for op in rank.ops if op.shape == (2, 4, 1024, 32)]
+    assert len(tiled_v) == 1 and tiled_v[0] in rank.streamed
+    assert rank.whole_elements < 4096 * 2 * 32     # neither K nor V is held whole
+
+    def never_whole(self: Streamed) -> None:
+        raise AssertionError("a streamed value was made whole")
+
+    with monkeypatch.context() as m:
+        m.setattr(Streamed, "whole", never_whole)
+        fast = simulate(schedule, SimConfig(timing=False))
+    monkeypatch.setattr(numerics, "stream_axes", lambda *_: {})
+    whole = simulate(schedule, SimConfig(timing=False))
+    assert fast.numeric is not None and whole.numeric is not None and fast.numeric.ok
+    assert fast.numeric.rel_err == whole.numeric.rel_err
+
+
+def _shape_op(kind: OpKind, shape: tuple[int, ...],
+              perm: tuple[int, ...] | None = None) -> Op:
+    return Op(1, kind, (ValueRef(0),), 1, shape, DType.F16, SourceLoc("k.py", 1), perm=perm)
+
+
+def test_the_plan_follows_keys_only_into_whole_key_tiles() -> None:
+    """A reshape that splits the rows into (tiles, key_tile) is followed along the tile
+    axis; afterwards only steps that keep each tile's rows right after the tile axis."""
+    tiled = (2, 4, 1024, 32)
+    assert follow_axis(_shape_op(OpKind.RESHAPE, tiled), (2, 4096, 32), 1) == (1, 1024)
+    swapped = _shape_op(OpKind.TRANS, (2, 1024, 4, 32), (0, 2, 1, 3))
+    assert follow_axis(swapped, tiled, 1, 1024) is None
+    tiles_first = _shape_op(OpKind.TRANS, (4, 1024, 2, 32), (1, 2, 0, 3))
+    assert follow_axis(tiles_first, tiled, 1, 1024) == (0, 1024)
+    assert follow_axis(_shape_op(OpKind.RESHAPE, (2, 4096, 32)), tiled, 1, 1024) is None
 
 
 def test_a_kernel_that_uses_k_elementwise_still_evaluates(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshproof.sim.streamed import flat_dot
+from meshproof.sim.inputs import ArraySource
+from meshproof.sim.streamed import Streamed, dot_mode, flat_dot, streamed_dot
 
 
 @pytest.mark.parametrize("heads", [1, 8])
@@ -29,3 +30,28 @@ def test_a_streamed_piece_dots_as_one_flat_blas_call_like_the_stacked_one(heads:
                                atol=1e-5)
     assert not flat_dot("a_free", q, k_piece, scores, 0, 64)
     assert not flat_dot("b_free", q, np.zeros((2, 16, 64), np.float32), scores, 0, 64)
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_a_key_tiled_operand_dots_tile_by_tile_as_the_whole_matmul(side: str) -> None:
+    """V split into key tiles streams along the tile axis (a batch axis of the dot): each
+    piece is one whole tile and the product is the whole matmul's, to the bit."""
+    rng = np.random.default_rng(1)
+    v = rng.standard_normal((8, 2, 3), dtype=np.float32)                  # (keys, h, d)
+    tiled = Streamed((ArraySource(v),), 0, 8, (8, 2, 3), (), (8, 2, 3), 0) \
+        .then("T", (1, 0, 2), (2, 8, 3), 1).then("R", (2, 2, 4, 3), (2, 2, 4, 3), 1, 4)
+    assert [(lo, hi, p.shape) for lo, hi, p in tiled.parts(0)] == \
+        [(0, 1, (2, 1, 4, 3)), (1, 2, (2, 1, 4, 3))]
+    whole = tiled.whole()
+    if side == "b":
+        p = rng.standard_normal((1, 2, 2, 5, 4), dtype=np.float32)        # (h, tiles, rows, kt)
+        assert dot_mode(p, tiled) == "b_batch"
+        got = streamed_dot((2, 2, 5, 3), 1, p, tiled, "b_batch")
+        want = np.matmul(p, whole)
+    else:
+        w = rng.standard_normal((1, 2, 2, 3, 5), dtype=np.float32)        # (h, tiles, d, n)
+        assert dot_mode(tiled, w) == "a_batch"
+        got = streamed_dot((2, 2, 4, 5), 1, tiled, w, "a_batch")
+        want = np.matmul(whole, w)
+    np.testing.assert_array_equal(got, want)
+    assert dot_mode(np.zeros((1, 2, 1, 5, 4), np.float32), tiled) is None  # broadcast tiles

@@ -300,10 +300,10 @@ class GroupEvaluator:
         x = self._raw(i, op.args[0])
         if not (isinstance(x, Streamed) and self._streams(i, op)):
             return None
-        axis = follow_axis(op, x.shape, x.axis)
-        assert axis is not None  # the plan streams only what follows
+        followed = follow_axis(op, x.shape, x.axis, x.unit)
+        assert followed is not None  # the plan streams only what follows
         return x if op.kind is OpKind.CAST else \
-            x.then("T" if op.kind is OpKind.TRANS else "R", arg, op.shape, axis)
+            x.then("T" if op.kind is OpKind.TRANS else "R", arg, op.shape, *followed)
 
     def _trans(self, i: int, op: Op) -> object:
         assert op.perm is not None

@@ -1,7 +1,7 @@
 """What `plan_group` (numerics.py) decides once per class of groups, from a rank's ops
 alone: which values stay *streamed* (a load of whole rows of a generated K/V buffer, and
-its transposes, row-preserving reshapes and casts to f16/f32, which change no f16 value),
-how large the arrays the rank makes whole get, and the op after which each value is
+its transposes, row-preserving or key-tiling reshapes and casts to f16/f32, which change
+no f16 value), how large the arrays the rank makes whole get, and the op after which each value is
 dead. Op kinds are looked at here and in the evaluator's dispatch, nowhere else.
 """
 
@@ -18,17 +18,29 @@ def _rows_load(op: Op, row_elements: int) -> bool:
             and op.offset % row_elements == 0)
 
 
-def follow_axis(op: Op, shape: tuple[int, ...], axis: int) -> int | None:
-    """Where the streamed axis goes through a trans / reshape / cast (None: it cannot)."""
+def follow_axis(op: Op, shape: tuple[int, ...], axis: int,
+                unit: int = 1) -> tuple[int, int] | None:
+    """Where the streamed axis goes through a trans / reshape / cast, and its unit: the
+    buffer rows per index along it (None: it cannot follow). A reshape that splits the
+    rows into (tiles, key_tile) (a kernel's key tiles) streams along the tile axis, unit
+    key_tile, the key_tile axis right after it; the pieces are then whole tiles."""
+    if op.kind is OpKind.CAST:  # f16 values stay what they are in f16 and f32
+        return (axis, unit) if op.dtype in (DType.F16, DType.F32) else None
     if op.kind is OpKind.TRANS:
         assert op.perm is not None
-        return tuple(op.perm).index(axis)
-    if op.kind is OpKind.CAST:  # f16 values stay what they are in f16 and f32
-        return axis if op.dtype in (DType.F16, DType.F32) else None
+        perm = tuple(op.perm)
+        if unit > 1 and perm.index(axis + 1) != perm.index(axis) + 1:
+            return None  # the tile's rows must stay right after the tile axis
+        return perm.index(axis), unit
     before = math.prod(shape[:axis])
-    for j, n in enumerate(op.shape):
-        if n == shape[axis] and math.prod(op.shape[:j]) == before:
-            return j
+    out = op.shape
+    for j, n in enumerate(out):
+        if math.prod(out[:j]) != before:
+            continue
+        if n == shape[axis] and (unit == 1 or out[j + 1:j + 2] == (unit,)):
+            return j, unit
+        if unit == 1 and j + 1 < len(out) and n > 1 and n * out[j + 1] == shape[axis]:
+            return j, out[j + 1]
     return None
 
 
@@ -38,19 +50,20 @@ def stream_axes(ops: tuple[Op, ...], generated: frozenset[str],
     stored = {op.ptr for op in ops if op.kind is OpKind.STORE}
     shapes = {op.out: op.shape for op in ops if op.out is not None}
     axes: dict[int, int] = {}
+    units: dict[int, int] = {}
     for op in ops:
         if op.out is None:
             continue
         if op.kind is OpKind.LOAD:
             if op.ptr in generated and op.ptr not in stored and \
                     op.dtype is not DType.BF16 and _rows_load(op, row_elements):
-                axes[op.out] = 0
+                axes[op.out], units[op.out] = 0, 1
         elif op.kind in (OpKind.TRANS, OpKind.RESHAPE, OpKind.CAST):
             src = op.args[0]
             if isinstance(src, ValueRef) and src.id in axes:
-                axis = follow_axis(op, shapes[src.id], axes[src.id])
-                if axis is not None:
-                    axes[op.out] = axis
+                followed = follow_axis(op, shapes[src.id], axes[src.id], units[src.id])
+                if followed is not None:
+                    axes[op.out], units[op.out] = followed
     return axes
 
 

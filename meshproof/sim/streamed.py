@@ -6,8 +6,10 @@ source, loaded, then transposed / reshaped. A `dot` with one streamed operand ru
 by piece over the generator's tiles (views into its pool, so nothing is copied), writing
 the output's slice (the streamed axis is a free axis of the dot, e.g. the scores' keys)
 or accumulating the float32 partial products (the streamed axis is contracted, e.g.
-P·V). Any other use makes the value whole first (`Streamed.whole`). Which values stream
-is the plan's choice (stream_plan.py).
+P·V), or writing the output's slice along a batch axis of the dot (V split into key
+tiles: the tile axis, each piece whole tiles, so every tile's product is the one the
+whole value gives). Any other use makes the value whole first (`Streamed.whole`). Which
+values stream is the plan's choice (stream_plan.py).
 """
 
 from __future__ import annotations
@@ -26,35 +28,44 @@ from meshproof.sim.rounding import F32
 class Streamed:
     """A value made of generated K/V rows that is never held whole: rows
     [row_lo, row_hi) of each batch entry's source, loaded as `base` (rows first), then
-    transposed / reshaped by `steps`; `shape` and `axis` (where the rows are) now."""
+    transposed / reshaped by `steps`; `shape` and `axis` (where the rows are) now, `unit`
+    rows per index along it (> 1: split into key tiles of that many rows)."""
 
     sources: tuple[KVRows, ...]
     row_lo: int
     row_hi: int
     base: tuple[int, ...]
-    steps: tuple[tuple[str, tuple[int, ...], int], ...]
+    steps: tuple[tuple[str, tuple[int, ...], int, int], ...]
     shape: tuple[int, ...]
     axis: int
+    unit: int = 1
 
     def then(self, kind: str, arg: tuple[int, ...], shape: tuple[int, ...],
-             axis: int) -> Streamed:
+             axis: int, unit: int = 1) -> Streamed:
         return Streamed(self.sources, self.row_lo, self.row_hi, self.base,
-                        (*self.steps, (kind, arg, axis)), shape, axis)
+                        (*self.steps, (kind, arg, axis, unit)), shape, axis, unit)
 
     def _shaped(self, x: F32, rows: int) -> F32:
         x = x.reshape(rows, *self.base[1:])
-        for kind, arg, axis in self.steps:
+        for kind, arg, axis, unit in self.steps:
             if kind == "T":
                 x = x.transpose(arg)
             else:
                 shape = list(arg)
-                shape[axis] = rows
+                shape[axis] = rows // unit
                 x = x.reshape(shape)
         return x
 
     def parts(self, b: int) -> Iterator[tuple[int, int, F32]]:
         """Batch entry b piece by piece: (first, end) along `axis`, the piece."""
-        for p in self.sources[b].pieces(self.row_lo, self.row_hi):
+        src = self.sources[b]
+        if self.unit > 1:  # one key tile a piece: the generator's pieces need not align
+            for lo in range(self.row_lo, self.row_hi, self.unit):
+                first = (lo - self.row_lo) // self.unit
+                yield first, first + 1, self._shaped(src.block(lo, lo + self.unit),
+                                                     self.unit)
+            return
+        for p in src.pieces(self.row_lo, self.row_hi):
             yield p.row_lo - self.row_lo, p.row_hi - self.row_lo, \
                 self._shaped(p.data, p.row_hi - p.row_lo)
 
@@ -97,11 +108,23 @@ def dot_mode(a: F32 | Streamed, b: F32 | Streamed) -> str | None:
     contracted (None: it does not; both operands are made whole)."""
     if isinstance(b, Streamed) and not isinstance(a, Streamed) and len(b.shape) >= 2 and \
             np.ndim(a) >= 3:
+        if b.axis < len(b.shape) - 2:
+            return "b_batch" if _batch_axis(a, b) else None
         return {len(b.shape) - 1: "b_free", len(b.shape) - 2: "b_sum"}.get(b.axis)
     if isinstance(a, Streamed) and not isinstance(b, Streamed) and len(a.shape) >= 2 and \
             np.ndim(b) >= 3:
+        if a.axis < len(a.shape) - 2:
+            return "a_batch" if _batch_axis(b, a) else None
         return {len(a.shape) - 2: "a_free", len(a.shape) - 1: "a_sum"}.get(a.axis)
     return None
+
+
+def _batch_axis(dense: F32, streamed: Streamed) -> bool:
+    """The streamed axis is a batch axis of the dot that the dense operand has too (not
+    broadcast), so a piece's product is the output's slice along it."""
+    shape = np.shape(dense)[1:]
+    return len(shape) == len(streamed.shape) and \
+        shape[streamed.axis] == streamed.shape[streamed.axis]
 
 
 def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 | Streamed,
@@ -126,6 +149,11 @@ def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 |
                 # layout, twice as fast here as x @ piece for several query rows
                 target[..., lo:hi] = np.matmul(piece.swapaxes(-1, -2), x_t
                                                ).swapaxes(-1, -2)
+            elif mode in ("b_batch", "a_batch"):
+                # the tile axis is a batch axis: each tile's product as the whole dot's
+                at = (slice(None),) * streamed.axis + (slice(lo, hi),)
+                target[at] = np.matmul(x[at], piece) if mode == "b_batch" else \
+                    np.matmul(piece, x[at])
             elif mode == "a_free":
                 target[..., lo:hi, :] = np.matmul(piece, x)
             else:
