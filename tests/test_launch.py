@@ -92,13 +92,13 @@ def test_builtin_defaults_and_overrides() -> None:
     spec = build_launch(ref, LaunchOptions()).spec
     assert dict(spec.args) == {"S_q": 1, "S_kv_per_rank": 16, "h_q": 1, "h_kv": 1, "d_head": 8,
                                "n_ranks": 8, "rank_axis": 0, "cube_start": 0, "sm_scale": None,
-                               "msg_dtype": "f32"}
+                               "msg_dtype": "f32", "p_dtype": "f16", "key_tile": None}
     launch = build_launch(ref, LaunchOptions(args=(("S_q", 3), ("n_ranks", 4))))
     assert launch.spec.arg("S_q") == 3 and launch.spec.arg("n_ranks") == 4
     # call args follow the kernel's parameter order; pointers are not among them
     assert [n for n, _ in launch.call_args] == ["S_q", "S_kv_per_rank", "h_q", "h_kv", "d_head",
                                                 "n_ranks", "rank_axis", "cube_start", "sm_scale",
-                                                "msg_dtype"]
+                                                "msg_dtype", "p_dtype", "key_tile"]
     assert spec.queue_depth == 4 and spec.sharded == ("k_ptr", "v_ptr")
     assert spec.wiring == "pe_line" and spec.harness is Harness.DECODE
     assert spec.kernel_file == "meshproof/kernels/mesh_mlo.py"
@@ -145,7 +145,7 @@ def test_launch_spec_queries_and_json() -> None:
         "wiring": "cube_ring", "system": "1x4x4", "pes": 4, "cubes": 2, "cube_start": 3,
         "args": {"S_q": 1, "S_kv_per_rank": 16, "cube_start": 3, "d_head": 8, "h_kv": 1,
                  "h_q": 1, "n_ranks": 2, "rank_axis": 1, "sm_scale": None,
-                 "msg_dtype": "f32"},
+                 "msg_dtype": "f32", "p_dtype": "f16", "key_tile": None},
         "queue_depth": 4, "sharded": ["k_ptr", "v_ptr"], "harness": "decode",
         "groups": "launch", "outputs": ["o_ptr"], "softmax_scale": None, "empty_shards": []}
 
