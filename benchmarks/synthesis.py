@@ -34,7 +34,7 @@ from meshproof.model.topology import parse_system
 from meshproof.model.trace import trace
 from meshproof.sim.timing import run_timing
 from meshproof.synth.api import REDUCE_SCATTER, Objective, synthesize
-from meshproof.synth.emit import KERNEL_NAME
+from meshproof.synth.emit_text import KERNEL_NAME
 from meshproof.verify.api import VerifyConfig, verify
 from meshproof.verify.result import Status
 

@@ -21,8 +21,8 @@ from meshproof.model.topology import parse_system
 from meshproof.model.trace import trace
 from meshproof.synth.api import Objective, _reduce_scatter, measure, synthesize
 from meshproof.synth.costs import block_costs, chunkable
-from meshproof.synth.emit import KERNEL_NAME, EmitInfo
 from meshproof.synth.emit_split import emit_split_kernel, program_rows_split
+from meshproof.synth.emit_text import KERNEL_NAME, EmitInfo
 from meshproof.synth.graph import rank_graph
 from meshproof.synth.plan import CheckedPlan
 from meshproof.verify.api import VerifyConfig, verify

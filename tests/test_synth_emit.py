@@ -13,7 +13,8 @@ from meshproof.kernels import resolve_kernel
 from meshproof.model.hardware import DEFAULT_PROFILE
 from meshproof.model.launch import LaunchOptions, build_launch
 from meshproof.synth.costs import SIZE_NAMES, block_costs
-from meshproof.synth.emit import EmitInfo, emit_kernel, program_rows
+from meshproof.synth.emit import emit_kernel, program_rows
+from meshproof.synth.emit_text import EmitInfo
 from meshproof.synth.graph import rank_graph
 from meshproof.synth.order import Rule, schedule_plan
 from meshproof.synth.plan import CheckedPlan, Family, Plan, PlanBuilder

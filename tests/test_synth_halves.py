@@ -17,7 +17,7 @@ from meshproof.model.loader import resolve_kernel_file
 from meshproof.model.topology import parse_system
 from meshproof.model.trace import trace
 from meshproof.synth.api import Objective, synthesize
-from meshproof.synth.emit import KERNEL_NAME
+from meshproof.synth.emit_text import KERNEL_NAME
 from meshproof.synth.graph import rank_graph
 from meshproof.synth.halves import halves_plans
 from meshproof.synth.plan import Family, check_plan

@@ -23,7 +23,7 @@ from meshproof.model.launch_options import LaunchOptions
 from meshproof.model.serialize import dumps
 from meshproof.outputs import check_writable, write_text
 from meshproof.synth.api import Objective, Synthesis, measure
-from meshproof.synth.emit import KERNEL_NAME
+from meshproof.synth.emit_text import KERNEL_NAME
 from meshproof.synth.regen import synthesize_for
 from meshproof.verify.api import VerifyConfig
 from meshproof.verify.properties import check_numeric_assumptions

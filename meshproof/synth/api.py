@@ -20,9 +20,10 @@ from meshproof.model.trace import trace
 from meshproof.sim.timing import check_profile, run_timing
 from meshproof.synth.bounds import LowerBound, lower_bound
 from meshproof.synth.costs import SIZE_NAMES, BlockCosts, block_costs, chunkable
-from meshproof.synth.emit import KERNEL_NAME, EmitInfo, emit_kernel, program_rows
+from meshproof.synth.emit import emit_kernel, program_rows
 from meshproof.synth.emit_chunks import emit_chunked_kernel
 from meshproof.synth.emit_split import emit_split_kernel, program_rows_split
+from meshproof.synth.emit_text import KERNEL_NAME, EmitInfo
 from meshproof.synth.families import bfs_parent, candidate_plans, tree_plan
 from meshproof.synth.graph import RankGraph, rank_graph
 from meshproof.synth.order import Ordered, Rule, schedule_plan, schedule_split

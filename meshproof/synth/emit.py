@@ -9,7 +9,6 @@ other, and that verdict, not the synthesiser, is the certificate (spec/synthesis
 from __future__ import annotations
 
 from meshproof.synth.emit_text import (
-    KERNEL_NAME,
     MERGE_OPS,
     EmitInfo,
     Variant,
@@ -22,7 +21,7 @@ from meshproof.synth.order import Ordered, components
 from meshproof.synth.plan import CheckedPlan, RowKind
 
 # the names the rest of synth (and the CLI) imports from here
-__all__ = ["KERNEL_NAME", "EmitInfo", "emit_kernel", "program_rows"]
+__all__ = ["emit_kernel", "program_rows"]
 
 
 def program_rows(checked: CheckedPlan, ordered: Ordered) -> tuple[tuple[str, ...],
