@@ -3,6 +3,7 @@ a run whose math is proved is cross-checked against the proved rounding bound.""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -90,6 +91,8 @@ def test_a_proved_numeric_verdict_keeps_its_culprit_lines_through_the_cache(
     assert ns is not None and ns.status is Status.PROVED
     assert ns.culprits and all("%" in c for c in ns.culprits)
     assert any("mesh_mlo.py:" in c for c in ns.culprits)
+    # each site names the dtype its op rounds to, as verify's message does
+    assert all(re.search(r"mesh_mlo\.py:\d+ \((f16|f32|bf16)\)", c) for c in ns.culprits)
     assert "culprits" not in ns.to_json()
     again = CaseOutcome.from_json(out.to_json()).property(Property.NUMERIC_SAFETY)
     assert again is not None and again.culprits == ns.culprits

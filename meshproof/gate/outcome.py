@@ -104,7 +104,7 @@ def _culprit_lines(result: PropertyResult) -> tuple[str, ...]:
     if not isinstance(result, NumericResult):
         return ()
     return tuple(f"{c.mechanism.value}: {100 * c.share:.0f}%"
-                 + (f" at {', '.join(c.sites)}" if c.sites else "")
+                 + (f" at {c.where()}" if c.sites else "")
                  for c in result.culprits)
 
 
