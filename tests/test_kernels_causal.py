@@ -71,8 +71,21 @@ def test_the_simulator_checks_them_against_masked_attention(name: str, ok: bool)
 
 def test_without_the_mask_the_causal_kernels_are_out_of_tolerance() -> None:
     assert not simulate(trace_kernel(CAUSAL[1], mask="none")).ok
-    assert not simulate(trace_kernel(CAUSAL[1], mask="causal")).ok   # zigzag positions
-    assert not simulate(trace_kernel(CAUSAL[3], mask="causal")).ok   # striped positions
+    # the kernels' rows launched at contiguous positions: the wrong masks
+    assert not simulate(trace_kernel(CAUSAL[1], mask="causal@contiguous")).ok
+    assert not simulate(trace_kernel(CAUSAL[3], mask="causal@contiguous")).ok
+
+
+def test_a_mask_without_a_layout_keeps_the_kernels_own() -> None:
+    """`--mask causal` names what is hidden; where a zigzag or striped kernel holds its
+    rows stays the kernel's, so the launch is the kernel's own mask and proves."""
+    for name, layout in ((CAUSAL[1], "zigzag"), (CAUSAL[3], "striped")):
+        for given, launched in (("causal", f"causal@{layout}"),
+                                ("window:8", f"window:8@{layout}")):
+            mask = trace_kernel(name, mask=given).launch.mask
+            assert mask is not None and mask.text == launched
+    mask = trace_kernel(CAUSAL[0], mask="causal").launch.mask
+    assert mask is not None and mask.text == "causal"
 
 
 def test_the_naive_ring_skips_the_blocks_after_the_query_and_zigzag_balances_them() -> None:

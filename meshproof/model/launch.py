@@ -85,9 +85,13 @@ def build_launch(kernel: KernelRef, opts: LaunchOptions) -> Launch:
 
 
 def _mask(given: MaskChoice | None, default: str | None) -> Mask | None:
-    """--mask, else the kernel's declared mask; `none` launches a masked kernel unmasked."""
+    """--mask, else the kernel's declared mask; `none` launches a masked kernel unmasked. A
+    --mask written without `@layout` keeps the declared mask's layout: the rows a zigzag
+    kernel holds do not move because the launch names its mask `causal`."""
     if isinstance(given, Mask):
-        return given
+        if given.layout_stated or default is None or default.strip() == "none":
+            return given
+        return Mask(given.kind, given.param, Mask.parse(default).layout)
     if given == "none" or default is None or default.strip() == "none":
         return None
     return Mask.parse(default)

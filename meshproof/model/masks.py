@@ -1,8 +1,8 @@
 """Attention masks a launch declares, and the sequence positions of each rank's rows.
 
-`--mask causal|causal:OFFSET|window:W|padding:LEN`, optionally `@zigzag` or `@striped`
-(spec/simulator.md §3): the simulator's reference is then softmax over the keys the
-predicate allows --
+`--mask causal|causal:OFFSET|window:W|padding:LEN`, optionally `@zigzag`, `@striped` or
+`@contiguous` (spec/simulator.md §4): the simulator's reference is then softmax over the keys
+the predicate allows --
 
 - causal:   key position <= query position + OFFSET (OFFSET 0 unless given);
 - window:W: query - W < key <= query (the last W keys up to the query's own);
@@ -10,9 +10,11 @@ predicate allows --
 
 Positions: a group's query (and key) rows are the harness's rows in group order -- block
 b of a prefill group holds rows [b*S_q, (b+1)*S_q) -- and by default row r is sequence
-position r. `@zigzag` is the load-balanced causal layout of ring-flash-attention's zigzag
-ring: with n blocks, block b holds chunks b and 2n-1-b of the sequence (each half a block),
-so its rows t < S/2 are positions b*S/2 + t and the others (2n-1-b)*S/2 + t - S/2.
+position r. A mask without `@layout` keeps the layout of the kernel's own mask (where the
+kernel holds its rows is the kernel's, what it hides is the launch's). `@zigzag` is the
+load-balanced causal layout of ring-flash-attention's zigzag ring: with n blocks, block b
+holds chunks b and 2n-1-b of the sequence (each half a block), so its rows t < S/2 are
+positions b*S/2 + t and the others (2n-1-b)*S/2 + t - S/2.
 `@striped` is the round-robin layout of ring-flash-attention's stripe ring (and of Striped
 Attention): block b of n holds every n-th position, row t being position b + n*t.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -51,8 +53,9 @@ class Layout(Enum):
 _SYNTAX = re.compile(r"^(causal|window|padding)(?::(-?\d+))?(?:@(\w+))?$")
 MASK_HELP = ("causal (key <= query), causal:OFFSET (key <= query + OFFSET), window:W "
              "(query - W < key <= query) or padding:LEN (key < LEN), optionally followed by "
-             "@zigzag (block b holds chunks b and 2n-1-b) or @striped (block b of n holds "
-             "positions b + n*t)")
+             "@zigzag (block b holds chunks b and 2n-1-b), @striped (block b of n holds "
+             "positions b + n*t) or @contiguous (without one: the kernel's own layout, else "
+             "contiguous)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,9 @@ class Mask:
     kind: MaskKind
     param: int = 0                  # causal: the offset; window: W; padding: LEN
     layout: Layout = Layout.CONTIGUOUS
+    # False for a mask written without `@layout`: the launch then takes the kernel's own
+    # layout (model/launch.py); not part of the mask's identity once resolved
+    layout_stated: bool = field(default=True, compare=False)
 
     @staticmethod
     def parse(text: str) -> Mask:
@@ -81,8 +87,9 @@ class Mask:
             lay = Layout(layout) if layout is not None else Layout.CONTIGUOUS
         except ValueError:
             raise LaunchError(f"--mask {text!r}: unknown layout @{layout}; the layouts are "
-                              "@zigzag, @striped (or none: contiguous)") from None
-        return Mask(kind, param, lay)
+                              "@zigzag, @striped, @contiguous (or none: the kernel's own)"
+                              ) from None
+        return Mask(kind, param, lay, layout_stated=layout is not None)
 
     @property
     def text(self) -> str:
