@@ -13,7 +13,9 @@ file (the script exits 1 if they differ). A second table puts the chunked varian
 row chunks through tl.view, K in 2, 4, 8) and reduce-scatter / all-gather (every state
 split by rows, chunk c reduced at its own rank) beside the best whole-o plan at the
 headline sizes (h_q 64, h_kv 8, d_head 128: o is 32 KB per state), against the bound of
-the whole class searched (every variant).
+the whole class searched (every variant), with the largest bytes on any link of each and
+the candidate the bytes objective's ranking (largest bytes on a link, then latency) puts
+first among them.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def _chunked_table() -> int:
     """Whole o against o in row chunks at the headline sizes; the chosen kernel re-measured."""
     print("\nchunked variant at h_q 64, h_kv 8, d_head 128 (o 32 KB per state)")
     print("shape | whole us (plan) | chunked us (plan) | chunked/whole | rs/ag us | bound us | "
-          "best/bound | synth s")
+          "best/bound | max link B whole/chunked/rs-ag | bytes ranking picks | synth s")
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in CHUNKED:
@@ -169,8 +171,16 @@ def _chunked_table() -> int:
             chunked = min((c for c in result.candidates
                            if c.chunks > 1 and c.family != REDUCE_SCATTER),
                           key=lambda c: c.latency_s, default=None)
-            rs_ag = min((c.latency_s for c in result.candidates
-                         if c.family == REDUCE_SCATTER), default=None)
+            rs_best = min((c for c in result.candidates if c.family == REDUCE_SCATTER),
+                          key=lambda c: c.latency_s, default=None)
+            rs_ag = None if rs_best is None else rs_best.latency_s
+            link_bytes = "/".join("-" if c is None else str(c.max_link_bytes)
+                                  for c in (whole, chunked, rs_best))
+            # the bytes objective ranks by the largest bytes on any link, then latency
+            by_bytes = min(result.candidates,
+                           key=lambda c: (c.max_link_bytes, c.latency_s, c.steps, c.plan, c.rule))
+            picks = f"{by_bytes.plan} ({by_bytes.max_link_bytes} B, " \
+                    f"{by_bytes.latency_s * 1e6:.3f} us)"
             bound = result.bound.latency_s
             text = "-" if chunked is None else \
                 f"{chunked.latency_s * 1e6:.3f} ({chunked.chunks} chunks)"
@@ -178,7 +188,7 @@ def _chunked_table() -> int:
             rs_text = "-" if rs_ag is None else f"{rs_ag * 1e6:.3f}"
             print(f"{row.name} | {whole.latency_s * 1e6:.3f} ({whole.plan}) | {text} | "
                   f"{ratio} | {rs_text} | {bound * 1e6:.3f} | {measured / bound:.3f} | "
-                  f"{synth_s:.1f}", flush=True)
+                  f"{link_bytes} | {picks} | {synth_s:.1f}", flush=True)
     return bad
 
 

@@ -114,3 +114,18 @@ def test_reduce_scatter_all_gather_is_predicted_and_proved(tmp_path: Path) -> No
     ref = resolve_kernel_file(f"{path}::{KERNEL_NAME}")
     verdict = verify(trace(ref, build_launch(ref, opts)), VerifyConfig())
     assert [p.name.value for p in verdict.properties if p.status is not Status.PROVED] == []
+
+
+def test_the_bytes_objective_ranks_the_chunked_candidates_by_their_busiest_link() -> None:
+    """At the headline sizes on the 8-ring the halves plan carries two states over some
+    links; under --objective bytes the chunked and split candidates are ranked with the
+    rest by the largest bytes on a link, then latency, and one state per link wins."""
+    launch = build_launch(resolve_kernel("ring_mlo"), LaunchOptions(
+        pes=8, wiring="pe_ring", args=(("h_q", 64), ("h_kv", 8), ("d_head", 128))))
+    result = synthesize(launch, DEFAULT_PROFILE, Objective.BYTES, "")
+    assert {c.chunks for c in result.candidates} >= {1, 2, 4}
+    assert result.candidates == tuple(sorted(
+        result.candidates, key=lambda c: (c.max_link_bytes, c.latency_s, c.steps, c.plan,
+                                          c.rule)))
+    halves = min(c.max_link_bytes for c in result.candidates if c.family == "halves")
+    assert result.chosen.max_link_bytes < halves

@@ -24,8 +24,11 @@ and a q other than r only adds (its sends of ℓ and o and the hops on to r cost
 the hop that the triangle inequality saves). The two-merge bound (small launches) follows
 the farthest partial further: merged before the last merge, that merge's ℓ or o still
 passes two ops of the last one; merged only by it, the other input (every other rank) is
-a merge of its own. comm_steps >= D, because information crosses
-one link per message. Every bound takes the cheapest link class of the launch.
+a merge of its own. The all-ranks bound (small launches) uses that every rank is an output
+rank: one receiving its output waits a hop after the earliest whole state, and if each
+makes its own, the rank that merged some rank's farthest partial on the way runs two
+merges (bounds_ranks.py). comm_steps >= D, because information crosses one link per
+message. Every bound takes the cheapest link class of the launch.
 
 With chunked variants in the class (o in K row chunks, spec/synthesis.md §3), each bound is
 the smallest over the variants: a chunk's mul and add are cheaper, the o-chain becomes s's
@@ -38,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meshproof.synth.bounds_ranks import MergeBounds, all_ranks, two_merges
 from meshproof.synth.costs import BlockCosts
 from meshproof.synth.graph import RankGraph
 
@@ -47,8 +51,9 @@ _M_TAIL = (0, 1, 2, 8, 10)       # maximum, sub, exp, mul into o, add into o
 EXACT_DIAMETER_RANKS = 1024
 # relative: far above the rounding of summing a few dozen costs in double precision
 ROUNDING_SLACK = 1e-12
-# the two-merge refinement (spec/synthesis.md §3, bound 4) tries every rank as a merge's
-# place: O(n^2) per output rank; past this many ranks it is skipped (the others hold)
+# the two-merge and all-ranks refinements (spec/synthesis.md §3, bounds 4 and 5) try every
+# rank as a merge's place: O(n^2) per output rank; past this many ranks they are skipped
+# (the others hold)
 TWO_MERGE_RANKS = 16
 
 
@@ -57,7 +62,7 @@ class LowerBound:
     latency_s: float
     steps: int          # the diameter D (exact up to EXACT_DIAMETER_RANKS; else a distance
                         # two sweeps found, still a lower bound)
-    chain: str          # "m", "o", "merge" or "two merges": which bound gives the latency
+    chain: str          # "m", "o", "merge", "two merges" or "all ranks": which bound gives it
 
     def to_json(self) -> dict[str, object]:
         return {"latency_s": self.latency_s, "steps": self.steps, "chain": self.chain}
@@ -126,68 +131,11 @@ def lower_bound(graph: RankGraph, costs: BlockCosts,
     per = [chains(v) for v in every]
     bounds = [("m", min(p[0] for p in per)), ("o", min(p[1] for p in per)),
               ("merge", min(p[2] for p in per))]
-    if graph.n <= TWO_MERGE_RANKS and graph.n >= 3:
-        bounds.append(("two merges", min(_two_merges(graph, costs, v, classes)
-                                         for v in every)))
+    if TWO_MERGE_RANKS >= graph.n >= 3:
+        merges = [MergeBounds(graph, costs, v, classes) for v in every]
+        bounds.append(("two merges", min(two_merges(b) for b in merges)))
+        bounds.append(("all ranks", min(all_ranks(b) for b in merges)))
     chain, best = max(bounds, key=lambda b: b[1])
     # the timing run adds the same costs in another order: an exact tie (the merge bound
     # is met on a ring with slow links) must not come out a few ulps above it
     return LowerBound(best * (1.0 - ROUNDING_SLACK), d, chain)
-
-
-def _two_merges(graph: RankGraph, costs: BlockCosts, v: BlockCosts,
-                classes: list[str]) -> float:
-    """Bound 4 of spec/synthesis.md §3: follow the partial of a rank s at the largest
-    distance from an output rank r to r's output. Either it is merged once, by the last
-    merge (on q), whose other input covers every other rank and was made by a merge of its
-    own (on p): both merges' ops after what they depend on, on one rank one after the
-    other or with p's result carried to q; or it is merged earlier (on q1), and that
-    merge's ℓ or o still passes two ops of the last merge on its way to r."""
-    n = graph.n
-    dist = [graph.distances(u) for u in range(n)]
-    partial = BlockCosts.total(costs.partial)
-    recv = costs.recv
-    small = min(v.message_bytes)
-    h = min(v.send + small / costs.link(c).bandwidth_Bps + costs.link(c).latency_s
-            for c in classes)
-    hz = h + recv                                  # a whole hop of the smallest message
-    msgs = len(v.message_bytes)                    # recvs of one state: m, ℓ, o (chunks)
-    merge = sum(v.merge)
-    stores = sum(BlockCosts.total(s) for s in v.stores)
-    chunk_pairs = [min(v.merge[8 + 3 * c], v.merge[9 + 3 * c]) + v.merge[10 + 3 * c]
-                   for c in range(1 if v.split else v.chunks)]
-    two = min(min(v.merge[5], v.merge[6]) + v.merge[7], *chunk_pairs)
-
-    def first(q: int, u: int) -> float:
-        """The earliest a message depending on u's partial reaches q (u itself: P)."""
-        k = dist[u][q]
-        return partial if k == 0 else partial + k * h + (k - 1) * recv
-
-    best = 0.0
-    for r in range(n):
-        far = max(dist[r])
-        for s_ in (u for u in range(n) if dist[r][u] == far):
-            # merged earlier, on q1: its ℓ or o passes two ops of the last merge
-            earlier = min((first(q1, s_) + msgs * recv if q1 != s_ else
-                           partial + h + msgs * recv) + merge + dist[q1][r] * hz
-                          for q1 in range(n)) + two + stores
-            # merged once, by the last merge on q; the other input made on p
-            once = float("inf")
-            for q in range(n):
-                to_r = dist[q][r] * hz
-                s_in = first(q, s_) + (msgs * recv if q != s_ else 0.0)
-                for p in range(n):
-                    others = [first(p, u) for u in range(n) if u not in (s_, p)]
-                    if not others:
-                        continue
-                    x_at = max(others)
-                    if p == q:
-                        start = min(x_at, first(q, s_))
-                        own = msgs * recv + (msgs * recv if q != s_ else 0.0)
-                        t = start + own + 2 * merge + to_r + stores
-                    else:
-                        z_x = x_at + msgs * recv + merge + dist[p][q] * hz + two
-                        t = max(z_x, s_in + merge) + to_r + stores
-                    once = min(once, t)
-            best = max(best, min(earlier, once))
-    return best
