@@ -17,9 +17,25 @@ strided.py), so it is proved past 14 ranks (16 x 256: 27.7 s, all seven proved; 
 
 Measured (2-core machine at a load average of 4-11, so read the CPU column): every row
 proved or, for the off-by-one, violated; naive 64 x 256 3.6 s CPU, 64 x 16,384 5.4 s;
-zigzag 89 s and 133 s CPU (about 25x naive: its merge situations grow as ~18·n², the
-per-row-sum frames of the design are not built); striped 355 s and 379 s CPU, proved
-(it gave no verdict in 15 min before order.lower_bound read each max once).
+zigzag 89 s and 133 s CPU (about 25x naive); striped 355 s and 379 s CPU, proved
+(it gave no verdict in 15 min before order.lower_bound read each max once). Re-run at a
+load of about 4 (CPU s / peak MiB): naive 64 x 256 2.1 / 155, 64 x 16,384 3.0 / 168;
+zigzag 46.2 / 749 and 70.4 / 991 (22x and 23x naive); off-by-one 64 x 16,384 5.1 / 187,
+exit 1.
+
+`--situations` counts instead: each launch traced and analysed in this process (memo on),
+printing its ops, situations (memo misses), canonical values and the analysis's CPU
+seconds. Zigzag, S = 256: 1,308 / 4,712 / 17,856 situations at 8 / 16 / 32 ranks (naive:
+706 at 32). Per-cluster key-row frames (spec/semantics.md §9; prototyped on branch j29c,
+not merged) took them to 1,083 / 3,571 / 12,771 with the analysis's CPU time unchanged
+(9.2 s / 9.3 s at 32 ranks). The frames share a late chunk's situations up to its rank's wrap;
+after it (step s > rank i) the chunk's merged keys are three clusters of lengths
+(i + 1)·C, 2(s - i)·C and C, different per (rank, step), so its facts are new whatever
+the frame: about n²/2 (rank, step) pairs of two block folds each stay misses, which is
+why zigzag cannot come within 4x of naive by sharing alone. Striped: its running max keeps
+one member per shard (n members: their guards differ, so no two merge), so each of its
+~n² misses costs O(n) (1.8 ms per miss at 32 ranks, against 0.5 ms for zigzag); the
+frames shared nothing there (32 ranks: 10,442 situations, 11,372 with them).
 """
 
 from __future__ import annotations
@@ -63,14 +79,56 @@ def run(kernel: str, ranks: int, s: int) -> tuple[float, float, int, str, float]
     return seconds, rss / 1024.0, done.returncode, ", ".join(verdicts), cpu
 
 
+SITUATION_ROWS = ((8, 256), (16, 256), (32, 256))
+
+
+def situations(kernel: str, ranks: int, s: int) -> tuple[int, int, int, float]:
+    """(ops, situations, canonical values, analysis CPU seconds) of one launch, analysed
+    in this process with the memo on."""
+    from meshproof.deploy.launches import expand
+    from meshproof.model.channels import derive_channels
+    from meshproof.model.launch import LaunchOptions, build_launch
+    from meshproof.model.loader import resolve_kernel
+    from meshproof.model.problem import attention_problem
+    from meshproof.model.trace import trace
+    from meshproof.verify.semantics.analysis import analyse
+    from meshproof.verify.semantics.budget import unbounded
+
+    args = (("S_kv_per_rank", s), ("S_q", s), ("n_ranks", ranks))
+    launch = expand(LaunchOptions.from_mapping({"kernel": kernel, "args": args, "pes": ranks},
+                                               "bench"))[0]
+    ref = resolve_kernel(kernel)
+    schedule = trace(ref, build_launch(ref, launch))
+    spec = schedule.launch
+    problem = attention_problem(schedule, spec.groups, spec.outputs, spec.softmax_scale)
+    table = derive_channels(schedule)
+    start = time.process_time()
+    analysis = analyse(schedule, table, problem, unbounded(), memo=True)
+    cpu = time.process_time() - start
+    domain = analysis.forms.domain
+    ops = sum(len(p.ops) for p in schedule.programs)
+    return ops, domain.misses, len(domain.canon), cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 ranks only")
     parser.add_argument("--kernel", action="append", choices=KERNELS,
                         help="only these kernels (repeatable; default: all)")
+    parser.add_argument("--situations", action="store_true",
+                        help="count situations in this process (8, 16, 32 ranks, S 256)")
     opts = parser.parse_args()
-    rows = ROWS[:1] if opts.quick else ROWS
     kernels = tuple(opts.kernel) if opts.kernel else KERNELS
+    if opts.situations:
+        print(f"{'kernel':34} {'ranks':>5} {'S/rank':>7} {'ops':>8} {'situations':>10} "
+              f"{'canon':>7} {'cpu s':>7}")
+        for ranks, s in SITUATION_ROWS[:1] if opts.quick else SITUATION_ROWS:
+            for kernel in kernels:
+                ops, misses, values, cpu = situations(kernel, ranks, s)
+                print(f"{kernel:34} {ranks:5} {s:7} {ops:8} {misses:10} {values:7} "
+                      f"{cpu:7.2f}", flush=True)
+        return
+    rows = ROWS[:1] if opts.quick else ROWS
     print(f"{'kernel':34} {'ranks':>5} {'S/rank':>7} {'tokens':>9} {'s':>7} {'cpu s':>7} "
           f"{'MiB':>7} {'exit':>4}  verdicts")
     for ranks, s in rows:
