@@ -26,7 +26,7 @@ exit 1.
 `--situations` counts instead: each launch traced and analysed in this process (memo on),
 printing its ops, situations (memo misses), canonical values and the analysis's CPU
 seconds. Zigzag, S = 256: 1,308 / 4,712 / 17,856 situations at 8 / 16 / 32 ranks (naive:
-706 at 32). Per-cluster key-row frames (spec/semantics.md §9; prototyped on branch j29c,
+706 at 32). Per-cluster key-row frames (spec/semantics.md §9; a prototype,
 not merged) took them to 1,083 / 3,571 / 12,771 with the analysis's CPU time unchanged
 (9.2 s / 9.3 s at 32 ranks). The frames share a late chunk's situations up to its rank's wrap;
 after it (step s > rank i) the chunk's merged keys are three clusters of lengths
