@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshproof.model.schedule import DType
+from meshproof.verify.result import NumericResult, Status
 from meshproof.verify.semantics.rounding_rules_rescale import (
     Factor,
     Pending,
@@ -128,25 +129,25 @@ _ARGS = {"mesh_rows": 2, "mesh_cols": 4, "S_q": 1, "S_kv_per_rank": 16, "h_q": 1
          "h_kv": 1, "d_head": 8}
 
 
-def _design(bound: float, tolerance: float | None = None) -> object:
+def _design(bound: float, tolerance: float | None = None) -> NumericResult:
     from helpers import REPO_ROOT
     from semantic_helpers import run
 
     opts: dict[str, object] = {"input_bound": bound}
     if tolerance is not None:
         opts["tolerance"] = tolerance
-    return run(str(REPO_ROOT / "examples/f16_design.py::mesh_f16_design"),
-               wiring="cube_mesh", cubes=8, args=_ARGS, **opts).property("numeric_safety")
+    p = run(str(REPO_ROOT / "examples/f16_design.py::mesh_f16_design"),
+            wiring="cube_mesh", cubes=8, args=_ARGS, **opts).property("numeric_safety")
+    assert isinstance(p, NumericResult)
+    return p
 
 
 def test_the_all_f16_design_states_a_bound_at_16_and_stays_violated() -> None:
     """The mistake rule F must not hide: f16 scores at |inputs| <= 16. The f16 rescale
     factors (|m - m_new| <= 1448, rounded by 0.5) no longer swamp the bound (1.69 before),
     the scores are its culprit, and the witness stays."""
-    from meshproof.verify.result import NumericResult, Status
-
     p = _design(16.0)
-    assert isinstance(p, NumericResult) and p.status is Status.VIOLATED, p.message
+    assert p.status is Status.VIOLATED, p.message
     assert p.error_bound is not None and 0.34 < p.error_bound < 0.5
     assert "the rounding of the scores at examples/f16_design.py:21 (f16)" in p.message
 
@@ -155,8 +156,17 @@ def test_the_all_f16_design_is_proved_within_5e_2_at_2() -> None:
     """The idiom: the same design at |inputs| <= 2 (found 8.3e-3 by the design's search)
     within a 16-bit tolerance of 5e-2; its f16 rescale factors charged whole put it at
     5.1e-2 (unknown)."""
-    from meshproof.verify.result import NumericResult, Status
-
     p = _design(2.0, 5e-2)
-    assert isinstance(p, NumericResult) and p.status is Status.PROVED, p.message
+    assert p.status is Status.PROVED, p.message
     assert p.error_bound is not None and p.error_bound < 4e-2
+
+
+def test_partners_take_rule_f_only_with_a_stated_sum_of_kappas() -> None:
+    """o's side alone (Σκ not stated) keeps the chains without rule F; with ℓ's Σκ the
+    rescale roundings leave the tilt for 2·Σκ."""
+    from meshproof.verify.semantics.rounding_rules_partners import partners_bound
+
+    plain = partners_bound(2.93, 2.43, 8e-4, 8.8e-3)
+    assert partners_bound(2.93, 2.43, 8e-4, 8.8e-3, 0.93, 0.43, math.inf) == plain
+    f = partners_bound(2.93, 2.43, 8e-4, 8.8e-3, 0.93, 0.43, 0.0126)
+    assert f.eta < 0.5 < 1.0 < plain.eta and math.isclose(f.rescale, 0.0252)

@@ -165,9 +165,11 @@ class RoundingRules(ErrorReader):
         # rule E over a union: the rest of the tilt is the worst operand's, K* the largest
         # (a mediant of the blocks' ratios)
         rest = max([first.eps - first.arg, *(a.eps - a.arg + shift for a in kept[1:])])
-        resc = None if shift or len(kept) == 1 else settle(
-            [(a.eps, a.arg, a.resc) for a in kept], tilt,
-            self._result_low(key) if kind is Kind.REL else None)   # rule F
+        # rule F: only where every operand is referenced at the same machine number (then
+        # at the same exact point, so the union's exact form is P's normaliser)
+        resc = None if len(kept) == 1 or self._related().relation is not Relation.SAME \
+            else settle([(a.eps, a.arg, a.resc) for a in kept], tilt,
+                        self._result_low(key) if kind is Kind.REL else None)
         return Err(kind, tilt, dt, sum(a.floor for a in kept), max(a.own for a in kept),
                    first.ref, arg=max(tilt - rest, 0.0), kstar=max(a.kstar for a in kept),
                    resc=resc)
