@@ -10,8 +10,9 @@ import math
 
 import mpmath
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_semantics_rounding_soundness import _check
 
 from meshproof.model.schedule import DType
 from meshproof.verify.result import NumericResult, Status
@@ -170,3 +171,19 @@ def test_partners_take_rule_f_only_with_a_stated_sum_of_kappas() -> None:
     assert partners_bound(2.93, 2.43, 8e-4, 8.8e-3, 0.93, 0.43, math.inf) == plain
     f = partners_bound(2.93, 2.43, 8e-4, 8.8e-3, 0.93, 0.43, 0.0126)
     assert f.eta < 0.5 < 1.0 < plain.eta and math.isclose(f.rescale, 0.0252)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([(1, 2), (2, 2), (2, 4)]), st.sampled_from(["f16", "f32"]),
+       st.sampled_from([4, 8]), st.sampled_from([0.5, 2.0, 4.0, 16.0]))
+def test_no_input_beats_the_bound_of_a_random_f16_design(
+        mesh: tuple[int, int], msg: str, d: int, b: float) -> None:
+    """The kernels rule F is for (f16 rescale factors of every merge), on random meshes:
+    the witness search's structured families, V signed by each key's weight error and a
+    hill climb, evaluated on the machine, stay within the stated bound."""
+    from helpers import REPO_ROOT
+
+    args = {**_ARGS, "mesh_rows": mesh[0], "mesh_cols": mesh[1], "d_head": d,
+            "msg_dtype": msg, "S_kv_per_rank": 8}
+    _check(str(REPO_ROOT / "examples/f16_design.py::mesh_f16_design"), args,
+           {"wiring": "cube_mesh", "cubes": mesh[0] * mesh[1]}, b)
