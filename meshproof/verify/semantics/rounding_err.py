@@ -241,13 +241,13 @@ def _normalised(o: Err, ell: Err, rel: Relation) -> float:
 
 
 def _partners(o: Err, ell: Err) -> PartnersBound:
-    (rsc_o, ef_o, k_o), (rsc_l, ef_l, k_l) = state(o.resc, o.arg), state(ell.resc, ell.arg)
-    # rule F: the same rescales settled on both sides (partners); Σκ is ℓ's (o has none)
+    (rsc_o, ef_o, _), (rsc_l, ef_l, k_l) = state(o.resc, o.arg), state(ell.resc, ell.arg)
+    # rule F: Σκ is ℓ's (o's magnitude bounds no share), so o may not have settled more
     ok = rsc_o <= rsc_l and ef_o - o.arg <= ef_l - ell.arg
     return partners_bound(max(o.eps, ell.eps), max(o.eps - o.arg, ell.eps - ell.arg),
                           max(o.kstar, ell.kstar), o.own + ell.own,
                           max(o.eps - rsc_o, ell.eps - rsc_l), max(o.eps - ef_o, ell.eps - ef_l),
-                          min(k_o, k_l) if ok else math.inf)
+                          k_l if ok else math.inf)
 
 
 def _out_times(args: list[Err]) -> float | None:
