@@ -119,7 +119,7 @@ def test_verify_config_depth_overrides_the_launch() -> None:
 def test_mesh_mlo_1d_line_cli(run_cli: Run) -> None:
     ok = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3", "--tolerance", "0.1"])
     assert ok.code == 0, ok.out + ok.err
-    # at the simulator's tolerance too: its rounding bound is 1.6e-3·max|V| (issue 27)
+    # at the simulator's tolerance too: its rounding bound is 1.2e-3·max|V| (issue 27)
     assert run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "3"]).code == 0
     assert "min_queue_depth: 3" in ok.out
     bad = run_cli(["verify", "mesh_mlo_1d", "--queue-depth", "2"])

@@ -48,6 +48,7 @@ from meshproof.verify.semantics.rounding_err import (
     with_parts,
 )
 from meshproof.verify.semantics.rounding_rules import _RULES, HANDLED_BEFORE, RoundingRules
+from meshproof.verify.semantics.rounding_rules_partners import PartnersBound
 from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.ulp import TINY, UNIT, half_ulp
 from meshproof.verify.semantics.views import describe
@@ -186,12 +187,12 @@ class ErrorBounds(RoundingRules):
                 rel is Relation.PARTNERS:
             o, ell = weights
             bound = _partners(o, ell)
-            shared, mine = bound.tilt + bound.argument, bound.own
+            shared, mine = bound.tilt + bound.argument + bound.rescale, bound.own
             tilted = o if o.eps >= ell.eps else ell
-            # rule E's share goes to the exp argument, the rest of the tilt keeps its own
+            # rule E's share goes to the exp argument, rule F's to the rescale factors, the
+            # rest of the tilt keeps its own
             tilt_parts = attributed([(tilted.eps, tilted.parts)], shared, mech, False) \
-                if not bound.argument else moved(tilted.parts, Mechanism.EXP, tilted.arg,
-                                                 bound.tilt, bound.argument)
+                if not (bound.argument or bound.rescale) else _split(tilted, bound)
             own_parts = attributed([(o.own, o.own_parts), (ell.own, ell.own_parts)], mine,
                                    mech, False)
             both = _sum_parts(tilt_parts, own_parts)
@@ -264,13 +265,25 @@ class ErrorBounds(RoundingRules):
         machine numbers is exact; of inexact ones off by at most the larger error."""
         if len(args) == 1:
             if op.kind in (OpKind.RESHAPE, OpKind.VIEW, OpKind.TRANS) and args[0].kstar:
-                args = [replace(args[0], arg=0.0, kstar=0.0)]   # the key axis may move
+                args = [replace(args[0], arg=0.0, kstar=0.0, resc=None)]   # axis may move
             return replace(args[0], kind=kind, dtype=op.dtype) if kind is not Kind.ABS or \
                 args[0].kind is Kind.ABS else Err(kind, args[0].eps, op.dtype, args[0].floor)
         worst = max(args, key=lambda a: a.eps + a.own + a.ref)
         return Err(kind, max(a.eps for a in args), op.dtype, max(a.floor for a in args),
                    max(a.own for a in args), max(a.ref for a in args)) \
             if kind is not Kind.ABS else Err(kind, worst.eps, op.dtype)
+
+
+def _split(tilted: Err, bound: PartnersBound) -> tuple[float, ...]:
+    """The tilt's parts when rules E and F bound some of it: their shares taken from the
+    exp argument's and the rescale factors', the rest scaled to the tilt term."""
+    rsc = tilted.resc.rsc if tilted.resc is not None and bound.rescale else 0.0
+    parts = tilted.parts
+    if rsc:
+        parts = moved(parts, Mechanism.RESCALE, rsc, max(tilted.eps - rsc, 0.0), 0.0)
+    parts = moved(parts, Mechanism.EXP, tilted.arg if bound.argument else 0.0, bound.tilt,
+                  bound.argument)
+    return moved(parts, Mechanism.RESCALE, 0.0, bound.tilt + bound.argument, bound.rescale)
 
 
 __all__ = ["HANDLED_BEFORE", "ROUNDING_ASSUMPTIONS", "Err", "ErrorBounds", "Kind"]

@@ -24,6 +24,7 @@ from meshproof.verify.semantics.rat import Rat
 from meshproof.verify.semantics.readers import RoundingReader, WhyStore
 from meshproof.verify.semantics.relations import Related, Relation
 from meshproof.verify.semantics.rounding_rules_partners import PartnersBound, partners_bound
+from meshproof.verify.semantics.rounding_rules_rescale import Factor, Rescale, state
 from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.tensor_atoms import Input
 from meshproof.verify.semantics.views import describe
@@ -60,6 +61,9 @@ class Err:
     # facts' identity, so attribution never splits a situation of the memo
     parts: tuple[float, ...] = field(default=(), compare=False)
     own_parts: tuple[float, ...] = field(default=(), compare=False)
+    # rule F (rounding_rules_rescale.py): a rescale factor's shape; a weight's rescale part
+    fx: Factor | None = None
+    resc: Rescale | None = None
 
     @property
     def total(self) -> float:
@@ -71,13 +75,13 @@ def with_parts(e: Err, parts: tuple[float, ...], own_parts: tuple[float, ...]) -
     """e with its breakdown by mechanism (dataclasses.replace introspects the fields on
     every call: this runs once per situation)."""
     return Err(e.kind, e.eps, e.dtype, e.floor, e.own, e.ref, e.lead, e.arg, e.kstar, parts,
-               own_parts)
+               own_parts, e.fx, e.resc)
 
 
 def rounded_err(e: Err, eps: float, floor: float, own: float) -> Err:
     """e with a new eps, floor and own (one op's rounding added; see with_parts)."""
     return Err(e.kind, eps, e.dtype, floor, own, e.ref, e.lead, e.arg, e.kstar, e.parts,
-               e.own_parts)
+               e.own_parts, e.fx, e.resc)
 
 
 def _pure_input(form: Rat) -> bool:
@@ -237,8 +241,13 @@ def _normalised(o: Err, ell: Err, rel: Relation) -> float:
 
 
 def _partners(o: Err, ell: Err) -> PartnersBound:
+    (rsc_o, ef_o, _), (rsc_l, ef_l, k_l) = state(o.resc, o.arg), state(ell.resc, ell.arg)
+    # rule F: Σκ is ℓ's (o's magnitude bounds no share), so o may not have settled more
+    ok = rsc_o <= rsc_l and ef_o - o.arg <= ef_l - ell.arg
     return partners_bound(max(o.eps, ell.eps), max(o.eps - o.arg, ell.eps - ell.arg),
-                          max(o.kstar, ell.kstar), o.own + ell.own)
+                          max(o.kstar, ell.kstar), o.own + ell.own,
+                          max(o.eps - rsc_o, ell.eps - rsc_l), max(o.eps - ef_o, ell.eps - ef_l),
+                          k_l if ok else math.inf)
 
 
 def _out_times(args: list[Err]) -> float | None:

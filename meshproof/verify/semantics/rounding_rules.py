@@ -11,6 +11,8 @@ from dataclasses import replace
 
 from meshproof.model.evaluate import Key
 from meshproof.model.schedule import DType, Op, OpKind, ValueRef
+from meshproof.verify.semantics.bounds import lin_interval
+from meshproof.verify.semantics.order import lower_bound
 from meshproof.verify.semantics.relations import Relation
 from meshproof.verify.semantics.rounding_err import (
     _LN2,
@@ -26,6 +28,7 @@ from meshproof.verify.semantics.rounding_err import (
     _scaled,
 )
 from meshproof.verify.semantics.rounding_rules_exparg import exp_argument_bound
+from meshproof.verify.semantics.rounding_rules_rescale import factor_of, pending, settle
 from meshproof.verify.semantics.symbolic_core import Opaque
 from meshproof.verify.semantics.ulp import EXP_ULP, UNIT, accumulation, half_ulp
 from meshproof.verify.semantics.views import convex_output
@@ -49,8 +52,13 @@ class RoundingRules(ErrorReader):
             out = Err(Kind.REL, arg - ref + EXP_ULP, op.dtype, ref=ref, lead=a.lead * scale)
             x = op.args[0]
             dt = self._dtype_of(key[0], x.id) if isinstance(x, ValueRef) else None
-            if rel.relation is not Relation.MAXED or dt is None:
+            if dt is None or not isinstance(x, ValueRef):
                 return out
+            if rel.relation is not Relation.MAXED:
+                # a rescale factor: its shape, for rule F where it rescales a partial
+                return replace(out, fx=factor_of(dt, scale, a.eps, a.lead, a.ref,
+                                                 self._arg_mag(op, key, 0),
+                                                 self.sym.interval((key[0], x.id))[1]))
             # exp(s̃ - max s̃): the subtraction's rounding (the rest of a's error beyond s̃'s
             # and m̃'s) weighed by the keys it moves (rule E); z = m̃ - s̃ <= |s - m| + both
             k = exp_argument_bound(rel.keys, dt, self._arg_mag(op, key, 0) + a.lead + a.ref,
@@ -90,7 +98,7 @@ class RoundingRules(ErrorReader):
             last = op.axis is not None and op.axis == len(self._shape_of(op, key)) - 1
             return replace(a, dtype=op.dtype, own=a.own + max(n - 1, 0) * UNIT[DType.F32],
                            floor=n * a.floor, lead=0.0, arg=a.arg if last else 0.0,
-                           kstar=a.kstar if last else 0.0)
+                           kstar=a.kstar if last else 0.0, fx=None, resc=None)
         return None
 
     def _log(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
@@ -157,8 +165,14 @@ class RoundingRules(ErrorReader):
         # rule E over a union: the rest of the tilt is the worst operand's, K* the largest
         # (a mediant of the blocks' ratios)
         rest = max([first.eps - first.arg, *(a.eps - a.arg + shift for a in kept[1:])])
+        # rule F: only where every operand is referenced at the same machine number (then
+        # at the same exact point, so the union's exact form is P's normaliser)
+        resc = None if len(kept) == 1 or self._related().relation is not Relation.SAME \
+            else settle([(a.eps, a.arg, a.resc) for a in kept], tilt,
+                        self._result_low(key) if kind is Kind.REL else None)
         return Err(kind, tilt, dt, sum(a.floor for a in kept), max(a.own for a in kept),
-                   first.ref, arg=max(tilt - rest, 0.0), kstar=max(a.kstar for a in kept))
+                   first.ref, arg=max(tilt - rest, 0.0), kstar=max(a.kstar for a in kept),
+                   resc=resc)
 
     def _mul(self, op: Op, kind: Kind, args: list[Err], key: Key) -> Err | None:
         mags = [self._arg_mag(op, key, i) for i in range(len(op.args))]
@@ -203,12 +217,14 @@ class RoundingRules(ErrorReader):
         if len(weights) == 2:
             rel = self._related()
             f, x = (args[rel.factor], args[1 - rel.factor]) if len(args) == 2 else weights
+            offset = 0.0
             if rel.relation is Relation.SAME:
                 # exp(x̃ - ỹ) from X's own reference point x̃: C moves to ỹ exactly
                 tilt = x.eps + f.eps - f.lead + f.own
             elif rel.relation is Relation.NARROWED:
                 # from a narrowing of it: off by the narrowing, alike for every key of X
-                tilt = x.eps + f.eps - f.lead + f.own + rel.offset
+                offset = rel.offset
+                tilt = x.eps + f.eps - f.lead + f.own + offset
             elif rel.relation is Relation.OTHER:
                 # from another point: X's C and x̃'s error join the tilt
                 tilt = x.eps + x.ref + f.eps + f.own
@@ -216,7 +232,12 @@ class RoundingRules(ErrorReader):
                 # no rescale known: both common factors join the tilt, C = 1
                 return Err(kind, x.eps + x.ref + f.eps + f.ref, op.dtype, floor,
                            x.own + f.own)
-            return Err(kind, tilt, op.dtype, floor, x.own, f.ref, arg=x.arg, kstar=x.kstar)
+            # rule F: the factor's rounding is pending until a union settles it
+            resc = None if f.fx is None or rel.relation is Relation.OTHER else pending(
+                x.resc, x.arg, f.fx, f.eps - f.lead + f.own, x.eps + offset,
+                mags[1 - rel.factor] if kind is Kind.REL and len(args) == 2 else math.inf)
+            return Err(kind, tilt, op.dtype, floor, x.own, f.ref, arg=x.arg, kstar=x.kstar,
+                       resc=resc)
         # by exact values (constants, inputs): the terms keep their errors
         w = weights[0] if weights else args[0]
         extra = sum(a.eps for a in args if a is not w and a.kind is Kind.EXACT)
@@ -294,6 +315,14 @@ class RoundingRules(ErrorReader):
                        a.own + b.eps + prod + max(n - 1, 0) * UNIT[DType.F32], a.ref,
                        arg=a.arg, kstar=a.kstar)   # p·V contracts p's key axis
         return None
+
+    def _result_low(self, key: Key) -> float:
+        """A lower bound of the result's exact value, by max-domination (0: none)."""
+        res = self._res(key)
+        if res is None or isinstance(res, Opaque):
+            return 0.0
+        return lower_bound(res.form, lambda lin: (lambda iv: None if iv is None else iv[0])(
+            lin_interval(lin, self.b, self.d)))
 
     def _narrow_operands(self, op: Op, key: Key) -> bool:
         """Both operands 16-bit: their products are exact in f32."""

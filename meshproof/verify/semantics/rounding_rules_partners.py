@@ -15,6 +15,9 @@ bounds it step by step; the triangle inequality adds the steps:
 - rule B, the rest of the tilt (the score errors, exp's rounding, the rescale factors, a
   narrowed max's offset), of spread S <= 2·(tilt - arg) whatever the weights are then:
   `2·tanh(S/4)·max|V|`;
+- rule F, after the tilt: the rescale factors' roundings, each a common factor of the
+  part it rescales, move the output by at most `Σκ·spread(V) <= 2·Σκ·max|V|`
+  (rounding_rules_rescale.py), and the tilt of rule B is then the rest without them;
 - rule D, the own roundings of o and ℓ: `expm1(own_o + own_ℓ)·max|V|`.
 
 `arg` is the part of the tilt bound that rule E covers instead (0 where it does not
@@ -29,15 +32,16 @@ from typing import NamedTuple
 
 
 class PartnersBound(NamedTuple):
-    """η = tilt + argument + own, each term's share for the culprits."""
+    """η = tilt + argument + rescale + own, each term's share for the culprits."""
 
     tilt: float
     argument: float
     own: float
+    rescale: float = 0.0     # rule F: 2·Σκ (rounding_rules_rescale.py)
 
     @property
     def eta(self) -> float:
-        return self.tilt + self.argument + self.own
+        return self.tilt + self.argument + self.rescale + self.own
 
 
 def _expm1(x: float) -> float:
@@ -47,15 +51,30 @@ def _expm1(x: float) -> float:
         return math.inf
 
 
-def partners_bound(eps: float, rest: float, kstar: float, own: float) -> PartnersBound:
+def partners_bound(eps: float, rest: float, kstar: float, own: float,
+                   rest_f: float = math.inf, rest_ef: float = math.inf,
+                   kappa: float = math.inf) -> PartnersBound:
     """η of o / ℓ for partners whose tilt is bounded by `eps`, of which all but `rest` is
-    the exp-argument rounding that rule E bounds by `kstar`, and whose own errors add to
-    `own`."""
-    plain = PartnersBound(2.0 * math.tanh(eps / 2.0), 0.0, _expm1(own))
-    if kstar <= 0.0 or rest >= eps:
-        return plain
-    split = PartnersBound(2.0 * math.tanh(max(rest, 0.0) / 2.0), 2.0 * kstar, plain.own)
-    return split if split.eta < plain.eta else plain
+    the exp-argument rounding that rule E bounds by `kstar`, all but `rest_f` the rescale
+    roundings that rule F bounds by `kappa` (Σκ), all but `rest_ef` both, and whose own
+    errors add to `own`. The least of the four chains (none, E, F, E and F)."""
+    own_eta = _expm1(own)
+    best = PartnersBound(2.0 * math.tanh(eps / 2.0), 0.0, own_eta)
+    options = []
+    if kstar > 0.0 and rest < eps:
+        options.append(PartnersBound(2.0 * math.tanh(max(rest, 0.0) / 2.0), 2.0 * kstar,
+                                     own_eta))
+    if math.isfinite(kappa):
+        if rest_f < eps:
+            options.append(PartnersBound(2.0 * math.tanh(max(rest_f, 0.0) / 2.0), 0.0,
+                                         own_eta, 2.0 * kappa))
+        if rest_ef < eps:
+            options.append(PartnersBound(2.0 * math.tanh(max(rest_ef, 0.0) / 2.0),
+                                         2.0 * kstar, own_eta, 2.0 * kappa))
+    for o in options:
+        if o.eta < best.eta:
+            best = o
+    return best
 
 
 __all__ = ["PartnersBound", "partners_bound"]
