@@ -59,15 +59,37 @@ class Streamed:
     def parts(self, b: int) -> Iterator[tuple[int, int, F32]]:
         """Batch entry b piece by piece: (first, end) along `axis`, the piece."""
         src = self.sources[b]
-        if self.unit > 1:  # one key tile a piece: the generator's pieces need not align
-            for lo in range(self.row_lo, self.row_hi, self.unit):
-                first = (lo - self.row_lo) // self.unit
-                yield first, first + 1, self._shaped(src.block(lo, lo + self.unit),
-                                                     self.unit)
+        if self.unit > 1:
+            yield from self._tiles(src)
             return
         for p in src.pieces(self.row_lo, self.row_hi):
             yield p.row_lo - self.row_lo, p.row_hi - self.row_lo, \
                 self._shaped(p.data, p.row_hi - p.row_lo)
+
+    def _tiles(self, src: KVRows) -> Iterator[tuple[int, int, F32]]:
+        """Whole key tiles, (first, end) along the tile axis: the whole tiles inside one
+        of the generator's pieces as one view of it (the key tiles and the generator's
+        tiles align when the rows start at a multiple of the key tile); a tile that
+        straddles two pieces is copied together from its parts."""
+        unit, tile_lo = self.unit, 0
+        pending: list[F32] = []
+        for p in src.pieces(self.row_lo, self.row_hi):
+            lo, hi, data = p.row_lo - self.row_lo, p.row_hi - self.row_lo, p.data
+            if pending or lo % unit:       # the rest of a tile begun in earlier pieces
+                take = min(hi, tile_lo + unit) - lo
+                pending.append(data[:take])
+                lo, data = lo + take, data[take:]
+                if lo == tile_lo + unit:
+                    yield tile_lo // unit, lo // unit, \
+                        self._shaped(np.concatenate(pending), unit)
+                    pending = []
+            whole = (hi - lo) // unit * unit
+            if whole:
+                yield lo // unit, (lo + whole) // unit, self._shaped(data[:whole], whole)
+            if lo + whole < hi:            # a tile this piece only begins
+                tile_lo = lo + whole
+                pending = [data[whole:]]
+        assert not pending, "the rows are whole key tiles (the plan follows no other split)"
 
     def whole(self) -> F32:
         rows = self.row_hi - self.row_lo
