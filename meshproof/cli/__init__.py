@@ -72,6 +72,10 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         if name not in self._loaded:
             module, attribute = COMMANDS[name]
             command = getattr(importlib.import_module(module), attribute)
+            if _freeze_after_import:
+                # the command's modules are loaded (most of start-up's objects): the
+                # collector need never scan them again (see entry)
+                gc.freeze()
             if not isinstance(command, click.Command):
                 raise InternalError(f"{module}.{attribute} is not a click command")
             self._loaded[name] = command
@@ -239,11 +243,20 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 # rescanned them ~120 times, a tenth of `meshproof verify`'s CPU time. At 50k, cyclic
 # garbage still goes within 50k allocations (a few MB).
 GC_THRESHOLD = 50_000
+# Whether a command's module, once imported, moves every object alive into the collector's
+# permanent generation (gc.freeze): the console script's imports (modules, classes, the
+# dataclasses' generated methods) live as long as the process, and a later collection
+# that rescanned them cost a tenth of a proved `meshproof verify` (benchmarks/cli_start.py);
+# the trace child, forked after, then shares those pages instead of touching them. Only
+# `entry` sets it: a process that calls `main` itself (tests, tools) keeps its collector.
+_freeze_after_import = False
 
 
 def entry() -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_THRESHOLD, older, oldest)
+    global _freeze_after_import
+    _freeze_after_import = True
     interrupts.arm()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
