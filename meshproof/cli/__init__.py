@@ -24,6 +24,7 @@ from meshproof.cli.pipes import pipe_safe_streams
 from meshproof.errors import BadInput, InternalError, MeshproofError, TimeBudgetExceeded
 from meshproof.exitcodes import ExitCode
 from meshproof.interrupts import Terminated
+from meshproof.model.paused_gc import paused_gc
 
 if TYPE_CHECKING:
     from meshproof.gate.pipeline import Pipeline
@@ -71,11 +72,14 @@ class _LazyCommands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
             module, attribute = COMMANDS[name]
-            command = getattr(importlib.import_module(module), attribute)
             if _freeze_after_import:
-                # the command's modules are loaded (most of start-up's objects): the
-                # collector need never scan them again (see entry)
+                # the command's modules (most of start-up's objects) are imported with the
+                # collector paused, then frozen: it need never scan them (see entry)
+                with paused_gc():
+                    command = getattr(importlib.import_module(module), attribute)
                 gc.freeze()
+            else:
+                command = getattr(importlib.import_module(module), attribute)
             if not isinstance(command, click.Command):
                 raise InternalError(f"{module}.{attribute} is not a click command")
             self._loaded[name] = command
@@ -243,12 +247,13 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 # rescanned them ~120 times, a tenth of `meshproof verify`'s CPU time. At 50k, cyclic
 # garbage still goes within 50k allocations (a few MB).
 GC_THRESHOLD = 50_000
-# Whether a command's module, once imported, moves every object alive into the collector's
-# permanent generation (gc.freeze): the console script's imports (modules, classes, the
-# dataclasses' generated methods) live as long as the process, and a later collection
-# that rescanned them cost a tenth of a proved `meshproof verify` (benchmarks/cli_start.py);
-# the trace child, forked after, then shares those pages instead of touching them. Only
-# `entry` sets it: a process that calls `main` itself (tests, tools) keeps its collector.
+# Whether a command's module is imported with the collector paused, then every object
+# alive moved into its permanent generation (gc.freeze): the console script's imports
+# (modules, classes, the dataclasses' generated methods) live as long as the process, and
+# collections that scanned them cost a seventh of a proved `meshproof verify`
+# (benchmarks/cli_start.py); the trace child, forked after, then shares those pages instead
+# of touching them. Only `entry` sets it: a process that calls `main` itself (tests, tools)
+# keeps its collector.
 _freeze_after_import = False
 
 
