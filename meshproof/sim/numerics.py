@@ -38,6 +38,7 @@ from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRe
 from meshproof.sim.groups import Group
 from meshproof.sim.harness import Memory
 from meshproof.sim.memory_ops import load, store
+from meshproof.sim.pool_scores import PoolScores
 from meshproof.sim.rounding import F32, round_to
 from meshproof.sim.stream_plan import (
     donors,
@@ -138,6 +139,7 @@ class GroupEvaluator:
         self.messages: dict[tuple[int, int], _Message] = {}
         # told the f16 bytes of K/V each streamed dot has read (progress)
         self.on_streamed = on_streamed
+        self.pool_scores = PoolScores()    # scores of pool tiles, shared by the ranks
 
     def run(self) -> list[Memory]:
         ranks = self.plan.ranks
@@ -232,7 +234,7 @@ class GroupEvaluator:
         mode = dot_mode(a, b)
         if mode is not None:
             return self._computed(op, streamed_dot(op.shape, self.batch, a, b, mode,
-                                                   self.on_streamed))
+                                                   self.on_streamed, self.pool_scores))
         a, b = self._arg(i, op.args[0]), self._arg(i, op.args[1])
         nd = max(a.ndim, b.ndim) - 1
         return self._computed(op, np.matmul(_expand(a, nd), _expand(b, nd)))

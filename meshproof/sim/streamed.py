@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.sim.inputs import KVRows
+from meshproof.sim.inputs import KVRows, KVSource
+from meshproof.sim.pool_scores import PoolScores
 from meshproof.sim.rounding import F32
 
 
@@ -150,11 +151,13 @@ def _batch_axis(dense: F32, streamed: Streamed) -> bool:
 
 
 def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 | Streamed,
-             mode: str, on_streamed: Callable[[int], None] | None = None) -> F32:
+             mode: str, on_streamed: Callable[[int], None] | None = None,
+             pool_scores: PoolScores | None = None) -> F32:
     """A dot with one streamed operand, piece by piece (see the module docstring):
     a free streamed axis fills the output's slice, a contracted one accumulates the
     float32 partial products in piece order. `shape`: the output's, without the batch
-    axis; `on_streamed` is told the f16 bytes of K/V read (progress)."""
+    axis; `on_streamed` is told the f16 bytes of K/V read (progress); `pool_scores`
+    shares the scores of whole pool tiles between the ranks of a batch (pool_scores.py)."""
     streamed = b if mode[0] == "b" else a
     dense = a if mode[0] == "b" else b
     assert isinstance(streamed, Streamed) and not isinstance(dense, Streamed)
@@ -163,7 +166,16 @@ def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 |
     for k in range(batch):
         x, target = dense[k], out[k]
         x_t = x.swapaxes(-1, -2)
+        source = streamed.sources[k]
         for lo, hi, piece in streamed.parts(k):
+            if pool_scores is not None and mode == "b_free" and \
+                    isinstance(source, KVSource) and math.prod(piece.shape[:-2]) == 1:
+                dest = target[..., lo:hi]
+                scores = pool_scores.scores(source.seed, source.d, x,
+                                            piece.reshape(piece.shape[-2:]).T)
+                if scores is not None and dest.shape == (*x.shape[:-1], hi - lo):
+                    dest[...] = scores.reshape(dest.shape)
+                    continue
             if flat_dot(mode, x, piece, target, lo, hi):
                 continue
             if mode == "b_free":
