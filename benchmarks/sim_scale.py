@@ -72,17 +72,21 @@ TARGET_PROCESS = 0.25
 TARGET_RSS = 2e9
 TARGET_MULTI = 1.5
 _PHASES: list[tuple[tuple[str, float], ...]] = []
-# Why the CPU ratio stays near 2.5 (profiled, one thread, 1M context): the multi-user
+# Why the CPU ratio stays near 2.4 (profiled, one thread, 1M context): the multi-user
 # panel's IR does 8x the arithmetic of the single-user one on the same K/V bytes.
 BOUND = (
-    "the floor is the IR's arithmetic: a multi-user problem's dots are (8 query heads x "
-    "d) . (d x keys) where a single-user one's are (1 x d) . (d x keys), and its "
-    "softmax's elementwise ops (sub, exp, the f16 cast) run on 8x the scores. The "
-    "single-user dots are BLAS matrix-vector products that stream K/V at memory speed; "
-    "the multi-user ones are 8-row matrix products, compute-bound at about 2.1x (scores) "
-    "and 2.5x (P.V) the one-row time per K/V tile (measured with one BLAS thread), and "
-    "the elementwise ops add about 8x the single-user's. With two threads the "
-    "compute-bound run gains more than the memory-bound one, so the wall ratio is "
+    "the floor is the P.V dot: a multi-user problem's is (8 query heads x key_tile) . "
+    "(key_tile x d) per key tile where a single-user one's has 1 row. The single-user "
+    "ones are BLAS matrix-vector products that read each V tile once at memory speed; "
+    "the 8-row ones are matrix products, for which BLAS packs (copies) each tile and "
+    "then computes at about a third of its large-GEMM rate: 2.7x the one-row time per "
+    "tile (one BLAS thread), about half the multi-user IR evaluation. The scores q.K^T "
+    "are made once per chunk of the generator's pool and shared by a group's ranks in "
+    "both panels (sim/pool_scores.py), 8x the arithmetic for the multi-user one; its "
+    "softmax's elementwise ops run on 8x the scores (in place: no new arrays), and its "
+    "float64 reference does 8x the work per pool row (U = q.pool^T and W.pool are "
+    "matrix products, not GEMVs). With two threads the compute-bound run gains more "
+    "than the memory-bound one, so the wall ratio is "
     "below the CPU ratio: on a quiet machine, not on a loaded one")
 
 

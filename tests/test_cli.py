@@ -116,6 +116,21 @@ def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None
     assert done.stdout.strip().splitlines()[-1] == "0 []"
 
 
+def test_the_console_script_freezes_what_a_command_imported_and_main_alone_does_not(
+        ) -> None:
+    """entry (the console script) moves the objects alive once a command's module is
+    loaded into the collector's permanent generation, so no later collection rescans
+    them; a process that calls main itself (tests, tools) keeps its collector as it was."""
+    code = ("import atexit, gc, sys; from meshproof import cli; "
+            "atexit.register(lambda: print(gc.get_freeze_count() > 0)); "
+            "sys.argv = ['meshproof', 'list']; ")
+    for call, frozen in (("cli.entry()", "True"), ("cli.main(['list'])", "False")):
+        done = subprocess.run([sys.executable, "-c", code + call], capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == frozen
+
+
 def test_exit_codes_are_the_documented_ones() -> None:
     assert {c.name: int(c) for c in ExitCode} == {
         "OK": 0, "VIOLATED": 1, "BAD_INPUT": 2, "UNKNOWN": 3, "INTERNAL": 70,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshproof.sim.inputs import ArraySource
+from meshproof.model.inputs import signed_pool, tile_vectors
+from meshproof.sim.inputs import ArraySource, KVSource
 from meshproof.sim.streamed import Streamed, dot_mode, flat_dot, streamed_dot
 
 
@@ -40,8 +41,8 @@ def test_a_key_tiled_operand_dots_tile_by_tile_as_the_whole_matmul(side: str) ->
     v = rng.standard_normal((8, 2, 3), dtype=np.float32)                  # (keys, h, d)
     tiled = Streamed((ArraySource(v),), 0, 8, (8, 2, 3), (), (8, 2, 3), 0) \
         .then("T", (1, 0, 2), (2, 8, 3), 1).then("R", (2, 2, 4, 3), (2, 2, 4, 3), 1, 4)
-    assert [(lo, hi, p.shape) for lo, hi, p in tiled.parts(0)] == \
-        [(0, 1, (2, 1, 4, 3)), (1, 2, (2, 1, 4, 3))]
+    # the source is one piece: both tiles are one view of it
+    assert [(lo, hi, p.shape) for lo, hi, p in tiled.parts(0)] == [(0, 2, (2, 2, 4, 3))]
     whole = tiled.whole()
     if side == "b":
         p = rng.standard_normal((1, 2, 2, 5, 4), dtype=np.float32)        # (h, tiles, rows, kt)
@@ -55,3 +56,26 @@ def test_a_key_tiled_operand_dots_tile_by_tile_as_the_whole_matmul(side: str) ->
         want = np.matmul(whole, w)
     np.testing.assert_array_equal(got, want)
     assert dot_mode(np.zeros((1, 2, 1, 5, 4), np.float32), tiled) is None  # broadcast tiles
+
+
+def test_key_tiles_are_views_of_the_generators_pieces_and_straddlers_are_copied() -> None:
+    """The generator's tiles end mid-row here (3 heads of d 2^14: 64 vectors a tile), so
+    its pieces are views of whole rows and one-row copies; a key tile inside one view is
+    a view of the pool, one across pieces is gathered, and the values are the rows'."""
+    d, heads, rows, unit = 1 << 14, 3, 48, 8
+    assert tile_vectors(d) == 64
+    v = KVSource(7, 0, "v", rows, heads, d)
+    tiled = Streamed((v,), 0, rows, (rows, heads, d), (), (rows, heads, d), 0) \
+        .then("T", (1, 0, 2), (heads, rows, d), 1) \
+        .then("R", (heads, rows // unit, unit, d), (heads, rows // unit, unit, d), 1, unit)
+    parts = list(tiled.parts(0))
+    assert [(lo, hi) for lo, hi, _ in parts] == [(0, 2), (2, 3), (3, 5), (5, 6)]
+    pool = signed_pool(7, d)
+    assert [np.shares_memory(p, pool) for _, _, p in parts] == [True, False, True, False]
+    whole = tiled.whole()[0]
+    for lo, hi, p in parts:
+        np.testing.assert_array_equal(p, whole[:, lo:hi])
+    x = np.random.default_rng(2).standard_normal((1, heads, rows // unit, 2, unit),
+                                                 dtype=np.float32)
+    got = streamed_dot((heads, rows // unit, 2, d), 1, x, tiled, "b_batch")
+    np.testing.assert_array_equal(got, np.matmul(x, whole[None]))

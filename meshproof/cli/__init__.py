@@ -24,6 +24,7 @@ from meshproof.cli.pipes import pipe_safe_streams
 from meshproof.errors import BadInput, InternalError, MeshproofError, TimeBudgetExceeded
 from meshproof.exitcodes import ExitCode
 from meshproof.interrupts import Terminated
+from meshproof.model.paused_gc import paused_gc
 
 if TYPE_CHECKING:
     from meshproof.gate.pipeline import Pipeline
@@ -71,7 +72,14 @@ class _LazyCommands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
             module, attribute = COMMANDS[name]
-            command = getattr(importlib.import_module(module), attribute)
+            if _freeze_after_import:
+                # the command's modules (most of start-up's objects) are imported with the
+                # collector paused, then frozen: it need never scan them (see entry)
+                with paused_gc():
+                    command = getattr(importlib.import_module(module), attribute)
+                gc.freeze()
+            else:
+                command = getattr(importlib.import_module(module), attribute)
             if not isinstance(command, click.Command):
                 raise InternalError(f"{module}.{attribute} is not a click command")
             self._loaded[name] = command
@@ -239,11 +247,21 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 # rescanned them ~120 times, a tenth of `meshproof verify`'s CPU time. At 50k, cyclic
 # garbage still goes within 50k allocations (a few MB).
 GC_THRESHOLD = 50_000
+# Whether a command's module is imported with the collector paused, then every object
+# alive moved into its permanent generation (gc.freeze): the console script's imports
+# (modules, classes, the dataclasses' generated methods) live as long as the process, and
+# collections that scanned them cost a seventh of a proved `meshproof verify`
+# (benchmarks/cli_start.py); the trace child, forked after, then shares those pages instead
+# of touching them. Only `entry` sets it: a process that calls `main` itself (tests, tools)
+# keeps its collector.
+_freeze_after_import = False
 
 
 def entry() -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_THRESHOLD, older, oldest)
+    global _freeze_after_import
+    _freeze_after_import = True
     interrupts.arm()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)

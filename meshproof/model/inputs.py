@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +56,9 @@ POOLED = ("k", "v")              # tensors made of pool tiles
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
+_T = TypeVar("_T")
+# the simulator's numeric threads start together: without it both would build one pool
+_POOL_LOCK = threading.RLock()
 
 
 class InputKind(Enum):
@@ -96,6 +101,17 @@ def _hash(key: int, counters: I64) -> npt.NDArray[np.uint64]:
 
 # --- the pool --------------------------------------------------------------------------
 
+def _built_once(build: Callable[[int, int], _T]) -> Callable[[int, int], _T]:
+    """`build(seed, d)` cached (the last two), built by one thread while others wait."""
+    cached = functools.lru_cache(maxsize=2)(build)
+
+    @functools.wraps(build)
+    def once(seed: int, d: int) -> _T:
+        with _POOL_LOCK:
+            return cached(seed, d)
+    return once
+
+
 def pool_rows(d: int) -> int:
     """R: rows of d elements in the pool (at least one tile's worth)."""
     return max(POOL_ELEMENTS // d, tile_vectors(d))
@@ -106,7 +122,7 @@ def tile_vectors(d: int) -> int:
     return max(1, TILE_ELEMENTS // d)
 
 
-@functools.lru_cache(maxsize=2)
+@_built_once
 def signed_pool(seed: int, d: int) -> F32:
     """(2R, d) float32, read-only: the pool's R rows, then their negations."""
     rows = pool_rows(d)
@@ -119,7 +135,7 @@ def signed_pool(seed: int, d: int) -> F32:
     return signed
 
 
-@functools.lru_cache(maxsize=2)
+@_built_once
 def pool64(seed: int, d: int) -> F64:
     """(R, d) float64, read-only: the pool's rows (exact: they are f16 values)."""
     out = signed_pool(seed, d)[:pool_rows(d)].astype(np.float64)
@@ -127,10 +143,12 @@ def pool64(seed: int, d: int) -> F64:
     return out
 
 
-@functools.lru_cache(maxsize=2)
+@_built_once
 def pool_row_max(seed: int, d: int) -> F64:
-    """(R,) max |x| of every pool row (for max |V| without reading V)."""
-    out: F64 = np.abs(pool64(seed, d)).max(axis=1)
+    """(R,) max |x| of every pool row (for max |V| without reading V): max(max x, -min x),
+    which makes no array the pool's size (page faults cost more than the reads here)."""
+    rows = signed_pool(seed, d)[:pool_rows(d)]
+    out: F64 = np.maximum(rows.max(axis=1), -rows.min(axis=1)).astype(np.float64)
     out.flags.writeable = False
     return out
 
@@ -250,7 +268,7 @@ def normal_block(seed: int, group: int, tensor: str, row_lo: int, row_hi: int, h
     return out
 
 
-@functools.lru_cache(maxsize=2)
+@_built_once
 def _window_max(seed: int, d: int) -> F64:
     """(R,) the max of `pool_row_max` over rows [i, i + T) (clipped at R), for every i."""
     out = pool_row_max(seed, d).copy()

@@ -10,7 +10,7 @@ batch of groups keeps alive at once:
 - every checked rank's float32 `o_ptr`;
 - a few arrays the size of the largest array a rank holds (scores, their exponentials,
   the f16 copy of P live together in an attention kernel; a K/V value some use must see
-  whole counts here too);
+  whole counts here too), and the scores of pool tiles the ranks share (pool_scores.py);
 - the float64 reference: its output, and one group's working set (sim/reference.py:
   the float64 pool, U and the pool-row weights, or a float64 block of K/V rows).
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from meshproof.model.inputs import pool_rows
 from meshproof.sim.harness import GroupLayout
 from meshproof.sim.numerics import GroupPlan
+from meshproof.sim.pool_scores import held_bytes
 from meshproof.sim.reference import working_bytes
 
 GIB = float(1 << 30)
@@ -56,8 +57,9 @@ def estimate_batch(plan: GroupPlan, layout: GroupLayout, batch: int) -> MemoryEs
     # per group its reference output, and one group's working set at a time
     reference = batch * layout.q_rows * s.h_q * s.d_head * 8 + working_bytes(
         layout.q_rows * s.gqa, layout.kv_rows, s.h_kv, s.d_head)
+    shared = held_bytes(batch, s.S_q * s.gqa, s.S_kv_per_rank, s.h_kv, s.d_head)
     return MemoryEstimate(batch * layout.q_bytes + pool, batch * outputs,
-                          batch * LIVE_LARGEST * plan.largest * 4, reference)
+                          batch * LIVE_LARGEST * plan.largest * 4 + shared, reference)
 
 
 def available_bytes() -> int | None:

@@ -32,13 +32,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.errors import HarnessError, InternalError, SimulationRefused
+from meshproof.errors import InternalError, SimulationRefused
 from meshproof.model.channel_table import ChannelTable, OpRef
 from meshproof.model.schedule import Const, DType, Op, OpKind, Schedule, ValueRef
 from meshproof.sim.groups import Group
-from meshproof.sim.harness import Buffer, Generated, Memory
+from meshproof.sim.harness import Memory
+from meshproof.sim.memory_ops import load, store
+from meshproof.sim.pool_scores import PoolScores
 from meshproof.sim.rounding import F32, round_to
-from meshproof.sim.stream_plan import follow_axis, free_points, stream_axes, whole_elements
+from meshproof.sim.stream_plan import (
+    donors,
+    follow_axis,
+    free_points,
+    stream_axes,
+    whole_elements,
+)
 from meshproof.sim.streamed import Streamed, dot_mode, streamed_dot
 
 _BLOCKED = object()   # a handler's answer for a recv whose message is not there yet
@@ -73,6 +81,7 @@ class RankPlan:
     delivered: tuple[bool, ...]                  # per op: a send somebody receives
     streamed: frozenset[int] = frozenset()       # values kept streamed (never whole)
     whole_elements: int = 0     # the largest value or buffer this rank makes whole
+    donors: tuple[int, ...] = ()   # per op: the argument it may overwrite (-1: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +114,8 @@ def plan_group(schedule: Schedule, table: ChannelTable, group: Group,
                               tuple(_HANDLERS[op.kind] for op in prog.ops),
                               free_points(prog.ops), tuple(keys), tuple(delivered),
                               frozenset(axes), whole_elements(prog.ops, axes, generated,
-                                                               row_elements)))
+                                                               row_elements),
+                              donors(prog.ops, frozenset(axes))))
     return GroupPlan(tuple(plans))
 
 
@@ -129,6 +139,7 @@ class GroupEvaluator:
         self.messages: dict[tuple[int, int], _Message] = {}
         # told the f16 bytes of K/V each streamed dot has read (progress)
         self.on_streamed = on_streamed
+        self.pool_scores = PoolScores()    # scores of pool tiles, shared by the ranks
 
     def run(self) -> list[Memory]:
         ranks = self.plan.ranks
@@ -212,60 +223,10 @@ class GroupEvaluator:
         return value
 
     def _load(self, i: int, op: Op) -> object:
-        mem = self.memories[i]
-        assert op.ptr is not None
-        buf = mem.get(op.ptr)
-        if buf is None:
-            raise HarnessError(
-                f"{self._where(i, op)}: error: load from {op.ptr}, which the harness does not "
-                f"provide and the kernel never stored to (buffers: {', '.join(sorted(mem))}); "
-                f"if {op.ptr} holds K or V, name the K and V buffers with --sharded (the "
-                f"harness fills the first two with K and V), e.g. --sharded {op.ptr},...")
-        n = math.prod(op.shape)
-        size = buf.n_elements if isinstance(buf, Generated) else buf.data.shape[1]
-        if op.offset + n > size:
-            raise HarnessError(
-                f"{self._where(i, op)}: error: load of {op.ptr}[{op.offset}:{op.offset + n}] "
-                f"reads past the harness buffer of {size} elements; check the "
-                "shape arguments (S_q, S_kv_per_rank, h_q, h_kv, d_head)")
-        if isinstance(buf, Generated):
-            if self._streams(i, op):
-                lo = buf.row_lo + op.offset // buf.row_elements
-                return Streamed(buf.sources, lo, lo + op.shape[0], op.shape, (), op.shape, 0)
-            view = buf.elements(op.offset, op.offset + n).reshape(self.batch, *op.shape)
-        else:
-            view = buf.data[:, op.offset:op.offset + n].reshape(self.batch, *op.shape)
-        if op.dtype is DType.F32 or buf.dtype is op.dtype:
-            return view
-        return round_to(view, op.dtype)
+        return load(self.memories[i], op, self.batch, self._where(i, op), self._streams(i, op))
 
     def _store(self, i: int, op: Op) -> object:
-        value = self._arg(i, op.args[0])
-        mem = self.memories[i]
-        assert op.ptr is not None
-        n = math.prod(op.shape)
-        end = op.offset + n
-        buf = mem.get(op.ptr)
-        if isinstance(buf, Generated):  # written by the kernel: made whole, then copied
-            buf = Buffer(buf.elements(0, buf.n_elements), buf.dtype, shared=False)
-        if buf is None:  # a buffer the harness does not provide: scratch memory
-            data = np.full((self.batch, end), np.nan, np.float32)
-            buf = Buffer(data, op.dtype, shared=False, fixed=False)
-        elif end > buf.data.shape[1]:
-            if buf.fixed:
-                raise HarnessError(
-                    f"{self._where(i, op)}: error: store to {op.ptr}[{op.offset}:{end}] "
-                    f"writes past the harness buffer of {buf.data.shape[1]} elements; check "
-                    "the shape arguments (S_q, h_q, d_head)")
-            data = np.full((self.batch, end), np.nan, np.float32)
-            data[:, :buf.data.shape[1]] = buf.data
-            buf = Buffer(data, buf.dtype, shared=False, fixed=False)
-        elif buf.shared:  # copy on write: harness inputs are shared between ranks
-            buf = Buffer(buf.data.copy(), buf.dtype, shared=False, fixed=buf.fixed)
-        if buf.dtype is not op.dtype:  # mixed contents: loads must round again
-            buf = Buffer(buf.data, DType.F32, shared=False, fixed=buf.fixed)
-        buf.data[:, op.offset:end] = value.reshape(self.batch, n)
-        mem[op.ptr] = buf
+        store(self.memories[i], op, self._arg(i, op.args[0]), self.batch, self._where(i, op))
         return None
 
     def _dot(self, i: int, op: Op) -> object:
@@ -273,10 +234,20 @@ class GroupEvaluator:
         mode = dot_mode(a, b)
         if mode is not None:
             return self._computed(op, streamed_dot(op.shape, self.batch, a, b, mode,
-                                                   self.on_streamed))
+                                                   self.on_streamed, self.pool_scores))
         a, b = self._arg(i, op.args[0]), self._arg(i, op.args[1])
         nd = max(a.ndim, b.ndim) - 1
         return self._computed(op, np.matmul(_expand(a, nd), _expand(b, nd)))
+
+    def _out(self, i: int, op: Op, args: tuple[F32, ...]) -> F32 | None:
+        """The dying operand's array the result may be written over (stream_plan.donors):
+        no new array, and the same numbers."""
+        j = self.plan.ranks[i].donors[op.index] if self.plan.ranks[i].donors else -1
+        if j < 0:
+            return None
+        x = args[j]
+        ok = x.shape == (self.batch, *op.shape) and x.dtype == np.float32
+        return x if ok else None
 
     def _binary(self, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
         nd = len(op.shape)
@@ -284,10 +255,12 @@ class GroupEvaluator:
         x, y = self._arg(i, a), self._arg(i, b)
         x = _expand(x, nd) if isinstance(a, ValueRef) else x
         y = _expand(y, nd) if isinstance(b, ValueRef) else y
-        return self._computed(op, ufunc(x, y))
+        return self._computed(op, ufunc(x, y, out=self._out(i, op, (x, y))))
 
     def _unary(self, i: int, op: Op, ufunc: Callable[..., F32]) -> object:
-        return self._computed(op, ufunc(self._arg(i, op.args[0])))
+        x = self._arg(i, op.args[0])
+        out = self._out(i, op, (x,))
+        return self._computed(op, ufunc(x) if out is None else ufunc(x, out=out))
 
     def _reduce(self, i: int, op: Op) -> object:
         assert op.axis is not None

@@ -160,13 +160,15 @@ def _head(gi: GroupInput, h: int, qh: F64) -> F64:
     patched = _patched_keys(gi, h, qh, ksrc, vsrc, rows, tv)
     for kr, ks, _vr, _vs, _s in patched:              # a replaced key is not its pool row
         counts[ks, kr] -= 1.0
-    m = np.full(qh.shape[0], -np.inf)
-    for sign, c in ((1.0, counts[0]), (-1.0, counts[1])):
-        if (c > 0).any():
-            m = np.maximum(m, (sign * u[:, c > 0]).max(axis=1))
+    # the max over the keys: of u over the pool rows used with a + sign, of -u over those
+    # used with a - sign (reduced in place: no copy of the rows used)
+    m = np.maximum(np.max(u, axis=1, where=counts[0] > 0, initial=-np.inf),
+                   -np.min(u, axis=1, where=counts[1] > 0, initial=np.inf))
     for *_, s_p in patched:
         m = np.maximum(m, s_p)
-    e = (np.exp(u - m[:, None]), np.exp(-u - m[:, None]))
+    e_pos, e_neg = u - m[:, None], np.negative(u)
+    e_neg -= m[:, None]
+    e = (np.exp(e_pos, out=e_pos), np.exp(e_neg, out=e_neg))   # e^(±u - m), no temporaries
     ell = e[0] @ counts[0] + e[1] @ counts[1]
     w = np.zeros_like(u)
     for t, a, cnt in spans:

@@ -2,14 +2,30 @@
 alone: which values stay *streamed* (a load of whole rows of a generated K/V buffer, and
 its transposes, row-preserving or key-tiling reshapes and casts to f16/f32, which change
 no f16 value), how large the arrays the rank makes whole get, and the op after which each value is
-dead. Op kinds are looked at here and in the evaluator's dispatch, nowhere else.
+dead, and which elementwise ops may write their result over a dying operand's array.
+Op kinds are looked at here and in the evaluator's dispatch, nowhere else.
 """
 
 from __future__ import annotations
 
 import math
 
-from meshproof.model.schedule import DType, Op, OpKind, ValueRef
+from meshproof.model.schedule import (
+    COMPARISONS,
+    ELEMENTWISE_BINARY,
+    ELEMENTWISE_UNARY,
+    REDUCTIONS,
+    DType,
+    Op,
+    OpKind,
+    ValueRef,
+)
+
+# ops whose handler returns a new array that no other value, buffer or message shares
+_FRESH = ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | REDUCTIONS | {OpKind.DOT}
+# ops that read an operand without keeping it (their result is new, or copied into memory);
+# the others (trans, reshape, cast, send) may hand the operand's array on
+_READS_ONLY = _FRESH | COMPARISONS | {OpKind.STORE, OpKind.VIEW, OpKind.WHERE}
 
 
 def _rows_load(op: Op, row_elements: int) -> bool:
@@ -100,3 +116,32 @@ def free_points(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], ...]:
     for vid, index in last.items():
         frees[index].append(vid)
     return tuple(tuple(f) for f in frees)
+
+
+def donors(ops: tuple[Op, ...], streamed: frozenset[int]) -> tuple[int, ...]:
+    """Per op: the argument whose array an elementwise op may overwrite with its result
+    (-1: none). That operand's array is new (made by an op of `_FRESH`), of the result's
+    shape, used for the last time here, and never handed on (every use only reads it), so
+    no other value can see the write; the numbers are those of a new array."""
+    made = {op.out: op for op in ops if op.out is not None}
+    last: dict[int, int] = {}
+    shared: set[int] = set()
+    for op in ops:
+        for vid in op.value_args:
+            last[vid] = op.index
+            if op.kind not in _READS_ONLY:
+                shared.add(vid)
+    out = [-1] * len(ops)
+    for op in ops:
+        if op.kind not in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY or \
+                op.kind is OpKind.SIGMOID:        # not a ufunc: no `out=`
+            continue
+        for j, arg in enumerate(op.args):
+            if not isinstance(arg, ValueRef) or arg.id in streamed or arg.id in shared:
+                continue
+            src = made.get(arg.id)
+            if src is not None and src.kind in _FRESH and src.shape == op.shape and \
+                    last[arg.id] == op.index:
+                out[op.index] = j
+                break
+    return tuple(out)

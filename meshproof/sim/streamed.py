@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshproof.sim.inputs import KVRows
+from meshproof.sim.inputs import KVRows, KVSource
+from meshproof.sim.pool_scores import PoolScores
 from meshproof.sim.rounding import F32
 
 
@@ -59,15 +60,37 @@ class Streamed:
     def parts(self, b: int) -> Iterator[tuple[int, int, F32]]:
         """Batch entry b piece by piece: (first, end) along `axis`, the piece."""
         src = self.sources[b]
-        if self.unit > 1:  # one key tile a piece: the generator's pieces need not align
-            for lo in range(self.row_lo, self.row_hi, self.unit):
-                first = (lo - self.row_lo) // self.unit
-                yield first, first + 1, self._shaped(src.block(lo, lo + self.unit),
-                                                     self.unit)
+        if self.unit > 1:
+            yield from self._tiles(src)
             return
         for p in src.pieces(self.row_lo, self.row_hi):
             yield p.row_lo - self.row_lo, p.row_hi - self.row_lo, \
                 self._shaped(p.data, p.row_hi - p.row_lo)
+
+    def _tiles(self, src: KVRows) -> Iterator[tuple[int, int, F32]]:
+        """Whole key tiles, (first, end) along the tile axis: the whole tiles inside one
+        of the generator's pieces as one view of it (the key tiles and the generator's
+        tiles align when the rows start at a multiple of the key tile); a tile that
+        straddles two pieces is copied together from its parts."""
+        unit, tile_lo = self.unit, 0
+        pending: list[F32] = []
+        for p in src.pieces(self.row_lo, self.row_hi):
+            lo, hi, data = p.row_lo - self.row_lo, p.row_hi - self.row_lo, p.data
+            if pending or lo % unit:       # the rest of a tile begun in earlier pieces
+                take = min(hi, tile_lo + unit) - lo
+                pending.append(data[:take])
+                lo, data = lo + take, data[take:]
+                if lo == tile_lo + unit:
+                    yield tile_lo // unit, lo // unit, \
+                        self._shaped(np.concatenate(pending), unit)
+                    pending = []
+            whole = (hi - lo) // unit * unit
+            if whole:
+                yield lo // unit, (lo + whole) // unit, self._shaped(data[:whole], whole)
+            if lo + whole < hi:            # a tile this piece only begins
+                tile_lo = lo + whole
+                pending = [data[whole:]]
+        assert not pending, "the rows are whole key tiles (the plan follows no other split)"
 
     def whole(self) -> F32:
         rows = self.row_hi - self.row_lo
@@ -128,11 +151,13 @@ def _batch_axis(dense: F32, streamed: Streamed) -> bool:
 
 
 def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 | Streamed,
-             mode: str, on_streamed: Callable[[int], None] | None = None) -> F32:
+             mode: str, on_streamed: Callable[[int], None] | None = None,
+             pool_scores: PoolScores | None = None) -> F32:
     """A dot with one streamed operand, piece by piece (see the module docstring):
     a free streamed axis fills the output's slice, a contracted one accumulates the
     float32 partial products in piece order. `shape`: the output's, without the batch
-    axis; `on_streamed` is told the f16 bytes of K/V read (progress)."""
+    axis; `on_streamed` is told the f16 bytes of K/V read (progress); `pool_scores`
+    shares the scores of whole pool tiles between the ranks of a batch (pool_scores.py)."""
     streamed = b if mode[0] == "b" else a
     dense = a if mode[0] == "b" else b
     assert isinstance(streamed, Streamed) and not isinstance(dense, Streamed)
@@ -141,7 +166,16 @@ def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 |
     for k in range(batch):
         x, target = dense[k], out[k]
         x_t = x.swapaxes(-1, -2)
+        source = streamed.sources[k]
         for lo, hi, piece in streamed.parts(k):
+            if pool_scores is not None and mode == "b_free" and \
+                    isinstance(source, KVSource) and math.prod(piece.shape[:-2]) == 1:
+                dest = target[..., lo:hi]
+                scores = pool_scores.scores(source.seed, source.d, x,
+                                            piece.reshape(piece.shape[-2:]).T)
+                if scores is not None and dest.shape == (*x.shape[:-1], hi - lo):
+                    dest[...] = scores.reshape(dest.shape)
+                    continue
             if flat_dot(mode, x, piece, target, lo, hi):
                 continue
             if mode == "b_free":
