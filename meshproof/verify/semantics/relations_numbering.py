@@ -149,6 +149,13 @@ class Numbering:
         if code == _FRESH:          # a number of its own, nothing read
             self._next += 4
             vr[plan[_OUT]] = self._next | plan[_DTC]
+        elif code == _SUB and not plan[_CONSTS] and len(plan[_IDS]) == 2:   # x - y: for an exp
+            x, y = plan[_IDS]
+            a, b = vr.get(x), vr.get(y)
+            self._next += 4
+            out = vr[plan[_OUT]] = self._next | plan[_DTC]
+            if a is not None and b is not None:
+                self.diff[out] = (a << _HALF) | b
         elif code == _RECV:         # before the operands: a recv numbers from its source
             src = self._vns[recv_source[0]].get(recv_source[1]) \
                 if isinstance(recv_source, tuple) else None
