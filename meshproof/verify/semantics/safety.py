@@ -28,6 +28,7 @@ from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.hazards import opaque_suspects, suspects, undefined_outputs
 from meshproof.verify.semantics.order import ratio_at_most_one
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
+from meshproof.verify.semantics.situation_facts import _FID
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic_core import LN2, Opaque
 from meshproof.verify.semantics.views import describe
@@ -346,7 +347,9 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
     kinds: dict[int, int] = {}
     done: dict[tuple[int, int | None], bool] = {}   # (id(op), facts id) -> candidate?
     exps = narrows = 0
+    held = symbolic.evaluation.values   # per rank: value id -> Held (its facts id inside)
     for r, prog in enumerate(schedule.programs):
+        values = held[r]
         for op in prog.ops:
             kind = kinds.get(id(op))
             if kind is None:   # the op's first rank
@@ -356,7 +359,8 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
                     firsts.append((r, op))
             if not kind:
                 continue
-            key = (id(op), symbolic.fid((r, kind >> 2)))
+            x = values.get(kind >> 2)   # symbolic.fid((r, vid)) without its two calls
+            key = (id(op), None if x is None else x & _FID)
             if kind & 1:
                 exps += 1
             else:
