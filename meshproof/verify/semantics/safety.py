@@ -62,9 +62,8 @@ class Safety:
     unknown: list[str] = field(default_factory=list)
     exp_checked: int = 0
     narrow_checked: int = 0
-    # by-products of the one walk over every op of every rank, for numeric_safety's
-    # tolerance and culprits (a walk is ~1 s at 64x64: one, not three): each distinct op
-    # that has a result, at the first rank that runs it, in walk order; the dtypes used
+    # what numeric_safety's tolerance and culprits read, from the same walk (~1 s at 64x64):
+    # each distinct op with a result at its first rank, in walk order; the dtypes used
     firsts: list[tuple[int, Op]] = field(default_factory=list)
     dtypes: set[DType] = field(default_factory=set)
 
@@ -381,14 +380,10 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
 
 
 def _kind(op: Op) -> int:
-    """check_safety's code of an op: 0 not checked, else 1 (exp) or 2 (16-bit), with the
-    id of the value its check reads above the low two bits."""
+    """check_safety's code of an op: 0 not checked, else 1 (exp) or 2 (16-bit) | the id
+    of the value its check reads << 2."""
     kind = 1 if op.kind in EXPS else 2 if _narrow(op) else 0
-    if not kind:
-        return 0
-    vid = _checked_value(op)
-    assert vid >= 0
-    return kind | (vid << 2)
+    return kind | (_checked_value(op) << 2) if kind else 0
 
 
 def _checked_value(op: Op) -> int:
