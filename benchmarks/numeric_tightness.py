@@ -136,7 +136,7 @@ def cost(side: int) -> tuple[float, float, float]:
     the rounding domain (and value numbers), the same without them, and numeric_safety's
     checks after the analysis (hazards, the output bound, culprits: the property's check
     on the analysis it shares, the channel table given, as verify runs it)."""
-    import meshproof.verify.semantics.situations as situations
+    import meshproof.verify.semantics.situation_memo as situation_memo
     from meshproof.model.topology import System
     from meshproof.verify.properties import CheckContext
     from meshproof.verify.registry import CHECKS
@@ -159,7 +159,7 @@ def cost(side: int) -> tuple[float, float, float]:
     CHECKS[Property.NUMERIC_SAFETY](ctx)
     checks = time.process_time() - start
     del ctx, sem   # the run without starts from the same heap as the run with
-    with mock.patch.object(situations, "ErrorBounds", lambda *a, **k: _NoRounding()), \
+    with mock.patch.object(situation_memo, "ErrorBounds", lambda *a, **k: _NoRounding()), \
             mock.patch.object(ValueNumbers, "note", lambda *a, **k: None), \
             mock.patch.object(ValueNumbers, "related", lambda *a, **k: NONE):
         start = time.process_time()

@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 from semantic_helpers import AE, EMPTY_FIRST, NS, LineKernels
 
+from meshproof.model.channels import derive_channels
+from meshproof.model.launch import LaunchOptions, build_launch
+from meshproof.model.loader import resolve_kernel
+from meshproof.model.schedule import Op, Schedule
+from meshproof.model.tolerance import source_of, tolerance_for, tolerance_of, tolerance_source
+from meshproof.model.trace import trace
 from meshproof.verify.result import Status
+from meshproof.verify.semantics import semantic_analysis
+from meshproof.verify.semantics.safety import Safety, check_safety
 
 NORM = LineKernels("normalisation_cases.py")
 ONLINE = LineKernels("online_softmax_variants.py")
@@ -77,3 +85,44 @@ def test_a_rescale_cast_to_f16_from_a_running_max_at_minus_inf_is_safe() -> None
     assert ROUND.prop("tiled_alpha_f16", AE).status is Status.PROVED
     p = ROUND.prop("tiled_alpha_f16", NS)
     assert p.status is not Status.VIOLATED, p.message
+
+
+# --- the one walk (check_safety gathers what the tolerance and the culprits read) --------
+
+
+def _walked(schedule: Schedule) -> tuple[Safety, list[tuple[int, Op]]]:
+    """check_safety's result, and the first (rank, op) of every distinct op with a
+    result as numeric_safety's own walk for the culprits found them before the walks
+    were one."""
+    table = derive_channels(schedule)
+    sem = semantic_analysis(schedule, table, None, 16.0)
+    assert sem.analysis is not None and sem.problem is not None
+    a = sem.analysis
+    safety = check_safety(schedule, table, a.problem, a.forms, 16.0,
+                          [(o.rank, o.store) for o in a.outputs])
+    seen: set[int] = set()
+    firsts = []
+    for r, prog in enumerate(schedule.programs):
+        for op in prog.ops:
+            if id(op) in seen or op.out is None:
+                continue
+            seen.add(id(op))
+            firsts.append((r, op))
+    return safety, firsts
+
+
+@pytest.mark.parametrize("name", ["mesh_mlo_1d", "mesh_mlo_2d", "ring_mlo", "mesh_kv",
+                                  *(f"rounding_cases::{k}" for k in (
+                                      "plain", "qk_bf16", "f16_scores", "reciprocal_bf16",
+                                      "tiled_o_f16_before_div", "two_ranks_differ"))])
+def test_the_safety_walk_gathers_what_the_tolerance_and_the_culprits_walked_for(
+        name: str) -> None:
+    if name.startswith("rounding_cases::"):
+        schedule = ROUND.schedule(name.split("::")[1])
+    else:
+        ref = resolve_kernel(name)
+        schedule = trace(ref, build_launch(ref, LaunchOptions.from_mapping({}, "test")))
+    safety, firsts = _walked(schedule)
+    assert safety.firsts == firsts
+    assert tolerance_of(safety.dtypes) == tolerance_for(schedule)
+    assert source_of(tolerance_of(safety.dtypes)[1]) == tolerance_source(schedule)

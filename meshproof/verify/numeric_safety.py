@@ -22,7 +22,12 @@ from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule
-from meshproof.model.tolerance import tolerance_for, tolerance_source
+from meshproof.model.tolerance import (
+    source_of,
+    tolerance_for,
+    tolerance_of,
+    tolerance_source,
+)
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -56,9 +61,15 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     start = time.perf_counter()
     schedule, table, config = ctx.schedule, ctx.channels, ctx.config
     sem = ctx.shared(shared_semantics)
-    tol, tol_from = _tolerance(ctx)
     input_bound = assume(config.input_bound, config.score_bound,
                          sem.problem.scale if sem.problem is not None else 1.0)
+    a = sem.analysis
+    # the one walk over every op: the hazards, and the dtypes and ops the tolerance and the
+    # culprits read
+    safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
+                          [(o.rank, o.store) for o in a.outputs]) \
+        if a is not None and sem.problem is not None else None
+    tol, tol_from = _tolerance(ctx, safety)
     assumed = assumption_text(input_bound)
     assumption = f"{assumed}; tolerance {_sci(tol)}·max|V| ({tol_from})"
     bound: list[float | None] = [None, None]
@@ -70,12 +81,9 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
                              CERTIFICATE, config.input_bound, bound[0], bound[1],
                              config.score_bound, tol, assumption, blame[0])
 
-    if sem.analysis is None or sem.problem is None:
+    if a is None or safety is None:
         return result(Status.UNKNOWN, sem.why_not("no attention problem to bound") +
                       f" ({assumption})")
-    a = sem.analysis
-    safety = check_safety(schedule, table, a.problem, a.forms, input_bound,
-                          [(o.rank, o.store) for o in a.outputs])
     empty = _empty_partials(schedule, table, sem, input_bound) if a.problem and \
         schedule.launch.empty_shards else []
     findings = safety.violations + empty
@@ -104,9 +112,9 @@ def numeric_safety(ctx: CheckContext) -> PropertyResult:
     known = [e for e in etas if isinstance(e, OutputBound)]
     eta_all = max((e.eta for e in known), default=None)
     if known:
-        blame[0] = _culprits(schedule, a.forms, max(known, key=lambda e: e.eta).parts)
+        blame[0] = _culprits(safety.firsts, a.forms, max(known, key=lambda e: e.eta).parts)
     elif any(e.parts for e in lost):
-        blame[0] = _culprits(schedule, a.forms, next(e.parts for e in lost if e.parts))
+        blame[0] = _culprits(safety.firsts, a.forms, next(e.parts for e in lost if e.parts))
     if lost or (eta_all is not None and eta_all >= tol):
         # imported for a bound above the tolerance only: a proved run never loads it
         from meshproof.verify.semantics.rounding_witness import find_rounding_witness
@@ -181,31 +189,32 @@ def input_elements_of(w: RoundingWitness) -> int:
     return sum(x.size for part in (w.inputs.q, w.inputs.k, w.inputs.v) for x in part.values())
 
 
-def _culprits(schedule: Schedule, forms: Forms, parts: tuple[float, ...]
+def _culprits(firsts: list[tuple[int, Op]], forms: Forms, parts: tuple[float, ...]
               ) -> tuple[Culprit, ...]:
     """The bound's mechanisms by share, each with the kernel lines where it happens (one
-    look per distinct op: ranks that trace a line alike share its op)."""
-    seen: set[int] = set()
+    look per distinct op, at the first rank that runs it: `Safety.firsts`; ranks that
+    trace a line alike share its op)."""
     ops: list[tuple[Op, str, Rat | None]] = []
-    for r, prog in enumerate(schedule.programs):
-        for op in prog.ops:
-            if id(op) in seen or op.out is None:
-                continue
-            seen.add(id(op))
-            e = forms.err((r, op.out))
-            if e is None:
-                continue
-            res = forms.canonical((r, op.out))
-            form = None if res is None or isinstance(res, Opaque) else res.form
-            ops.append((op, e.kind.value, form))
+    for r, op in firsts:
+        assert op.out is not None
+        e = forms.err((r, op.out))
+        if e is None:
+            continue
+        res = forms.canonical((r, op.out))
+        form = None if res is None or isinstance(res, Opaque) else res.form
+        ops.append((op, e.kind.value, form))
     return ranked(parts, culprit_sites(ops))
 
 
-def _tolerance(ctx: CheckContext) -> tuple[float, str]:
-    """T and where it comes from: --tolerance, else the simulator's for this schedule."""
+def _tolerance(ctx: CheckContext, safety: Safety | None) -> tuple[float, str]:
+    """T and where it comes from: --tolerance, else the simulator's for this schedule (from
+    the dtypes the safety walk saw, when there was one)."""
     if ctx.config.rounding_tolerance is not None:
         return ctx.config.rounding_tolerance, "stated"
-    return tolerance_for(ctx.schedule)[0], tolerance_source(ctx.schedule)
+    if safety is None:
+        return tolerance_for(ctx.schedule)[0], tolerance_source(ctx.schedule)
+    tol, used = tolerance_of(safety.dtypes)
+    return tol, source_of(used)
 
 
 def _over_tolerance(eta: float, tau: float, tol: float, tol_from: str, assumed: str,

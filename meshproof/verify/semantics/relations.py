@@ -29,13 +29,25 @@ the reference points of both operands, whose numbering needs their whole cones, 
 the values get numbered anyway (222,720 of 224,768 in two analyses). The cost is kept down
 on the hot path instead: what an op needs is read once per op object (a plan, shared by
 the ranks that trace it alike), a number carries its dtype in its low bits and pairs are
-packed in ints (no tuple per value for the collector to scan), and `related` numbers the
-op's result too, so the `note` that follows has nothing left to do. Replaying the calls
-of one 16x16 mesh_mlo_2d analysis costs 0.24 s against 0.44 s before, of a 32x32 one 3.1 s
-against 4.6 s. Per-rank lists in place of the per-rank dicts were measured there too and
-gain nothing (3.3 s). At 32x32 and above the numbering is still most of numeric_safety's
-cost (its tables outgrow the caches): sharing it between ranks that trace alike, as the
-situation memo shares the facts, is what is left.
+packed in ints (no tuple per value for the collector to scan), and `related` reads the
+operands once, relates them and numbers the op's result in the same call (a product's and
+a union's relation and numbering share their reads of the side tables), so the `note` that
+follows has nothing left to do. Replaying the calls of one 32x32 mesh_mlo_2d analysis
+costs 1.55 s against 1.85 s before that fusion (every relation and side table equal).
+Per-rank lists in place of the per-rank dicts were measured and gain nothing.
+
+What is left at scale: the cost per call grows with the tables (1.1 us at 32x32; at 64x64
+from 1.1 us in the first tenth of the calls to about 2 us in the last, 11.4 million calls,
+4.1 million weights in `ref` and `token`), probably cache misses (a received partial's
+entries were written long before). The next step is to share the numbering between ranks
+that trace alike, as the situation memo shares the facts: a rank holds per value (owner -
+rank, relative number), a relative number is interned from (op, its operands' relative
+numbers, a cast's magnitude, whether the result is 0), every side-table entry is keyed by
+the relative number and names other numbers relative to its owner (tokens anchored at their
+first leaf's owner, so that equal tokens stay equal), and one memo lookup per (op,
+operands' relative numbers) gives the result's number and the relation. Equality within a
+rank's frame is then exactly what it is now (owner and relative number both equal), and the
+tables shrink to one entry per situation.
 """
 
 from __future__ import annotations
@@ -45,10 +57,11 @@ from typing import NamedTuple
 
 from meshproof.model.schedule import Op
 from meshproof.verify.semantics.relations_numbering import (
+    _ADD,
     _AXIS,
     _CODE,
     _CONSTS,
-    _DIV,
+    _DTC,
     _EXP,
     _HALF,
     _IDS,
@@ -56,10 +69,10 @@ from meshproof.verify.semantics.relations_numbering import (
     _LOW,
     _MUL,
     _OP,
+    _OUT,
     _RELATED_CODES,
     EXACT_REF,
     Numbering,
-    Plan,
     _refid,
 )
 
@@ -98,71 +111,114 @@ class ValueNumbers(Numbering):
     def related(self, rank: int, op: Op) -> Related:
         """The relation of op's operands; and op's result numbered already (note() is
         called next for the same op and rank, and then has nothing left to do)."""
+        # the hot path (a million calls at 32x32): operands read once, the relation read
+        # off them, then the result numbered without a second read
         plan = self._plans.get(id(op))
         if plan is None or plan[_OP] is not op:
             plan = self._plan(op)
         code = plan[_CODE]
         if code == _EXP:
-            rel = self._exp_related(rank, plan)
+            consts = plan[_CONSTS]
+            vr = self._vns[rank]
+            a = consts[0][1] if consts else vr.get(plan[_IDS][0])
+            self._next += 4
+            out = vr[plan[_OUT]] = self._next | plan[_DTC]
+            rel = NONE
+            if a is not None:
+                move = self._exp(plan, out, a)
+                if move is not None:
+                    mx = self.maximum_of.get(move & _LOW)
+                    # x - max(x) over the kept last axis: the max key's argument is exactly 0
+                    rel = Related(Relation.MAXED, keys=op.shape[-1]) if mx is not None and \
+                        mx[0] == move >> _HALF and mx[1] == plan[_AXIS] else _SAME
         elif code in _RELATED_CODES:
-            rel = self._binary(rank, op, plan, code)
+            vr = self._vns[rank]
+            if plan[_CONSTS]:
+                a, b = self._args(rank, plan)
+            else:
+                x, y = plan[_IDS]
+                a, b = vr.get(x), vr.get(y)
+            self._next += 4
+            out = vr[plan[_OUT]] = self._next | plan[_DTC]
+            # the result's number is fresh: writing its entries moves no relation of a, b
+            if a is None or b is None:
+                rel = _OTHER
+            elif code == _MUL:
+                rel = self._product(out, a, b)
+            elif code == _ADD:
+                rel = self._union(out, a, b)
+            else:
+                rel = self._normalising(a, b)
+                if a in self._const_numbers:    # c / X: X's reference point and tilt,
+                    self.recip[out] = b         # inverted
+                    self._keep(out, b)
         else:
             return NONE
-        self._note(rank, self._vns[rank], plan, code, 0.0)
-        self._done = (rank, op)
+        self._done_op, self._done_rank = op, rank
         return rel
 
-    def _binary(self, rank: int, op: Op, plan: Plan, code: int) -> Related:
-        # the hot path (half a million calls at 16x16): both operands inline, side tables
-        # that are empty skipped, the common answers prebuilt
-        if plan[_CONSTS]:
-            a, b = self._args(rank, plan)
-        else:
-            vr = self._vns[rank]
-            x, y = plan[_IDS]
-            a, b = vr.get(x), vr.get(y)
-        self._last = (rank, op, a, b)      # note() numbers this op next: not twice
-        if a is None or b is None:
-            return _OTHER
-        if code == _MUL:
-            if self.recip:
-                for i, (u, inv) in enumerate(((a, b), (b, a))):
-                    of = self.recip.get(inv)
-                    if of is not None:   # o · (1/ℓ): a normalisation, related as o / ℓ
-                        return self._normalising(u, of)._replace(factor=1 - i)
-            rescale = self.rescale
-            at = rescale.get(b)
-            if at is not None and a not in rescale:
-                return self._rescaled(a, at, 1)
-            at = rescale.get(a)
-            if at is not None and b not in rescale:
-                return self._rescaled(b, at, 0)
-            return NONE
-        if code == _DIV:
-            return self._normalising(a, b)
-        if self.logref:
-            logged = self._logged(a, b)
-            if logged is not None:
-                return logged
+    def _product(self, out: int, a: int, b: int) -> Related:
+        """The relation of a · b (a rescale of weights by a factor exp(x - y), or a
+        normalisation o · (1/ℓ)), and the number `out` of the product given its entries."""
+        rescale = self.rescale
+        ra, rb = rescale.get(a), rescale.get(b)
+        rel: Related | None = None
+        if self.recip:
+            for i, (u, inv) in enumerate(((a, b), (b, a))):
+                of = self.recip.get(inv)
+                if of is not None:   # o · (1/ℓ): a normalisation, related as o / ℓ
+                    rel = self._normalising(u, of)._replace(factor=1 - i)
+                    break
+        token = self.token
+        if rb is not None and ra is None:     # a · exp(k·(x - ỹ))
+            if rel is None:
+                rel = _SAME_AT[1] if self.ref.get(a) == rb else self._rescaled(a, rb, 1)
+            ta = token.get(a)
+            if ta is not None:
+                self.ref[out] = self.ref[b]    # ỹ's: set by the exp
+                token[out] = self._tok(0, ta, b)
+                return rel
+        elif ra is not None and rb is None:   # exp(k·(x - ỹ)) · b
+            if rel is None:
+                rel = _SAME_AT[0] if self.ref.get(b) == ra else self._rescaled(b, ra, 0)
+            tb = token.get(b)
+            if tb is not None:
+                self.ref[out] = self.ref[a]
+                token[out] = self._tok(0, tb, a)
+                return rel
+        elif rel is None:
+            rel = NONE
+        consts = self._const_numbers
+        if consts:
+            for x, c in ((a, b), (b, a)):
+                if x in token and c in consts:
+                    self._keep(out, x)
+                    token[out] = self._tok(0, token[x], c)
+                    break
+        return rel
+
+    def _union(self, out: int, a: int, b: int) -> Related:
+        """The relation of a + b (the same reference point or not), and the number `out`
+        of the sum given its entries: the first operand's reference point (rounding.py's
+        union rule), the union of the tilt tokens."""
+        rel = self._logged(a, b) if self.logref else None
         zero = self.zero
         if a in zero or b in zero:
-            return NONE
-        ra = self.ref.get(a)
-        if ra is not None and ra == self.ref.get(b):
-            return _SAME
-        return _OTHER
-
-    def _exp_related(self, rank: int, plan: Plan) -> Related:
-        consts = plan[_CONSTS]
-        n = consts[0][1] if consts else self._vns[rank].get(plan[_IDS][0])
-        move = self.diff.get(n) if n is not None else None
-        if move is None:
-            return NONE
-        mx = self.maximum_of.get(move & _LOW)
-        if mx is not None and mx[0] == move >> _HALF and mx[1] == plan[_AXIS]:
-            # x - max(x) over the kept last axis: the max key's argument is exactly 0
-            return Related(Relation.MAXED, keys=plan[_OP].shape[-1])
-        return _SAME
+            self._keep(out, b if a in zero else a)
+            return NONE if rel is None else rel
+        ref = self.ref
+        ra = ref.get(a)
+        if rel is None:
+            rel = _SAME if ra is not None and ra == ref.get(b) else _OTHER
+        if ra is not None:
+            ref[out] = ra
+        token = self.token
+        ta, tb = token.get(a), token.get(b)
+        if ta is not None and tb is not None:
+            token[out] = self._tok(1, ta, tb)
+        elif ta is not None or tb is not None:
+            token[out] = ta if ta is not None else tb  # type: ignore[assignment]
+        return rel
 
     def _logged(self, a: int, b: int) -> Related | None:
         for i, (u, lg) in enumerate(((a, b), (b, a))):

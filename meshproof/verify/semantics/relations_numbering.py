@@ -48,7 +48,6 @@ _DTYPES = (DType.F16, DType.BF16, DType.F32)
 _DT = {d: i for i, d in enumerate(_DTYPES)}
 _UNITS = tuple(UNIT[d] for d in _DTYPES)
 _HALF = 40
-_NOT_DONE: tuple[int, Op | None] = (-1, None)
 _RELATED_CODES = frozenset((_MUL, _ADD, _DIV))
 _LOW = (1 << _HALF) - 1
 
@@ -80,8 +79,9 @@ class Numbering:
         self.maximum_of: dict[int, tuple[int, int]] = {}  # max(x, axis) -> (x, axis)
         self._next = 0
         self._plans: dict[int, Plan] = {}
-        self._last: tuple[int, Op | None, int | None, int | None] = (-1, None, None, None)
-        self._done: tuple[int, Op | None] = _NOT_DONE
+        # the op (and rank) related() numbered already: the note() that follows returns
+        self._done_op: Op | None = None
+        self._done_rank = -1
 
     def _tok(self, what: int, x: int, y: int) -> int:
         """A hash-consed token (even; a leaf's is its exp's number, odd-shifted)."""
@@ -134,9 +134,8 @@ class Numbering:
              recv_source: Key | Lost | None = None) -> None:
         """Number op's result; `mag` bounds the operand's magnitude (for a narrowing),
         `zero` says the result is exactly 0 (a running state's start)."""
-        done = self._done
-        if done[1] is op and done[0] == rank:    # related() numbered it
-            self._done = _NOT_DONE
+        if op is self._done_op and rank == self._done_rank:    # related() numbered it
+            self._done_op = None
             if zero:
                 self.zero.add(self._vns[rank][op.out or 0])
             return
@@ -147,7 +146,17 @@ class Numbering:
         if code == _NOOUT:
             return
         vr = self._vns[rank]
-        if code == _RECV:           # before the operands: a recv numbers from its source
+        if code == _FRESH:          # a number of its own, nothing read
+            self._next += 4
+            vr[plan[_OUT]] = self._next | plan[_DTC]
+        elif code == _SUB and not plan[_CONSTS] and len(plan[_IDS]) == 2:   # x - y: for an exp
+            x, y = plan[_IDS]
+            a, b = vr.get(x), vr.get(y)
+            self._next += 4
+            out = vr[plan[_OUT]] = self._next | plan[_DTC]
+            if a is not None and b is not None:
+                self.diff[out] = (a << _HALF) | b
+        elif code == _RECV:         # before the operands: a recv numbers from its source
             src = self._vns[recv_source[0]].get(recv_source[1]) \
                 if isinstance(recv_source, tuple) else None
             dt = plan[_DTC]
@@ -162,10 +171,7 @@ class Numbering:
 
     def _note(self, rank: int, vr: dict[int, int], plan: Plan, code: int, mag: float
               ) -> None:
-        last = self._last
-        if last[1] is plan[_OP] and last[0] == rank:
-            a, b = last[2], last[3]
-        elif plan[_CONSTS]:
+        if plan[_CONSTS]:
             args = self._args(rank, plan)
             a = args[0] if args else None
             b = args[1] if len(args) > 1 else None
@@ -183,20 +189,13 @@ class Numbering:
             return
         self._next += 4
         out = vr[plan[_OUT]] = self._next | plan[_DTC]
-        if code == _FRESH or a is None:
+        if a is None:
             return
         if code == _SUB:
             if b is not None:
                 self.diff[out] = (a << _HALF) | b
         elif code == _EXP:
-            move = self.diff.get(a)
-            if move is not None:
-                base2 = plan[_BASE2]
-                self.rescale[out] = _refid(move >> _HALF, base2)
-                self.ref[out] = _refid(move & _LOW, base2)
-            else:
-                self.ref[out] = EXACT_REF
-            self.token[out] = 2 * out + 1      # a leaf: its own
+            self._exp(plan, out, a)
         elif code == _MUL:
             if b is not None:
                 self._mul(out, a, b)
@@ -205,6 +204,19 @@ class Numbering:
                 self._add(out, a, b)
         else:
             self._other(rank, plan, code, out, a, b)
+
+    def _exp(self, plan: Plan, out: int, a: int) -> int | None:
+        """Number an exp's result `out` of argument `a`; the difference it exponentiates
+        (packed), if it is one."""
+        move = self.diff.get(a)
+        if move is not None:
+            base2 = plan[_BASE2]
+            self.rescale[out] = _refid(move >> _HALF, base2)
+            self.ref[out] = _refid(move & _LOW, base2)
+        else:
+            self.ref[out] = EXACT_REF
+        self.token[out] = 2 * out + 1      # a leaf: its own
+        return move
 
     def _other(self, rank: int, plan: Plan, code: int, out: int, a: int, b: int | None
                ) -> None:

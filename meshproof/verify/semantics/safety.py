@@ -28,6 +28,7 @@ from meshproof.verify.semantics.domination import nonpositive
 from meshproof.verify.semantics.hazards import opaque_suspects, suspects, undefined_outputs
 from meshproof.verify.semantics.order import ratio_at_most_one
 from meshproof.verify.semantics.reasons import NotModelled, Undefined
+from meshproof.verify.semantics.situation_facts import _FID
 from meshproof.verify.semantics.situations import Forms
 from meshproof.verify.semantics.symbolic_core import LN2, Opaque
 from meshproof.verify.semantics.views import describe
@@ -61,6 +62,10 @@ class Safety:
     unknown: list[str] = field(default_factory=list)
     exp_checked: int = 0
     narrow_checked: int = 0
+    # what numeric_safety's tolerance and culprits read, from the same walk (~1 s at 64x64):
+    # each distinct op with a result at its first rank, in walk order; the dtypes used
+    firsts: list[tuple[int, Op]] = field(default_factory=list)
+    dtypes: set[DType] = field(default_factory=set)
 
 
 def constant_inputs(problem: Problem, q: float, k: float, v: float) -> Inputs:
@@ -332,34 +337,53 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
                  symbolic: Forms, input_bound: float,
                  stores: list[tuple[int, Op]] | None = None) -> Safety:
     """Every exp and 16-bit op of every rank, each judged once per situation: the checks
-    read only the canonical form and the interval of a value, which its facts id names."""
+    read only the canonical form and the interval of a value, which its facts id names.
+    The same walk gathers `Safety.firsts` and `Safety.dtypes`."""
     checks = _Checks(schedule, table, problem, symbolic, input_bound)
-    kinds: dict[int, int] = {}          # id(op) -> 0 not checked, 1 exp, 2 narrow
+    firsts = checks.out.firsts
+    dtype_ids: set[int] = set()
+    # id(op) -> 0 not checked, else (1 exp or 2 narrow) | the checked value's id << 2
+    kinds: dict[int, int] = {}
     done: dict[tuple[int, int | None], bool] = {}   # (id(op), facts id) -> candidate?
+    exps = narrows = 0
+    held = symbolic.evaluation.values   # per rank: value id -> Held (its facts id inside)
     for r, prog in enumerate(schedule.programs):
+        values = held[r]
         for op in prog.ops:
             kind = kinds.get(id(op))
-            if kind is None:
-                kind = kinds[id(op)] = 1 if op.kind in EXPS else 2 if _narrow(op) else 0
+            if kind is None:   # the op's first rank
+                kind = kinds[id(op)] = _kind(op)
+                dtype_ids.add(id(op.dtype))   # by identity: an Enum hashes in Python
+                if op.out is not None:
+                    firsts.append((r, op))
             if not kind:
                 continue
-            vid = _checked_value(op)
-            key = (id(op), symbolic.fid((r, vid)))
-            if kind == 1:
-                checks.out.exp_checked += 1
+            x = values.get(kind >> 2)   # symbolic.fid((r, vid)) without its two calls
+            key = (id(op), None if x is None else x & _FID)
+            if kind & 1:
+                exps += 1
             else:
-                checks.out.narrow_checked += 1
+                narrows += 1
             hit = done.get(key)
             if hit is None:
-                hit = done[key] = checks.check_exp(r, op) if kind == 1 else \
+                hit = done[key] = checks.check_exp(r, op) if kind & 1 else \
                     checks.check_narrow(r, op)
             if hit:
                 checks.candidate(r, op)
+    checks.out.exp_checked, checks.out.narrow_checked = exps, narrows
+    checks.out.dtypes.update(d for d in DType if id(d) in dtype_ids)
     checks.judge_exps()
     checks.judge_narrows()
     if stores:
         checks.check_outputs(stores)
     return checks.out
+
+
+def _kind(op: Op) -> int:
+    """check_safety's code of an op: 0 not checked, else 1 (exp) or 2 (16-bit) | the id
+    of the value its check reads << 2."""
+    kind = 1 if op.kind in EXPS else 2 if _narrow(op) else 0
+    return kind | (_checked_value(op) << 2) if kind else 0
 
 
 def _checked_value(op: Op) -> int:
