@@ -131,10 +131,29 @@ def _shifted_up(p: Lin, q: Lin) -> bool:
     return p.coeffs == q.coeffs
 
 
+NONPOSITIVE_CACHE = 1 << 16     # answers kept (then the cache starts again)
+_ANSWERS: dict[tuple[str, tuple[tuple[int, int], ...], str | None, bool], bool] = {}
+
+
 def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None,
                 narrow: bool = True) -> bool:
     """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it;
-    `narrow`: a masked lin may be judged where its guard holds."""
+    `narrow`: a masked lin may be judged where its guard holds. A function of lin's
+    structure (its key: atoms are interned), the digits' sizes and the rows: about
+    half of a zigzag ring's questions are asked again by later situations."""
+    if lin.infinite or not lin.coeffs:
+        return _nonpositive(lin, sizes, rows, narrow)
+    key = (lin.key, tuple(sorted(sizes.items())), None if rows is None else rows.key, narrow)
+    hit = _ANSWERS.get(key)
+    if hit is None:
+        if len(_ANSWERS) >= NONPOSITIVE_CACHE:
+            _ANSWERS.clear()
+        hit = _ANSWERS[key] = _nonpositive(lin, sizes, rows, narrow)
+    return hit
+
+
+def _nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None,
+                 narrow: bool) -> bool:
     if lin.infinite:
         return lin.infinite < 0
     if not lin.coeffs:
