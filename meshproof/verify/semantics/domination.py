@@ -131,19 +131,22 @@ def _shifted_up(p: Lin, q: Lin) -> bool:
     return p.coeffs == q.coeffs
 
 
-NONPOSITIVE_CACHE = 1 << 16     # answers kept (then the cache starts again)
-_ANSWERS: dict[tuple[str, tuple[tuple[int, int], ...], str | None, bool], bool] = {}
+NONPOSITIVE_CACHE = 1 << 14     # answers kept (then the cache starts again)
+Question = tuple[Fraction | float, Shape, tuple[tuple[int, int], ...], str | None, bool]
+_ANSWERS: dict[Question, bool] = {}
 
 
 def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None,
                 narrow: bool = True) -> bool:
     """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it;
     `narrow`: a masked lin may be judged where its guard holds. A function of lin's
-    structure (its key: atoms are interned), the digits' sizes and the rows: about
-    half of a zigzag ring's questions are asked again by later situations."""
+    atoms (interned: one object per structure) and coefficients, the digits' sizes and
+    the rows: about half of a zigzag ring's questions are asked again by later
+    situations (the key holds the atoms, not their long key strings)."""
     if lin.infinite or not lin.coeffs:
         return _nonpositive(lin, sizes, rows, narrow)
-    key = (lin.key, tuple(sorted(sizes.items())), None if rows is None else rows.key, narrow)
+    key = (lin.const, lin.coeffs, tuple(sorted(sizes.items())),
+           None if rows is None else rows.key, narrow)
     hit = _ANSWERS.get(key)
     if hit is None:
         if len(_ANSWERS) >= NONPOSITIVE_CACHE:
