@@ -20,12 +20,14 @@ column; two runs each): every row proved or, for the off-by-one, violated (also 
 million tokens); naive 64 x 256 2.2 / 2.4 s CPU, 64 x 16,384 2.7 / 3.2 s; zigzag 40.4 /
 42.3 s and 61.2 / 70.2 s (about 18x naive: its merge situations grow as ~18·n², the
 per-row-sum frames of the design are not built); striped 142 / 140 s and 148 / 160 s,
-peak RSS 2.0 GiB at one million tokens (it was 355 s and 379 s before domination.py
-indexed a running max's members by shape and kept nonpositive's answers: its running
-max holds a member per shard, n of them, because their guards differ, so every exp
-argument searched n members; one member per residue class of shards is not built, so
-each situation still substitutes n members). Neither goal is met at 64 ranks: striped
-is 2.4x over 60 s, zigzag 18x naive against the 4x asked.
+peak RSS 2.0 GiB at one million tokens. The same session's runs of the code before
+domination.py indexed a running max's members by shape and kept nonpositive's answers:
+zigzag 64 x 256 55.1 s, striped 64 x 256 274 s (a colleague's earlier runs: 46 s and
+355 s, one million tokens 70 s and 379 s). The striped ring's running max holds a
+member per shard, n of them, because their guards differ: every exp argument searched
+all n (now an index finds them), and every situation still substitutes all n (one
+member per residue class of shards is not built). Neither goal is met at 64 ranks:
+striped is 2.4x over 60 s, zigzag 18x naive against the 4x asked.
 """
 
 from __future__ import annotations
