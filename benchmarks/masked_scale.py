@@ -12,16 +12,22 @@ tokens too: the causal kernels keep p in f32 for the P·V dot and accumulate blo
 than 4096 keys per key tile (spec/semantics.md §8). The issue's goals: every row
 <= 60 s and <= 4 GiB on 2 cores, zigzag <= 4x naive, no kill, no exit 70. The striped
 ring keeps its shard sums as row sums over residue classes (spec/semantics.md §8,
-strided.py), so it is proved past 14 ranks (16 x 256: 27.7 s, all seven proved; it was
+strided.py), so it is proved past 14 ranks (16 x 256: 3.3 s CPU, all seven proved; it was
 363 s and unknown before them). `--kernel NAME` (repeatable) runs only those kernels.
 
-Measured (2-core machine at a load average of 4-11, so read the CPU column): every row
-proved or, for the off-by-one, violated; naive 64 x 256 3.6 s CPU, 64 x 16,384 5.4 s;
-zigzag 89 s and 133 s CPU (about 25x naive); striped 355 s and 379 s CPU, proved
-(it gave no verdict in 15 min before order.lower_bound read each max once). Re-run at a
-load of about 4 (CPU s / peak MiB): naive 64 x 256 2.1 / 155, 64 x 16,384 3.0 / 168;
-zigzag 46.2 / 749 and 70.4 / 991 (22x and 23x naive); off-by-one 64 x 16,384 5.1 / 187,
-exit 1.
+Measured (2-core machine shared with four others at a load average of 2-6, so read the CPU
+column; two runs each): every row proved or, for the off-by-one, violated (also at one
+million tokens); naive 64 x 256 2.2 / 2.4 s CPU, 64 x 16,384 2.7 / 3.2 s; zigzag 40.4 /
+42.3 s and 61.2 / 70.2 s (about 18x naive: its merge situations grow as ~18·n²; per-row-sum
+frames do not share them, below); striped 142 / 140 s and 148 / 160 s,
+peak RSS 2.0 GiB at one million tokens. The same session's runs of the code before
+domination.py indexed a running max's members by shape and kept nonpositive's answers:
+zigzag 64 x 256 55.1 s, striped 64 x 256 274 s (a colleague's earlier runs: 46 s and
+355 s, one million tokens 70 s and 379 s). The striped ring's running max holds a
+member per shard, n of them, because their guards differ: every exp argument searched
+all n (now an index finds them), and every situation still substitutes all n (one
+member per residue class of shards is not built). Neither goal is met at 64 ranks:
+striped is 2.4x over 60 s, zigzag 18x naive against the 4x asked.
 
 `--situations` counts instead: each launch traced and analysed in this process (memo on),
 printing its ops, situations (memo misses), canonical values and the analysis's CPU

@@ -40,25 +40,41 @@ class Lin:
     """const + sum(coeff * atom), coefficients exact rationals. `const` may be +-inf (then
     there are no atoms). Immutable; equal by key."""
 
-    __slots__ = ("_hash", "coeffs", "const", "digits", "key")
+    __slots__ = ("_digits", "_key", "coeffs", "const")
     const: Fraction | float
     coeffs: tuple[tuple[Atom, Fraction], ...]
-    key: str
-    digits: frozenset[int]
-    _hash: int
+    _key: str | None
+    _digits: frozenset[int] | None
 
     def __init__(self, const: Fraction | float,
                  coeffs: tuple[tuple[Atom, Fraction], ...] = ()) -> None:
         object.__setattr__(self, "const", const)
         object.__setattr__(self, "coeffs", coeffs)
-        text = f"{const}" if isinstance(const, float) else fkey(const)
-        key = text + "".join(f"{'+' if c > 0 else ''}{fkey(c)}*{a.key}" for a, c in coeffs)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "_hash", hash(key))
-        digits: set[int] = set()
-        for a, _ in coeffs:
-            digits.update(a.digits)
-        object.__setattr__(self, "digits", frozenset(digits))
+        # the key and the digits on first use: most forms built on the way (a member
+        # shifted to be compared, a form scaled to be bounded) are read for neither
+        object.__setattr__(self, "_key", None)
+        object.__setattr__(self, "_digits", None)
+
+    @property
+    def key(self) -> str:
+        key = self._key
+        if key is None:
+            const, coeffs = self.const, self.coeffs
+            text = f"{const}" if isinstance(const, float) else fkey(const)
+            key = text + "".join(f"{'+' if c > 0 else ''}{fkey(c)}*{a.key}" for a, c in coeffs)
+            object.__setattr__(self, "_key", key)
+        return key
+
+    @property
+    def digits(self) -> frozenset[int]:
+        digits = self._digits
+        if digits is None:
+            out: set[int] = set()
+            for a, _ in self.coeffs:
+                out.update(a.digits)
+            digits = frozenset(out)
+            object.__setattr__(self, "_digits", digits)
+        return digits
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("linear forms are immutable")
@@ -73,7 +89,7 @@ class Lin:
         return isinstance(other, Lin) and other.key == self.key
 
     def __hash__(self) -> int:
-        return self._hash
+        return hash(self.key)
 
     def __repr__(self) -> str:
         return self.key

@@ -7,6 +7,7 @@ term of X is a term of Y with no larger coefficient).
 from __future__ import annotations
 
 from fractions import Fraction
+from weakref import WeakKeyDictionary
 
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import ZERO, Atom
@@ -44,24 +45,75 @@ def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
                 Ranges.interval(row.const, row.const + sizes.get(d, 1)))
 
 
+Shape = tuple[tuple[Atom, Fraction], ...]
+_SHAPES: WeakKeyDictionary[Max, dict[Shape, list[Elem]]] = WeakKeyDictionary()
+
+
+def _shape(lin: Lin) -> Shape:
+    """lin's atoms and coefficients without its penalties and constant: every member
+    `_covered` can match has e's shape (equal bodies, a constant above, or a penalty
+    dropped or implied all leave the rest of the linear form as it is)."""
+    return tuple((a, c) for a, c in lin.coeffs if not isinstance(a, Pen))
+
+
+def _by_shape(m: Max) -> dict[Shape, list[Elem]]:
+    """m's members by shape, built once per max (a striped ring's running max has a
+    member per shard, and every exp argument asks which of them covers a row)."""
+    hit = _SHAPES.get(m)
+    if hit is None:
+        hit = {}
+        for member in m.elems:
+            hit.setdefault(_shape(member.body), []).append(member)
+        _SHAPES[m] = hit
+    return hit
+
+
 def _covered(e: Elem, m: Max) -> bool:
     """e <= some member of m: the same linear part with a constant at least e's (s <= s +
     20, the member of a reference point above the max), over rows that cover e's. A masked
     e (s + Pen(G)) is covered by a member s + Pen(G') when G implies G' (where e is finite,
-    so is the member, and they are equal), or by s."""
-    bare = without_pens(e.body)
-    for member in m.elems:
+    so is the member, and they are equal), or by s. Only members of e's shape can."""
+    bare: Lin | None = None
+    for member in _by_shape(m).get(_shape(e.body), ()):
+        # the rows first: they are cheaper than the bodies, and most members fail them
+        if e.rows is None:
+            if member.rows is not None:
+                continue
+        elif member.rows is None or not member.rows.covers(e.rows):
+            continue
         if member.body != e.body and not _shifted_up(e.body, member.body):
             held = pens(member.body)
+            if bare is None:
+                bare = without_pens(e.body)
             mine = bare if not held or _implies(pens(e.body), held) else None
             if mine is None or (without_pens(member.body) != mine and
                                 not _shifted_up(mine, without_pens(member.body))):
                 continue
-        if e.rows is None and member.rows is None:
-            return True
-        if e.rows is not None and member.rows is not None and member.rows.covers(e.rows):
-            return True
+        return True
     return False
+
+
+_CANON: WeakKeyDictionary[Max, tuple[Lin, ...]] = WeakKeyDictionary()
+
+
+def _canonical(m: Max) -> tuple[Lin, ...]:
+    """m's member bodies as `Lin.make` writes them (what `body + r` starts from), once per
+    max."""
+    hit = _CANON.get(m)
+    if hit is None:
+        hit = _CANON[m] = tuple(e.body if e.body.infinite else Lin.make(e.body.const,
+                                                                       e.body.coeffs)
+                                for e in m.elems)
+    return hit
+
+
+def _plus(raw: Lin, body: Lin, r: Lin) -> Lin:
+    """raw + r, `body` being raw as Lin.make writes it: a constant r only moves the
+    constant of the atoms Lin.make would merge again (the same Lin, without the work)."""
+    if r.coeffs or r.infinite or body.infinite:
+        return raw + r
+    assert isinstance(body.const, Fraction) and isinstance(r.const, Fraction)
+    return Lin(body.const + r.const, body.coeffs)
 
 
 def _implies(mine: list[Pen], theirs: list[Pen]) -> bool:
@@ -76,13 +128,35 @@ def _shifted_up(p: Lin, q: Lin) -> bool:
     """q = p + c with a rational c >= 0."""
     if isinstance(p.const, float) or isinstance(q.const, float) or q.const < p.const:
         return False
-    return Lin(ZERO, p.coeffs) == Lin(ZERO, q.coeffs)
+    return p.coeffs == q.coeffs
+
+
+NONPOSITIVE_CACHE = 1 << 14     # answers kept (then the cache starts again)
+Question = tuple[Fraction | float, Shape, tuple[tuple[int, int], ...], str | None, bool]
+_ANSWERS: dict[Question, bool] = {}
 
 
 def nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None = None,
                 narrow: bool = True) -> bool:
     """lin <= 0 for every input; `rows` is the range of BOUND when lin mentions it;
-    `narrow`: a masked lin may be judged where its guard holds."""
+    `narrow`: a masked lin may be judged where its guard holds. A function of lin's
+    atoms (interned: one object per structure) and coefficients, the digits' sizes and
+    the rows: about half of a zigzag ring's questions are asked again by later
+    situations (the key holds the atoms, not their long key strings)."""
+    if lin.infinite or not lin.coeffs:
+        return _nonpositive(lin, sizes, rows, narrow)
+    key = (lin.const, lin.coeffs, tuple(sorted(sizes.items())),
+           None if rows is None else rows.key, narrow)
+    hit = _ANSWERS.get(key)
+    if hit is None:
+        if len(_ANSWERS) >= NONPOSITIVE_CACHE:
+            _ANSWERS.clear()
+        hit = _ANSWERS[key] = _nonpositive(lin, sizes, rows, narrow)
+    return hit
+
+
+def _nonpositive(lin: Lin, sizes: dict[int, int], rows: Ranges | None,
+                 narrow: bool) -> bool:
     if lin.infinite:
         return lin.infinite < 0
     if not lin.coeffs:
@@ -157,7 +231,8 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
         # P = M' + R <= M when every member e of M' has e + R among M's members
         assert isinstance(sub, Max)
         r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a is not sub))
-        if all(_covered(Elem(e.body + r, e.rows), m) for e in sub.elems):
+        if all(_covered(Elem(_plus(e.body, body, r), e.rows), m)
+               for e, body in zip(sub.elems, _canonical(sub), strict=True)):
             return True
     candidates = [p] + ([Lin(ZERO, p.coeffs)] if p.const < 0 else [])
     for q in candidates:

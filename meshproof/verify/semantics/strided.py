@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
+from weakref import WeakKeyDictionary
 
 from meshproof.verify.semantics.atom_base import _set, frame_parts
 from meshproof.verify.semantics.guards import Ind
@@ -183,6 +184,19 @@ def _collapse(p: Poly, run: list[Link], into: StridedSum) -> Poly:
     return Poly.make(out)
 
 
+_PARTS: WeakKeyDictionary[StridedSum, Poly] = WeakKeyDictionary()
+
+
+def _parts(a: StridedSum) -> Poly:
+    """The sum of a's pieces, made once per atom (every interval and lower bound of a
+    striped form reads them again)."""
+    hit = _PARTS.get(a)
+    if hit is None:
+        hit = _PARTS[a] = Poly.make((Monomial(NO_UNIT, ((x, 1),)), Fraction(1))
+                                    for x in a.pieces())
+    return hit
+
+
 def expand(p: Poly) -> Poly:
     """p with every strided sum replaced by the sum of its pieces (an identity)."""
     if not any(isinstance(a, StridedSum) for a in p.variables()):
@@ -197,7 +211,7 @@ def expand(p: Poly) -> Poly:
                                              if not isinstance(a, StridedSum))), c),))
         for a, k in strided:
             assert isinstance(a, StridedSum)
-            parts = Poly.make((Monomial(NO_UNIT, ((x, 1),)), Fraction(1)) for x in a.pieces())
+            parts = _parts(a)
             for _ in range(k):
                 term = Poly.make((ma * mb, ca * cb) for ma, ca in term.terms
                                  for mb, cb in parts.terms)
