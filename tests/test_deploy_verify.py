@@ -93,8 +93,8 @@ def test_headline_multi_user_decode_is_fully_proved(headline_decode: Deployment)
 def test_at_the_default_input_bound_the_headline_rounding_bound_grows_with_the_scores(
         headline_decode: Deployment) -> None:
     """|x| <= 16 at d_head 128: scores up to 2896, whose rounding dominates the bound
-    (8.98e-3·max|V| with rule F, against 1.5e-3 at the panel's |x| <= 4): just within the simulator's
-    1e-2, so proved, and stated for |inputs| <= 16."""
+    (8.98e-3·max|V| with rule F, against 1.5e-3 at the panel's |x| <= 4): within the
+    simulator's 1e-2, so proved, and stated for |inputs| <= 16."""
     from meshproof.verify.api import verify
 
     verdict = verify(headline_decode.schedules[0],
