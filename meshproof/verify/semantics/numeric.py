@@ -104,7 +104,10 @@ class Numeric:
         if any(a is None for a in args):
             return None
         try:
-            data = compute()
+            # -inf - -inf of an empty masked state is nan, as the exact semantics say: the
+            # nan carries the undefined value, numpy's warning about it would be noise
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                data = compute()
         except (FloatingPointError, ZeroDivisionError, ValueError):
             # 0/0 or log of a negative on real inputs: undefined, a witness by itself
             data = np.full(op.shape, self.be.const(float("nan")), dtype=self.be.dtype)
