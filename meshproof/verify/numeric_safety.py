@@ -22,12 +22,7 @@ from meshproof.model.channel_table import ChannelTable
 from meshproof.model.dependencies import Dependencies
 from meshproof.model.evaluate import Evaluation
 from meshproof.model.schedule import Op, Schedule
-from meshproof.model.tolerance import (
-    source_of,
-    tolerance_for,
-    tolerance_of,
-    tolerance_source,
-)
+from meshproof.model.tolerance import source_of, tolerance_for, tolerance_of
 from meshproof.verify.properties import CheckContext, Property
 from meshproof.verify.result import (
     Counterexample,
@@ -211,9 +206,8 @@ def _tolerance(ctx: CheckContext, safety: Safety | None) -> tuple[float, str]:
     the dtypes the safety walk saw, when there was one)."""
     if ctx.config.rounding_tolerance is not None:
         return ctx.config.rounding_tolerance, "stated"
-    if safety is None:
-        return tolerance_for(ctx.schedule)[0], tolerance_source(ctx.schedule)
-    tol, used = tolerance_of(safety.dtypes)
+    tol, used = tolerance_for(ctx.schedule) if safety is None else \
+        tolerance_of(safety.dtypes)
     return tol, source_of(used)
 
 

@@ -108,7 +108,7 @@ def _k_star(n: int, dtype: DType, zmax: float, scale: float, slack: float) -> fl
     return hi
 
 
-def _up(x: float) -> float:
+def round_up_binade(x: float) -> float:
     """x rounded up to 1/1024 of its binade (a few cache entries, never below x)."""
     if not math.isfinite(x) or x <= 0.0:
         return max(x, 0.0)
@@ -126,7 +126,7 @@ def exp_argument_bound(n: int, dtype: DType, zmax: float, scale: float,
         return 0.0     # the only key is the max: its argument is 0 exactly
     if not math.isfinite(score_error):
         return math.inf
-    return _k_star(n, dtype, _up(zmax), scale, _up(score_error))
+    return _k_star(n, dtype, round_up_binade(zmax), scale, round_up_binade(score_error))
 
 
-__all__ = ["exp_argument_bound", "rho"]
+__all__ = ["exp_argument_bound", "rho", "round_up_binade"]

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from meshproof.model.schedule import DType
-from meshproof.verify.semantics.rounding_rules_exparg import rho
+from meshproof.verify.semantics.rounding_rules_exparg import rho, round_up_binade
 
 _LOWEST = -150      # below 2^-150 a difference of machine numbers is 0 or exact
 _TAIL = 14          # binades up to 2^14; past 2^15 one term, κ <= W
@@ -127,14 +127,6 @@ def _kappa(dtype: DType, scale: float, c0: float, big: float, e_arg: float, zcap
     return worst * (1.0 + 1e-9) + 1e-300
 
 
-def _up(x: float) -> float:
-    """x rounded up to 1/1024 of its binade (a few cache entries, never below x)."""
-    if not math.isfinite(x) or x <= 0.0:
-        return max(x, 0.0)
-    m, e = math.frexp(x)
-    return math.ldexp(math.ceil(m * 1024.0) / 1024.0, e)
-
-
 def rescale_kappa(p: Pending, theta_p: float, low_p: float) -> float:
     """κ of the pending rescale p settled into a union whose keys' tilt is <= theta_p and
     whose exact value is >= low_p (max-domination)."""
@@ -145,7 +137,8 @@ def rescale_kappa(p: Pending, theta_p: float, low_p: float) -> float:
     big = math.inf if log_big > 700.0 else math.exp(log_big)
     c0 = max(p.delta - f.sub, 0.0)
     # rounding every parameter up only raises κ (it grows in each)
-    return _kappa(f.dtype, f.scale, _up(c0), _up(big), _up(f.e_arg), _up(f.zcap))
+    up = round_up_binade
+    return _kappa(f.dtype, f.scale, up(c0), up(big), up(f.e_arg), up(f.zcap))
 
 
 # A weight's tilt, E's part of it and its rule-F state: what a union reads of an operand
