@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -97,7 +98,7 @@ def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None
     cone and machine evaluation), proof relocation, the witness file or a counterexample's
     details, which are imported where a failure or a second launch needs them; nor for
     the simulator's configuration and inputs, numpy.ma (np.unique loads it) or tomllib
-    (its regexes)."""
+    (its regexes), difflib (a misspelt name's hint) or click's completion."""
     code = ("import sys; from meshproof.cli import main; "
             "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
             "'--json']); "
@@ -108,12 +109,34 @@ def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None
             "'meshproof.model.witness_file', 'rich._emoji_codes', "
             "'meshproof.verify.semantics.witness', 'meshproof.verify.semantics.cone', "
             "'numpy.ma', 'tomllib', 'meshproof.sim.config', 'meshproof.model.inputs', "
+            "'difflib', 'click.shell_completion', "
             "'meshproof.verify.details', 'meshproof.verify.semantics.numeric', "
             "'meshproof.model.machine')); "
             "print(code, heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+@pytest.mark.parametrize(("argv", "preset", "threads"), [
+    (["list"], None, "1"),             # simulates nothing: numpy loads with one BLAS thread
+    (["list"], "3", "3"),              # the user's setting stays
+    (["simulate", "--help"], None, None),  # the simulator keeps OpenBLAS's pool
+])
+def test_the_console_script_starts_one_blas_thread_for_a_command_that_simulates_nothing(
+        argv: list[str], preset: str | None, threads: str | None) -> None:
+    """OpenBLAS's worker threads spin ~0.1 s on a core after numpy's import; a command
+    that multiplies no large matrices (cli.SERIAL_BLAS_COMMANDS) is spared them."""
+    env = {k: v for k, v in os.environ.items() if k not in cli.BLAS_THREAD_VARIABLES}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = ("import atexit, os, sys; from meshproof import cli; "
+            "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'))); "
+            f"sys.argv = ['meshproof', *{argv!r}]; cli.entry()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(threads)
 
 
 def test_the_console_script_freezes_what_a_command_imported_and_main_alone_does_not(

@@ -73,6 +73,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         if name not in self._loaded:
             module, attribute = COMMANDS[name]
             if _freeze_after_import:
+                _serial_blas(name)
                 # the command's modules (most of start-up's objects) are imported with the
                 # collector paused, then frozen: it need never scan them (see entry)
                 with paused_gc():
@@ -253,8 +254,29 @@ GC_THRESHOLD = 50_000
 # collections that scanned them cost a seventh of a proved `meshproof verify`
 # (benchmarks/cli_start.py); the trace child, forked after, then shares those pages instead
 # of touching them. Only `entry` sets it: a process that calls `main` itself (tests, tools)
-# keeps its collector.
+# keeps its collector (and its BLAS threads, `_serial_blas`).
 _freeze_after_import = False
+
+
+# The commands that multiply no large matrices: none of them runs the simulator, so
+# numpy's BLAS thread pool only costs them. OpenBLAS starts its worker threads when numpy
+# is imported, and each spins on a core for ~2^28 cycles (~0.1 s) before it sleeps: on a
+# busy 2-core machine that spin takes a core from the command itself (a sixth of a proved
+# `meshproof verify`, benchmarks/cli_start.py), and it is CPU time on any machine. The
+# simulating commands (simulate, gate, report) keep the pool: their P·V products use it.
+SERIAL_BLAS_COMMANDS = frozenset({"list", "trace", "verify", "placements", "synthesize",
+                                  "export"})
+# What OpenBLAS reads for its thread count, in its order: a user's setting is left alone.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _serial_blas(command: str) -> None:
+    """One BLAS thread for a command in SERIAL_BLAS_COMMANDS, if numpy is not imported yet
+    (the console script imports it with the command's module) and the user set no thread
+    count. Children inherit it: the trace child multiplies no matrices either."""
+    if command in SERIAL_BLAS_COMMANDS and "numpy" not in sys.modules and \
+            not any(variable in os.environ for variable in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def entry() -> None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from click.shell_completion import CompletionItem
 
 from meshproof.deploy.launches import LaunchList, load_launches, resolve_launches
 from meshproof.errors import LaunchError
@@ -29,6 +28,9 @@ from meshproof.model.launch_options import (
 )
 from meshproof.model.launch_values import parse_arg
 from meshproof.model.loader import resolve_kernel
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 __all__ = ["parse_arg"]
@@ -119,6 +121,8 @@ def launch_options(func: F) -> F:
 def _complete_kernel(ctx: click.Context, param: click.Parameter,
                      incomplete: str) -> list[CompletionItem]:
     """Built-in kernel names, or files while a path is typed (path/file.py::function)."""
+    from click.shell_completion import CompletionItem
+
     from meshproof.kernels import BUILTIN_KERNELS
 
     if "/" in incomplete or incomplete.startswith("."):

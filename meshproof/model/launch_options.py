@@ -18,7 +18,6 @@ rule, written here once).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -137,6 +136,8 @@ def refuse_unknown(raw: Mapping[str, object], known: tuple[str, ...], where: str
     the known keys listed."""
     for key in sorted(raw):
         if key not in known:
+            import difflib  # here: only a misspelt name pays for it (and heapq)
+
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{where}: {what} {key!r}{hint}; {listing}: {', '.join(known)}")

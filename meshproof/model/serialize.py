@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from meshproof.model.schedule import Const, Op, OpKind, Schedule, json_scalar
@@ -54,4 +53,6 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
 
 
 def dumps(obj: Any) -> str:
+    import json  # here: a verdict printed as text never pays for json's import
+
     return json.dumps(obj, sort_keys=True, indent=2, allow_nan=False) + "\n"

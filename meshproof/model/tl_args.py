@@ -10,7 +10,6 @@ documented ones are refused the same way, never absorbed.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -170,6 +169,8 @@ class OpSignature:
         if refusal is not None:
             return f"tl.{self.op}({name}=...) is not modelled: {refusal.reason}; {refusal.fix}"
         known = (*self.positional, *self.keyword_only, *self.hints)
+        import difflib  # here: only a misspelt name pays for it (and heapq)
+
         close = difflib.get_close_matches(name, known, n=1)
         did_you_mean = f" (did you mean {close[0]}=?)" if close else ""
         return (f"tl.{self.op}({name}=...) is not modelled: {self.takes}; remove "

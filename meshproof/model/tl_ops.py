@@ -6,7 +6,6 @@ Each method checks its arguments (model/tl_args.py), computes the result's shape
 
 from __future__ import annotations
 
-import difflib
 import math
 from typing import Any, NoReturn, Protocol, TypeVar
 
@@ -74,6 +73,8 @@ class Tl:
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
             raise AttributeError(name)
+        import difflib  # here: only a misspelt name pays for it (and heapq)
+
         close = difflib.get_close_matches(name, SUPPORTED_OPS, n=1)
         did_you_mean = f"did you mean tl.{close[0]}? " if close else ""
         error = self._t.unsupported(f"tl.{name}", f"{did_you_mean}the modelled ops are: "
