@@ -29,9 +29,9 @@ def test_whole_pool_tiles_get_the_bits_of_their_own_dot_from_shared_chunks(heads
         rows = pool[row:row + tile]
         want = np.zeros((1, heads, tile), np.float32)
         assert flat_dot("b_free", x, rows.T[None], want, 0, tile)
-        got = memo.scores(SEED, D, x, rows)
-        assert got is not None
-        np.testing.assert_array_equal(got, want.reshape(heads, tile))
+        got = np.full((1, heads, tile), np.nan, np.float32)
+        assert memo.fill(SEED, D, x, rows, got)
+        np.testing.assert_array_equal(got, want)
     assert len(memo._chunks) == 4    # chunks 0 and 1, then 2 (1 reused), then the last
 
 
@@ -41,12 +41,16 @@ def test_anything_but_consecutive_pool_rows_of_a_whole_tile_takes_the_direct_pat
     pool, tile = signed_pool(SEED, D), tile_vectors(D)
     x = np.ones((1, 8, D), np.float32)
     memo = PoolScores()
-    assert memo.scores(SEED, D, x, pool[:tile].copy()) is None
-    assert memo.scores(SEED, D, x, pool[:2 * tile:2]) is None
-    assert memo.scores(SEED, D, x, pool[:tile - 1]) is None
-    assert memo.scores(SEED, D, np.ones((1, pool_scores.MAX_ROWS + 1, D), np.float32),
-                       pool[:tile]) is None
-    assert memo.scores(SEED, D, x, pool[:tile]) is not None and memo._chunks
+    dest = np.full((1, 8, tile), np.nan, np.float32)
+    assert not memo.fill(SEED, D, x, pool[:tile].copy(), dest)
+    assert not memo.fill(SEED, D, x, pool[:2 * tile:2], dest)
+    assert not memo.fill(SEED, D, x, pool[:tile - 1], dest[..., :tile - 1])
+    many = pool_scores.MAX_ROWS + 1
+    assert not memo.fill(SEED, D, np.ones((1, many, D), np.float32), pool[:tile],
+                         np.empty((1, many, tile), np.float32))
+    assert not memo.fill(SEED, D, x, pool[:tile], dest[:, :4])   # not the output's shape
+    assert np.isnan(dest).all() and not memo._chunks              # untouched
+    assert memo.fill(SEED, D, x, pool[:tile], dest) and memo._chunks
 
 
 def test_a_decode_shares_its_groups_scores_with_the_same_outputs(
@@ -56,17 +60,17 @@ def test_a_decode_shares_its_groups_scores_with_the_same_outputs(
     schedule = trace_kernel("mesh_mlo_1d", args=(     # two whole tiles a rank
         ("S_kv_per_rank", 128), ("d_head", D), ("h_q", 4), ("h_kv", 1)))
     made: list[int] = []
-    real = PoolScores.scores
+    real = PoolScores.fill
 
     def counted(self: PoolScores, *args: object) -> object:
         made.append(1)
         return real(self, *args)  # type: ignore[arg-type]
 
     with monkeypatch.context() as m:
-        m.setattr(PoolScores, "scores", counted)
+        m.setattr(PoolScores, "fill", counted)
         shared = simulate(schedule, SimConfig(seed=SEED, timing=False))
     assert made
-    monkeypatch.setattr(PoolScores, "scores", lambda *_: None)
+    monkeypatch.setattr(PoolScores, "fill", lambda *_: False)
     own = simulate(schedule, SimConfig(seed=SEED, timing=False))
     assert shared.numeric is not None and own.numeric is not None and shared.numeric.ok
     assert [r.rel_err for r in shared.numeric.per_rank] == \

@@ -7,14 +7,12 @@ decode step's ranks all hold the group's whole Q: across a group's ranks the sco
 computed many times over. `PoolScores` computes them once per chunk of
 `tile_vectors(d)` pool rows (one BLAS call of a whole generator tile's shape, as
 `flat_dot` makes per piece, so every score is the same float32 number to the bit) and
-hands each piece of K its slice. A piece of whole tile length reads at most two chunks;
-queries of more rows than `MAX_ROWS`, pieces of other lengths and memory past
-`MAX_BYTES` take the direct path.
+writes each piece of K's slice into the dot's output. A piece of whole tile length reads
+at most two chunks; queries of more rows than `MAX_ROWS`, pieces of other lengths and
+memory past `MAX_BYTES` take the direct path.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from meshproof.model.inputs import pool_rows, signed_pool, tile_vectors
 from meshproof.sim.rounding import F32
@@ -38,32 +36,38 @@ class PoolScores:
         self._chunks: dict[tuple[int, int, bytes, int], F32] = {}
         self._bytes = 0
 
-    def scores(self, seed: int, d: int, x: F32, rows: F32) -> F32 | None:
-        """`x` (..., d) dotted with `rows` (n, d), as (rows of x, n), when `rows` is a
-        whole tile's length of consecutive rows of the signed pool of (seed, d) as they
-        lie in it (checked on the array itself); None otherwise, or past the limits
-        (the caller dots the piece)."""
+    def fill(self, seed: int, d: int, x: F32, rows: F32, dest: F32) -> bool:
+        """Write `x` (..., d) dotted with `rows` (n, d) into `dest` (..., n) when `rows` is
+        a whole tile's length of consecutive rows of the signed pool of (seed, d) as they
+        lie in it (checked on the array itself), and True; False otherwise, or past the
+        limits, with `dest` untouched (the caller dots the piece). The scores go from the
+        chunks straight into `dest`: one copy of them, not two."""
         x2 = x.reshape(-1, x.shape[-1])
         tile = tile_vectors(d)
         n = rows.shape[0]
-        if n != tile or x2.shape[0] > MAX_ROWS or x2.shape[1] != d:
-            return None
+        if n != tile or x2.shape[0] > MAX_ROWS or x2.shape[1] != d or \
+                dest.shape != (*x.shape[:-1], n):
+            return False
         pool = signed_pool(seed, d)
         offset = rows.ctypes.data - pool.ctypes.data
         if rows.shape != (n, d) or rows.strides != (4 * d, 4) or offset % (4 * d) or \
                 not 0 <= offset // (4 * d) <= pool.shape[0] - n:
-            return None
+            return False
         row = offset // (4 * d)
         key = x2.tobytes()
-        out = np.empty((x2.shape[0], n), np.float32)
-        for c in range(row // tile, (row + n - 1) // tile + 1):
+        spans = range(row // tile, (row + n - 1) // tile + 1)
+        chunks = []
+        for c in spans:
             chunk = self._chunks.get((seed, d, key, c))
             if chunk is None:
                 if self._bytes + x2.shape[0] * tile * 4 > MAX_BYTES:
-                    return None
+                    return False
                 chunk = (pool[c * tile:(c + 1) * tile] @ x2.T).T   # flat_dot's call
                 self._chunks[(seed, d, key, c)] = chunk
                 self._bytes += chunk.nbytes
+            chunks.append(chunk)
+        for c, chunk in zip(spans, chunks, strict=True):
             lo, hi = max(row, c * tile), min(row + n, (c + 1) * tile)
-            out[:, lo - row:hi - row] = chunk[:, lo - c * tile:hi - c * tile]
-        return out
+            dest[..., lo - row:hi - row] = \
+                chunk[:, lo - c * tile:hi - c * tile].reshape(*dest.shape[:-1], hi - lo)
+        return True

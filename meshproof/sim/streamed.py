@@ -169,13 +169,10 @@ def streamed_dot(shape: tuple[int, ...], batch: int, a: F32 | Streamed, b: F32 |
         source = streamed.sources[k]
         for lo, hi, piece in streamed.parts(k):
             if pool_scores is not None and mode == "b_free" and \
-                    isinstance(source, KVSource) and math.prod(piece.shape[:-2]) == 1:
-                dest = target[..., lo:hi]
-                scores = pool_scores.scores(source.seed, source.d, x,
-                                            piece.reshape(piece.shape[-2:]).T)
-                if scores is not None and dest.shape == (*x.shape[:-1], hi - lo):
-                    dest[...] = scores.reshape(dest.shape)
-                    continue
+                    isinstance(source, KVSource) and math.prod(piece.shape[:-2]) == 1 and \
+                    pool_scores.fill(source.seed, source.d, x,
+                                     piece.reshape(piece.shape[-2:]).T, target[..., lo:hi]):
+                continue
             if flat_dot(mode, x, piece, target, lo, hi):
                 continue
             if mode == "b_free":
