@@ -8,15 +8,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import trace_kernel
+from threadpoolctl import threadpool_limits
 
 from meshproof.model.channels import derive_channels
 from meshproof.model.inputs import InputKind
 from meshproof.model.schedule import DType, GroupMode, Op, OpKind, SourceLoc, ValueRef
-from meshproof.sim import numerics
+from meshproof.sim import numerics, reference
 from meshproof.sim.api import SimConfig, simulate
 from meshproof.sim.checking import plan_numerics
 from meshproof.sim.inputs import group_input
-from meshproof.sim.reference import dense_reference, group_reference, uses_pool
+from meshproof.sim.reference import (
+    dense_reference,
+    group_reference,
+    group_references,
+    stacked_heads,
+    uses_pool,
+)
 from meshproof.sim.result import NumericResult
 from meshproof.sim.stream_plan import follow_axis
 from meshproof.sim.streamed import Streamed
@@ -47,6 +54,32 @@ def test_the_reference_is_dense_float64_attention(kind: InputKind,
     gi = group_input(5, 1, kind, q_rows, kv_rows, h_q, h_kv, d, d ** -0.5)
     want = dense_reference(gi.q, gi.k.block(0, kv_rows), gi.v.block(0, kv_rows), d ** -0.5)
     assert np.abs(group_reference(gi, d ** -0.5) - want).max() < 1e-12
+
+
+def test_the_heads_of_several_groups_share_the_pool_products_with_their_own_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kv heads of several query rows go through the pool in one stack (one U = q·poolᵀ
+    and one W·pool for all): each group's outputs are its own reference's, to the bit.
+    A head of one query row stays a GEMV of its own (a GEMM's sums are ordered
+    differently)."""
+    scale = 128 ** -0.5
+    groups = [group_input(5, g, InputKind.NORMAL, 1, 70000, 4, 1, 128, scale)
+              for g in range(3)]
+    stacks: list[int] = []
+    real = reference._pooled_heads
+
+    def counted(inputs: object, stack: list[object]) -> object:
+        stacks.append(len(stack))
+        return real(inputs, stack)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reference, "_pooled_heads", counted)
+    with threadpool_limits(limits=1, user_api="blas"):    # as the simulator runs it
+        together = group_references(groups, scale)
+        assert stacks == [3]
+        for gi, out in zip(groups, together, strict=True):
+            np.testing.assert_array_equal(group_reference(gi, scale), out)
+    assert stacks == [3, 1, 1, 1]
+    assert stacked_heads(1, 128) == 1 and stacked_heads(8, 128) == 8
 
 
 def test_long_contexts_with_few_queries_read_the_pool() -> None:

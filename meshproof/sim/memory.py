@@ -11,8 +11,9 @@ batch of groups keeps alive at once:
 - a few arrays the size of the largest array a rank holds (scores, their exponentials,
   the f16 copy of P live together in an attention kernel; a K/V value some use must see
   whole counts here too), and the scores of pool tiles the ranks share (pool_scores.py);
-- the float64 reference: its output, and one group's working set (sim/reference.py:
-  the float64 pool, U and the pool-row weights, or a float64 block of K/V rows).
+- the float64 reference: its output, and its working set (sim/reference.py: the float64
+  pool, the stacked U and pool-row weights of up to `stacked_heads` kv heads, or a
+  float64 block of K/V rows).
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def estimate_batch(plan: GroupPlan, layout: GroupLayout, batch: int) -> MemoryEs
     outputs = sum((layout.out_rows(role).stop - layout.out_rows(role).start)
                   for role in layout.roles) * s.h_q * s.d_head * 4
     pool = pool_rows(s.d_head) * s.d_head * 2 * 4      # the signed float32 pool
-    # per group its reference output, and one group's working set at a time
+    # per group its reference output, and the working set of the heads stacked at a time
     reference = batch * layout.q_rows * s.h_q * s.d_head * 8 + working_bytes(
-        layout.q_rows * s.gqa, layout.kv_rows, s.h_kv, s.d_head)
+        layout.q_rows * s.gqa, layout.kv_rows, s.h_kv, s.d_head, batch)
     shared = held_bytes(batch, s.S_q * s.gqa, s.S_kv_per_rank, s.h_kv, s.d_head)
     return MemoryEstimate(batch * layout.q_bytes + pool, batch * outputs,
                           batch * LIVE_LARGEST * plan.largest * 4 + shared, reference)

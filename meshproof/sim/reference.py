@@ -17,7 +17,9 @@ are tiles of the input generator's pool (model/inputs.py): key row r of kv head 
 
 No K or V value is converted to float64 or even read: the reference costs one GEMV of
 the pool per query and a few float64 operations per key, which is what lets a 1M-context
-panel simulate at memory speed. It pays off when the group has at least half as many
+panel simulate at memory speed. Heads of several query rows (GQA decode) stack their
+queries and weights so that U and `W @ pool` are one product over the pool per stack of
+heads, not per head (`group_references`). It pays off when the group has at least half as many
 keys as the pool has rows, and few queries (U and W hold `queries x pool rows` numbers); otherwise
 (`uses_pool` false: short contexts, many query rows) an online softmax (running max,
 rescaled ℓ and sum) runs over blocks of K and V rows made by the generator and converted
@@ -45,6 +47,8 @@ REF_BLOCK_ELEMENTS = 1 << 18
 TILE_BOOKKEEPING = 2 * 8 + 160
 # float64 numbers U and W may hold per kv head (queries x pool rows, twice)
 POOL_PATH_NUMBERS = 1 << 24
+# float64 numbers the stacked U (and W) of several heads may hold (32 MiB each; _stacks)
+STACK_NUMBERS = 1 << 22
 
 
 def reference(inputs: Sequence[GroupInput], scale: float,
@@ -56,7 +60,7 @@ def reference(inputs: Sequence[GroupInput], scale: float,
         return np.stack([masked_reference(gi.q, gi.k.block(0, gi.k.rows),
                                           gi.v.block(0, gi.v.rows), scale, allowed)
                          for gi in inputs])
-    return np.stack([group_reference(gi, scale) for gi in inputs])
+    return np.stack(group_references(inputs, scale))
 
 
 def uses_pool(queries: int, kv_rows: int, d: int) -> bool:
@@ -66,32 +70,91 @@ def uses_pool(queries: int, kv_rows: int, d: int) -> bool:
     return 2 * kv_rows >= rows and 2 * queries * rows <= POOL_PATH_NUMBERS
 
 
-def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int) -> int:
-    """What one group's reference holds at once beyond its output: the float64 pool, U,
-    W and a block of scores (pool path), or a float64 block of K and V and its scores."""
+def stacked_heads(queries: int, d: int) -> int:
+    """How many kv heads of `queries` query rows each share one matrix product with the
+    pool (`_stacks`): one for a single query row (a GEMV, whose sums BLAS orders unlike a
+    GEMM's: stacking would change the last bits), else as many as STACK_NUMBERS holds."""
+    return 1 if queries < 2 else max(1, STACK_NUMBERS // (queries * pool_rows(d)))
+
+
+def working_bytes(queries: int, kv_rows: int, h_kv: int, d: int, batch: int = 1) -> int:
+    """What the reference of `batch` groups holds at once beyond their outputs: the
+    float64 pool, the stacked U and W of up to `stacked_heads` heads, one head's e^(±U-m)
+    and its counts (pool path), or a float64 block of K and V and its scores."""
     if uses_pool(queries, kv_rows, d):
         rows = pool_rows(d)
+        stacked = min(batch * h_kv, stacked_heads(queries, d))
         # per K/V tile: its two pool sources (int64) and its span, a Python tuple (_spans)
         tiles = -(-kv_rows * h_kv // tile_vectors(d))
-        return 8 * (rows * d + 2 * rows + 4 * queries * rows) + tiles * TILE_BOOKKEEPING
+        return 8 * (rows * d + 2 * rows + (2 * stacked + 2) * queries * rows) + \
+            tiles * TILE_BOOKKEEPING
     block = min(kv_rows, max(1, REF_BLOCK_ELEMENTS // (h_kv * d)))
     return 8 * (2 * block * h_kv * d + 2 * queries * block + 2 * h_kv * queries * d)
 
 
 def group_reference(gi: GroupInput, scale: float) -> F64:
-    q_rows, h_q, d = gi.q.shape
-    h_kv = gi.k.heads
-    g = h_q // h_kv
-    q64 = gi.q.astype(np.float64)
-    qhs = [q64[:, h * g:(h + 1) * g, :].reshape(-1, d) * scale for h in range(h_kv)]
-    # given arrays (a witness's inputs) have no pool: blocks of their rows
-    pooled = isinstance(gi.k, KVSource) and isinstance(gi.v, KVSource) and \
-        uses_pool(q_rows * g, gi.k.rows, d)
-    heads = [_head(gi, h, qh) for h, qh in enumerate(qhs)] if pooled else _direct(gi, qhs)
-    out = np.empty((q_rows, h_q, d))
-    for h, o in enumerate(heads):
-        out[:, h * g:(h + 1) * g, :] = o.reshape(q_rows, g, d)
-    return out
+    return group_references([gi], scale)[0]
+
+
+# a kv head through the pool: its group's index in the inputs, the head, its scaled
+# queries (nq, d)
+_Head = tuple[int, int, F64]
+
+
+def group_references(inputs: Sequence[GroupInput], scale: float) -> list[F64]:
+    """Each group's reference output (q_rows, h_q, d). The kv heads that go through the
+    pool share the two matrix products with it, `U = q @ poolᵀ` and `W @ pool`, in stacks
+    of up to `stacked_heads` heads (`_stacks`): one pass over the 64 MiB float64 pool per
+    stack instead of per head, and every element the same dot of the same BLAS kernel as
+    a head's own product (the stacked rows change only how many rows BLAS runs)."""
+    outs: list[F64] = []
+    pooled: list[_Head] = []
+    for index, gi in enumerate(inputs):
+        q_rows, h_q, d = gi.q.shape
+        g = h_q // gi.k.heads
+        q64 = gi.q.astype(np.float64)
+        qhs = [q64[:, h * g:(h + 1) * g, :].reshape(-1, d) * scale
+               for h in range(gi.k.heads)]
+        outs.append(np.empty((q_rows, h_q, d)))
+        # given arrays (a witness's inputs) have no pool: blocks of their rows
+        if isinstance(gi.k, KVSource) and isinstance(gi.v, KVSource) and \
+                uses_pool(q_rows * g, gi.k.rows, d):
+            pooled.extend((index, h, qh) for h, qh in enumerate(qhs))
+        else:
+            for h, o in enumerate(_direct(gi, qhs)):
+                _place(outs[index], h, o)
+    for stack in _stacks(inputs, pooled):
+        for (index, h, _), o in zip(stack, _pooled_heads(inputs, stack), strict=True):
+            _place(outs[index], h, o)
+    return outs
+
+
+def _place(out: F64, h: int, o: F64) -> None:
+    """Kv head h's outputs o (q_rows * g, d) into the group's (q_rows, h_q, d)."""
+    q_rows, _, d = out.shape
+    g = o.shape[0] // q_rows
+    out[:, h * g:(h + 1) * g, :] = o.reshape(q_rows, g, d)
+
+
+def _stacks(inputs: Sequence[GroupInput], heads: list[_Head]) -> list[list[_Head]]:
+    """Consecutive pooled heads of one pool (seed, d) and query count, up to
+    `stacked_heads` a stack."""
+    stacks: list[list[_Head]] = []
+    for head in heads:
+        pool, nq = _pool_of(inputs, head), head[2].shape[0]
+        last = stacks[-1] if stacks else None
+        if last is not None and len(last) < stacked_heads(nq, pool[1]) and \
+                last[0][2].shape[0] == nq and _pool_of(inputs, last[0]) == pool:
+            last.append(head)
+        else:
+            stacks.append([head])
+    return stacks
+
+
+def _pool_of(inputs: Sequence[GroupInput], head: _Head) -> tuple[int, int]:
+    k = inputs[head[0]].k
+    assert isinstance(k, KVSource)  # only generated rows have a pool
+    return k.seed, k.d
 
 
 def _direct(gi: GroupInput, qhs: list[F64]) -> list[F64]:
@@ -137,17 +200,37 @@ def _spans(n_vec: int, tv: int, h: int, h_kv: int) -> list[tuple[int, int, int]]
     return spans
 
 
-def _head(gi: GroupInput, h: int, qh: F64) -> F64:
-    """Kv head h and its queries qh (nq, d), already scaled, through the pool: the exact
-    max over the keys first (from the pool rows they use), then e^(s - m) once per pool
-    row and sign, the weights of V's pool rows key block by key block, and ℓ from how
-    often each pool row is a key."""
+def _pooled_heads(inputs: Sequence[GroupInput], stack: list[_Head]) -> list[F64]:
+    """A stack's heads through the pool, each's outputs (nq, d): every pool row's score
+    for all their queries in one product, each head's weights of V's pool rows (`_weights`)
+    into its rows of W, then `W @ pool` in one product, each head's rows divided by its ℓ."""
+    seed, d = _pool_of(inputs, stack[0])
+    pool = pool64(seed, d)
+    qs = [qh for *_, qh in stack]
+    u = (qs[0] if len(qs) == 1 else np.concatenate(qs)) @ pool.T  # (Σ nq, R)
+    w = np.zeros_like(u)
+    ells, at = [], 0
+    for index, h, qh in stack:
+        nq = qh.shape[0]
+        ells.append(_weights(inputs[index], h, qh, u[at:at + nq], w[at:at + nq]))
+        at += nq
+    acc = w @ pool
+    out, at = [], 0
+    for ell in ells:
+        out.append(acc[at:at + ell.shape[0]] / ell[:, None])
+        at += ell.shape[0]
+    return out
+
+
+def _weights(gi: GroupInput, h: int, qh: F64, u: F64, w: F64) -> F64:
+    """Kv head h, its queries qh (nq, d), already scaled, and u = qh @ poolᵀ (nq, R): the
+    exact max over the keys first (from the pool rows they use), then e^(s - m) once per
+    pool row and sign, the weights of V's pool rows added into w (nq, R, zero) key block
+    by key block; returns ℓ (nq,), from how often each pool row is a key."""
     k = gi.k
-    assert isinstance(k, KVSource)  # group_reference: only generated rows have a pool
+    assert isinstance(k, KVSource)  # group_references: only generated rows have a pool
     d, h_kv = k.d, k.heads
     seed, rows, tv = k.seed, pool_rows(d), tile_vectors(d)
-    pool = pool64(seed, d)
-    u = qh @ pool.T                                   # (nq, R): every pool row's score
     n_vec = k.rows * h_kv
     spans = _spans(n_vec, tv, h, h_kv)
     n_tiles = -(-n_vec // tv)
@@ -169,8 +252,7 @@ def _head(gi: GroupInput, h: int, qh: F64) -> F64:
     e_pos, e_neg = u - m[:, None], np.negative(u)
     e_neg -= m[:, None]
     e = (np.exp(e_pos, out=e_pos), np.exp(e_neg, out=e_neg))   # e^(±u - m), no temporaries
-    ell = e[0] @ counts[0] + e[1] @ counts[1]
-    w = np.zeros_like(u)
+    ell: F64 = e[0] @ counts[0] + e[1] @ counts[1]
     for t, a, cnt in spans:
         kb, ks = int(ksrc[t]) % rows, int(int(ksrc[t]) >= rows)
         vb, vs = int(vsrc[t]) % rows, int(vsrc[t]) >= rows
@@ -185,8 +267,7 @@ def _head(gi: GroupInput, h: int, qh: F64) -> F64:
         p = np.exp(s_p - m)
         w[:, vr] += (-1.0 if v_neg else 1.0) * (p - e[ks][:, kr])
         ell += p
-    out: F64 = (w @ pool) / ell[:, None]
-    return out
+    return ell
 
 
 def _patched_keys(gi: GroupInput, h: int, qh: F64, ksrc: npt.NDArray[np.int64],
