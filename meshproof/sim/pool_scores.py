@@ -14,6 +14,8 @@ memory past `MAX_BYTES` take the direct path.
 
 from __future__ import annotations
 
+import numpy as np
+
 from meshproof.model.inputs import pool_rows, signed_pool, tile_vectors
 from meshproof.sim.rounding import F32
 
@@ -62,7 +64,9 @@ class PoolScores:
             if chunk is None:
                 if self._bytes + x2.shape[0] * tile * 4 > MAX_BYTES:
                     return False
-                chunk = (pool[c * tile:(c + 1) * tile] @ x2.T).T   # flat_dot's call
+                # flat_dot's call; kept row-major, so that each piece's slice of it is
+                # copied row by row, not gathered a column at a time (3x slower)
+                chunk = np.ascontiguousarray((pool[c * tile:(c + 1) * tile] @ x2.T).T)
                 self._chunks[(seed, d, key, c)] = chunk
                 self._bytes += chunk.nbytes
             chunks.append(chunk)
