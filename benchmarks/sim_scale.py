@@ -72,22 +72,28 @@ TARGET_PROCESS = 0.25
 TARGET_RSS = 2e9
 TARGET_MULTI = 1.5
 _PHASES: list[tuple[tuple[str, float], ...]] = []
-# Why the CPU ratio stays near 2.4 (profiled, one thread, 1M context): the multi-user
-# panel's IR does 8x the arithmetic of the single-user one on the same K/V bytes.
+# Why the CPU ratio stays near 2: the multi-user panel's IR does 8x the arithmetic of the
+# single-user one on the same K/V bytes (profiled, one thread, 1M context).
 BOUND = (
     "the floor is the P.V dot: a multi-user problem's is (8 query heads x key_tile) . "
     "(key_tile x d) per key tile where a single-user one's has 1 row. The single-user "
     "ones are BLAS matrix-vector products that read each V tile once at memory speed; "
     "the 8-row ones are matrix products, for which BLAS packs (copies) each tile and "
     "then computes at about a third of its large-GEMM rate: 2.7x the one-row time per "
-    "tile (one BLAS thread), about half the multi-user IR evaluation. The scores q.K^T "
-    "are made once per chunk of the generator's pool and shared by a group's ranks in "
-    "both panels (sim/pool_scores.py), 8x the arithmetic for the multi-user one; its "
-    "softmax's elementwise ops run on 8x the scores (in place: no new arrays), and its "
-    "float64 reference does 8x the work per pool row (U = q.pool^T and W.pool are "
-    "matrix products, not GEMVs). With two threads the compute-bound run gains more "
-    "than the memory-bound one, so the wall ratio is "
-    "below the CPU ratio: on a quiet machine, not on a loaded one")
+    "tile (one BLAS thread), over half the multi-user IR evaluation. The simulator's "
+    "numbers are defined as those of that one matrix product per tile (spec/simulator.md), "
+    "so another call shape (8 GEMVs, split sums) would change the float32 outputs. The "
+    "scores q.K^T are made once per chunk of the generator's pool and shared by a "
+    "group's ranks in both panels (sim/pool_scores.py; each piece's slice copied once, "
+    "row by row, into the dot's output), 8x the arithmetic for the multi-user one; its "
+    "softmax's elementwise ops run on 8x the scores (in place: no new arrays). Its "
+    "float64 reference stacks the kv heads of a batch (8 query rows each) into one "
+    "U = q.pool^T and one W.pool product per stack (sim/reference.py; bit for bit the "
+    "per-head numbers), so the 64 MiB float64 pool is read once per stack of up to 4 "
+    "heads (the command's two threads each take half a launch's 8 groups) rather than "
+    "per head; its cost is the 8x arithmetic of those products. With two threads the "
+    "compute-bound multi-user run gains more than the memory-bound single-user one, so "
+    "the wall ratio is below the CPU ratio: on a quiet machine, not on a loaded one")
 
 
 def copy_bandwidth(repeats: int = 5) -> float:
