@@ -154,6 +154,24 @@ def test_the_console_script_freezes_what_a_command_imported_and_main_alone_does_
         assert done.stdout.strip().splitlines()[-1] == frozen
 
 
+@pytest.mark.parametrize("thread", [False, True])
+def test_the_console_script_exits_with_its_code_after_its_exit_handlers_and_output(
+        thread: bool) -> None:
+    """entry ends the process without the interpreter's teardown: the exit handlers
+    still run, buffered output is written, the exit code is the command's; a thread
+    still running is waited for, as the interpreter's own exit does."""
+    code = ("import atexit, sys, threading, time; from meshproof import cli; "
+            "atexit.register(lambda: sys.stdout.write('handler')); "
+            + ("threading.Thread(target=lambda: (time.sleep(0.3), print('thread'))).start(); "
+               if thread else "")
+            + "sys.argv = ['meshproof', 'trace', 'no_such_kernel']; cli.entry()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == ExitCode.BAD_INPUT, done.stderr
+    assert done.stdout == ("thread\nhandler" if thread else "handler")
+    assert "no_such_kernel" in done.stderr
+
+
 def test_exit_codes_are_the_documented_ones() -> None:
     assert {c.name: int(c) for c in ExitCode} == {
         "OK": 0, "VIOLATED": 1, "BAD_INPUT": 2, "UNKNOWN": 3, "INTERNAL": 70,
