@@ -39,6 +39,7 @@ from meshproof.errors import (
 from meshproof.model import budget
 from meshproof.model.isolation import (
     KILL_GRACE_SECONDS,
+    IsolatedTracer,
     LimitKnobs,
     StartMethod,
     TraceLimits,
@@ -79,6 +80,17 @@ def test_a_forked_trace_returns_the_in_process_schedule() -> None:
     isolated = trace_isolated(ref, launch)
     assert isolated == trace(ref, launch)
     assert sum(len(p.ops) for p in isolated.programs) == 704
+
+
+def test_the_callers_work_runs_while_the_child_traces() -> None:
+    """`while_waiting` (the verify CLI's: Z3's context) runs in the caller once the child
+    has started and before its answer is read: the schedule is the same."""
+    ref = resolve_kernel("mesh_mlo_2d")
+    launch = build_launch(ref, LaunchOptions(mesh="2x4"))
+    seen: list[int] = []
+    isolated = IsolatedTracer(while_waiting=lambda: seen.append(os.getpid()))(ref, launch)
+    assert isolated == trace(ref, launch)
+    assert seen == [os.getpid()]
 
 
 @pytest.mark.parametrize("start", [StartMethod.SPAWN, StartMethod.FORKSERVER])

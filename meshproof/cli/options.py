@@ -72,14 +72,17 @@ def trace_limits(trace_timeout: float, trace_memory: int, *, gate: bool = False
     return TraceLimits.of_timeout(trace_timeout, wall, base)
 
 
-def current_pipeline(limits: TraceLimits | None = None) -> Pipeline:
+def current_pipeline(limits: TraceLimits | None = None,
+                     while_tracing: Callable[[], object] | None = None) -> Pipeline:
     """The pipeline `main(..., pipeline=...)` was given; else the real one, which imports
-    and traces kernels in child processes under `limits` (model/isolation.py)."""
+    and traces kernels in child processes under `limits` (model/isolation.py), running
+    `while_tracing` in this process while a child traces."""
     obj = click.get_current_context().find_root().obj
     if isinstance(obj, Pipeline):
         return obj
     limits = limits or trace_limits(DEFAULT_WALL_SECONDS, DEFAULT_MEMORY_MB)
-    return Pipeline(resolver=IsolatedResolver(limits), tracer=IsolatedTracer(limits))
+    return Pipeline(resolver=IsolatedResolver(limits),
+                    tracer=IsolatedTracer(limits, while_waiting=while_tracing))
 
 
 def launch_options(func: F) -> F:

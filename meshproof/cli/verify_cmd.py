@@ -33,6 +33,7 @@ from meshproof.verify.properties import (
     parse_properties,
     parse_recheck,
 )
+from meshproof.verify.z3util import warm as warm_solver
 
 _NAMES = f"Properties: {', '.join(PROPERTY_NAMES)}."
 
@@ -97,7 +98,7 @@ def verify_cmd(timeout_s: float, only: tuple[str, ...], skip: tuple[str, ...], a
 
         check_sarif_target(sarif_path)
     check_diagram(diagram, keep_dot)
-    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory))
+    pipeline = current_pipeline(trace_limits(trace_timeout, trace_memory), warm_solver)
     listed = cli_launches(launch, launches_file, pipeline.resolver)
     many = several(listed, launches_file)
     if many:

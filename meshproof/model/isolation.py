@@ -86,9 +86,13 @@ class IsolatedTracer:
 
     limits: TraceLimits = field(default_factory=TraceLimits)
     start: StartMethod | None = None
+    # work the caller needs next anyway, done in this process while the child traces
+    # (it would wait idle): the CLI's verify creates Z3's context (trace_isolated)
+    while_waiting: Callable[[], object] | None = None
 
     def __call__(self, kernel: KernelRef, launch: Launch) -> Schedule:
-        return trace_isolated(kernel, launch, self.limits, start=self.start)
+        return trace_isolated(kernel, launch, self.limits, start=self.start,
+                              while_waiting=self.while_waiting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +119,10 @@ def limit_stage(stage: Any, seconds: float, knob: str) -> Any:
 def trace_isolated(kernel: KernelRef | str, launch: Launch,
                    limits: TraceLimits | None = None, *,
                    start: StartMethod | None = None,
-                   tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Schedule:
-    """`trace(kernel, launch)` in a child process under `limits`.
+                   tracer: Callable[[KernelRef, Launch], Schedule] = trace,
+                   while_waiting: Callable[[], object] | None = None) -> Schedule:
+    """`trace(kernel, launch)` in a child process under `limits`; `while_waiting` (if
+    any) runs in this process once the child has started, before waiting for it.
 
     `kernel` is a resolved KernelRef or what `resolve_kernel` takes (a built-in name or
     `path::function`). A fresh interpreter (SPAWN, FORKSERVER) needs the latter, or a
@@ -129,7 +135,7 @@ def trace_isolated(kernel: KernelRef | str, launch: Launch,
     name = launch.spec.kernel
     try:
         reply = _run_child(kernel, launch, limits, start, findable, f"tracing {name}",
-                           f"the trace process of kernel {name}", tracer)
+                           f"the trace process of kernel {name}", tracer, while_waiting)
     except (TraceTimeout, TraceCpuLimit) as exc:
         if not is_builtin(kernel):
             raise  # a user kernel's host loop may never end: its own fault (exit 2)
@@ -209,7 +215,8 @@ def _file_key(spec: str) -> tuple[str, str] | None:
 
 def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimits,
                start: StartMethod | None, findable: bool, what: str, process: str,
-               tracer: Callable[[KernelRef, Launch], Schedule] = trace) -> Reply:
+               tracer: Callable[[KernelRef, Launch], Schedule] = trace,
+               while_waiting: Callable[[], object] | None = None) -> Reply:
     """Run one Job in a child; return its reply, or raise the error it carries, or the
     error of a limit or a death. `start`: how (None: `StartMethod.default(findable)`,
     chosen while the caller's registered threads are paused)."""
@@ -235,6 +242,8 @@ def _run_child(kernel: KernelRef | str, launch: Launch | None, limits: TraceLimi
                                         name=f"meshproof {what}")
                 with _signals_held():
                     child.start()
+            if while_waiting is not None:  # on the other core, while the child traces
+                while_waiting()
             child.join(limits.wall_seconds + KILL_GRACE_SECONDS)
             timed_out = child.exitcode is None
         finally:  # also on Ctrl-C or SIGTERM: the child never outlives the call
