@@ -92,16 +92,19 @@ def test_interrupts_exit_130(monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -
     assert res.err.strip().endswith("meshproof: interrupted")
 
 
-def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None:
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_proved_verify_imports_no_report_stack_and_no_witness_search(as_json: bool
+                                                                       ) -> None:
     """A cold, proved `meshproof verify` pays for z3, numpy and the verifier: not for
     matplotlib or the report, the witness searches (numeric safety's too, with their
     cone and machine evaluation), proof relocation, the witness file or a counterexample's
     details, which are imported where a failure or a second launch needs them; nor for
     the simulator's configuration and inputs, numpy.ma (np.unique loads it) or tomllib
-    (its regexes), difflib (a misspelt name's hint) or click's completion."""
+    (its regexes), difflib (a misspelt name's hint) or click's completion; printed as
+    text, not for json either."""
     code = ("import sys; from meshproof.cli import main; "
-            "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3', "
-            "'--json']); "
+            "code = main(['verify', 'mesh_mlo_2d', '--mesh', '2x4', '--queue-depth', '3'"
+            + (", '--json'" if as_json else "") + "]); "
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or "
             "m.startswith(('meshproof.report', 'meshproof.cli.report_cmd', 'rich.progress')) "
             "or m in ('meshproof.verify.semantics.sparse_eval', "
@@ -109,7 +112,7 @@ def test_a_proved_verify_imports_no_report_stack_and_no_witness_search() -> None
             "'meshproof.model.witness_file', 'rich._emoji_codes', "
             "'meshproof.verify.semantics.witness', 'meshproof.verify.semantics.cone', "
             "'numpy.ma', 'tomllib', 'meshproof.sim.config', 'meshproof.model.inputs', "
-            "'difflib', 'click.shell_completion', "
+            "'difflib', 'click.shell_completion', " + ("" if as_json else "'json', ") +
             "'meshproof.verify.details', 'meshproof.verify.semantics.numeric', "
             "'meshproof.model.machine')); "
             "print(code, heavy)")
