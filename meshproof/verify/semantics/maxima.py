@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
+from weakref import WeakKeyDictionary
 
 from meshproof.verify.semantics.atom_base import Atom, _set, frame_parts
 from meshproof.verify.semantics.atoms import Lin
@@ -96,6 +97,18 @@ def _moves_bound(s: Subst) -> bool:
     return BOUND in s or any(BOUND in img.digits for img in s.values())
 
 
+_ANCHORS: WeakKeyDictionary[Atom, tuple[int, Atom]] = WeakKeyDictionary()
+
+
+def _anchored(a: Atom, lo: int) -> Atom:
+    """a moved back by lo key rows (a key-row frame: -lo is frame(-lo)), kept: a running
+    max's members come back in every later situation."""
+    hit = _ANCHORS.get(a)
+    if hit is None or hit[0] != lo:
+        hit = _ANCHORS[a] = (lo, a.shift(-lo))
+    return hit[1]
+
+
 def subst_members(elems: tuple[Elem, ...], s: Subst) -> list[Elem]:
     """Every member with digits replaced (`Elem(e.body.subst(s), e.rows)`), each atom
     substituted once: the score the members of a striped ring's running max share, and a
@@ -116,7 +129,7 @@ def subst_members(elems: tuple[Elem, ...], s: Subst) -> list[Elem]:
         items: list[tuple[Atom, Fraction]] = []
         for a, c in body.coeffs:
             if lo and a.kind == "pen":
-                base = a.shift(-lo)         # a key-row frame: -lo is frame(-lo)
+                base = _anchored(a, lo)
                 hit = done.get(base)
                 if hit is None:
                     hit = done[base] = base.subst(s)
