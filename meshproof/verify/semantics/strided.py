@@ -207,15 +207,17 @@ def expand(p: Poly) -> Poly:
         if not strided:
             out.append((m, c))
             continue
-        term = Poly(((Monomial(m.unit, tuple((a, k) for a, k in m.vars
-                                             if not isinstance(a, StridedSum))), c),))
+        # the products stay a list (merged once, by the Poly.make below: a product of
+        # pieces is never a lone score, so no span merges in between either)
+        term: list[tuple[Monomial, Fraction]] = [
+            (Monomial(m.unit, tuple((a, k) for a, k in m.vars
+                                    if not isinstance(a, StridedSum))), c)]
         for a, k in strided:
             assert isinstance(a, StridedSum)
-            parts = _parts(a)
+            parts = _parts(a).terms
             for _ in range(k):
-                term = Poly.make((ma * mb, ca * cb) for ma, ca in term.terms
-                                 for mb, cb in parts.terms)
-        out.extend(term.terms)
+                term = [(ma * mb, ca * cb) for ma, ca in term for mb, cb in parts]
+        out.extend(term)
     return Poly.make(out)
 
 
