@@ -227,9 +227,24 @@ def stride_form(r: Rat) -> Rat:
     return _each_poly(r, stride)
 
 
+EXPANDED_KEPT = 64          # forms kept expanded (then the cache starts again)
+_EXPANDED: dict[str, Rat] = {}
+
+
 def expand_form(r: Rat) -> Rat:
-    """The form with every strided sum replaced by its pieces (an identity)."""
-    return _each_poly(r, expand)
+    """The form with every strided sum replaced by its pieces (an identity). Kept by the
+    form's key for a while: the interval, the rounding bound and the judge each expand
+    the value a situation has just made (half of a striped ring's expansions)."""
+    if r.inf:
+        return r
+    hit = _EXPANDED.get(r.key)
+    if hit is None:
+        hit = _each_poly(r, expand)
+        if hit is not r:
+            if len(_EXPANDED) >= EXPANDED_KEPT:
+                _EXPANDED.clear()
+            _EXPANDED[r.key] = hit
+    return hit
 
 
 def _each_poly(r: Rat, rewrite: Callable[[Poly], Poly]) -> Rat:
