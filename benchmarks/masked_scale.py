@@ -15,23 +15,24 @@ ring keeps its shard sums as row sums over residue classes (spec/semantics.md §
 strided.py), so it is proved past 14 ranks (16 x 256: 3.3 s CPU, all seven proved; it was
 363 s and unknown before them). `--kernel NAME` (repeatable) runs only those kernels.
 
-Measured this session (2-core machine shared with two others, CPU seconds, two runs
-each of the code after; the code before once, in the same session, interleaved): every
-row proved or, for the off-by-one, violated (exit 1 at one million tokens, 5.0 / 5.3 s);
-striped 64 x 256 132.8 -> 66.0 / 63.4 s, one million tokens 148.9 -> 80.6 / 74.4 s
-(peak RSS 2.0 GiB); zigzag 64 x 256 38.0 -> 31.7 / 31.7 s, one million tokens 61.9 ->
-55.1 / 55.5 s; naive 64 x 256 1.8-2.0 s, one million tokens 2.6 / 2.7 s. Every row is
-now under 60 s CPU but striped's two at 64 ranks (63-66 s and 74-81 s); zigzag is
-about 17x naive at 64 x 256 (the 4x goal is not met: its situations grow as ~18·n²,
-below). What paid: a max's members substituted atom by atom with a penalty once per
+Measured this session (2-core machine shared with two others, CPU seconds; the code
+before once, interleaved with the code after): every row proved or, for the off-by-one,
+violated (exit 1 at one million tokens, 5.0 / 5.3 s); striped 64 x 256 132.8 -> 59.4 /
+62.4 s, one million tokens 148.9 -> 73.5 s (74.4 / 80.6 s a commit earlier; peak RSS
+2.0 GiB); zigzag 64 x 256 38.0 -> 32.1 / 36.1 s (31.7 / 31.7 a commit earlier), one
+million tokens 61.9 -> 55.3 s (55.1 / 55.5); naive 64 x 256 1.8-2.0 s, one million
+tokens 2.6 / 2.7 s. Every row is now at or under 60 s CPU but striped at one million
+tokens (about 74 s) and, by a few seconds on some runs, striped 64 x 256; zigzag is about
+17x naive at 64 x 256 (the 4x goal is not met: its situations grow as ~18·n², below).
+What paid: a max's members substituted atom by atom with a penalty once per
 guard up to a shift of its key rows (the guard-substitution lemma, spec/semantics.md
 §9); an elementwise op no longer renames the operand digits canonical numbering already
 lines up (broadcast then unified every axis and substituted both forms again, which
 also substituted every member of a striped running max); a max's members of one shape
 bisected by their first row (Ranges.covers asked 190,839 -> 7,186 times at 32 ranks);
 strided expansions kept for the last 64 forms and built without an intermediate
-polynomial per power; a max's interval and a member's opened body kept; no Fraction
-addition for a coefficient met once. One member per residue class of shards is still
+polynomial per power; a max's interval, a member's opened body and a row sum's base
+kept; no Fraction addition for a coefficient met once. One member per residue class of shards is still
 not built, so the readers that walk a striped running max stay O(n) per situation.
 
 Measured before (a previous session: 2-core machine shared with four others at a load
