@@ -32,8 +32,9 @@ also substituted every member of a striped running max); a max's members of one 
 bisected by their first row (Ranges.covers asked 190,839 -> 7,186 times at 32 ranks);
 strided expansions kept for the last 64 forms and built without an intermediate
 polynomial per power; a max's interval, a member's opened body and a row sum's base
-kept; no Fraction addition for a coefficient met once. One member per residue class of shards is still
-not built, so the readers that walk a striped running max stay O(n) per situation.
+kept; no Fraction addition for a coefficient met once. One member per residue class of
+shards is still not built, so the readers that walk a striped running max stay O(n) per
+situation.
 
 Measured before (a previous session: 2-core machine shared with four others at a load
 average of 2-6, so read the CPU column; two runs each): every row proved or, for the
