@@ -15,9 +15,31 @@ ring keeps its shard sums as row sums over residue classes (spec/semantics.md §
 strided.py), so it is proved past 14 ranks (16 x 256: 3.3 s CPU, all seven proved; it was
 363 s and unknown before them). `--kernel NAME` (repeatable) runs only those kernels.
 
-Measured (2-core machine shared with four others at a load average of 2-6, so read the CPU
-column; two runs each): every row proved or, for the off-by-one, violated (also at one
-million tokens); naive 64 x 256 2.2 / 2.4 s CPU, 64 x 16,384 2.7 / 3.2 s; zigzag 40.4 /
+Measured this session (2-core machine shared with two others, CPU seconds; the code
+before once, interleaved with the code after): every row proved or, for the off-by-one,
+violated (exit 1 at one million tokens, 5.0 / 5.3 s); striped 64 x 256 132.8 -> 59.4 /
+62.4 s, one million tokens 148.9 -> 73.5 s (74.4 / 80.6 s a commit earlier; peak RSS
+2.0 GiB); zigzag 64 x 256 38.0 -> 32.1 / 36.1 s (31.7 / 31.7 a commit earlier), one
+million tokens 61.9 -> 55.3 s (55.1 / 55.5); naive 64 x 256 1.8-2.0 s, one million
+tokens 2.6 / 2.7 s. Every row is now at or under 60 s CPU but striped at one million
+tokens (about 74 s) and, by a few seconds on some runs, striped 64 x 256; zigzag is about
+17x naive at 64 x 256 (the 4x goal is not met: its situations grow as ~18·n², below).
+What paid: a max's members substituted atom by atom with a penalty once per
+guard up to a shift of its key rows (the guard-substitution lemma, spec/semantics.md
+§9); an elementwise op no longer renames the operand digits canonical numbering already
+lines up (broadcast then unified every axis and substituted both forms again, which
+also substituted every member of a striped running max); a max's members of one shape
+bisected by their first row (Ranges.covers asked 190,839 -> 7,186 times at 32 ranks);
+strided expansions kept for the last 64 forms and built without an intermediate
+polynomial per power; a max's interval, a member's opened body and a row sum's base
+kept; no Fraction addition for a coefficient met once. One member per residue class of
+shards is still not built, so the readers that walk a striped running max stay O(n) per
+situation.
+
+Measured before (a previous session: 2-core machine shared with four others at a load
+average of 2-6, so read the CPU column; two runs each): every row proved or, for the
+off-by-one, violated (also at one million tokens); naive 64 x 256 2.2 / 2.4 s CPU,
+64 x 16,384 2.7 / 3.2 s; zigzag 40.4 /
 42.3 s and 61.2 / 70.2 s (about 18x naive: its merge situations grow as ~18·n²; per-row-sum
 frames do not share them, below); striped 142 / 140 s and 148 / 160 s,
 peak RSS 2.0 GiB at one million tokens. The same session's runs of the code before
@@ -41,7 +63,10 @@ the frame: about n²/2 (rank, step) pairs of two block folds each stay misses, w
 why zigzag cannot come within 4x of naive by sharing alone. Striped: its running max keeps
 one member per shard (n members: their guards differ, so no two merge), so each of its
 ~n² misses costs O(n) (1.8 ms per miss at 32 ranks, against 0.5 ms for zigzag); the
-frames shared nothing there (32 ranks: 10,442 situations, 11,372 with them).
+frames shared nothing there (32 ranks: 10,442 situations, 11,372 with them). This
+session, the same counts (no situation is shared or split differently), the analysis's
+CPU seconds at 32 ranks: zigzag 8.5 -> 7.3-8.2, striped 13.7-14.6 -> 9.0-9.8 (0.9 ms per
+miss); naive 0.4.
 """
 
 from __future__ import annotations

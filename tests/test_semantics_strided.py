@@ -18,7 +18,14 @@ from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.inequalities import Guard
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_terms import NO_UNIT, Monomial, Poly
-from meshproof.verify.semantics.strided import StridedSum, expand, stride
+from meshproof.verify.semantics.rat import Rat
+from meshproof.verify.semantics.strided import (
+    EXPANDED_KEPT,
+    StridedSum,
+    expand,
+    expand_form,
+    stride,
+)
 
 T = 0                  # the query digit
 C = 4                  # rows per shard (the period)
@@ -80,6 +87,22 @@ def test_striding_and_expanding_is_an_identity_on_random_polynomials(seed: int) 
     assert expand(q) == p
     for s in _strided(q):      # a strided sum stands for its pieces only where p allows
         assert all(x in shards for x in s.pieces())
+
+
+def test_kept_expansions_are_the_expansion_of_that_form_only() -> None:
+    """Mistake caught: two forms that differ in one weight (or in a shard) must not share a
+    kept expansion; correct idiom: a form expanded again is the same expansion, also once
+    the cache has started again."""
+    shards = [_shard(j) for j in range(6)]
+    forms = []
+    for w in range(1, 2 * EXPANDED_KEPT + 3):
+        p = _poly({s: Fraction(w if j == 0 else 1) for j, s in enumerate(shards)})
+        forms.append((Rat(stride(p)), Rat(p)))
+    for _ in range(2):
+        for strided, plain in forms:
+            assert expand_form(strided) == plain
+    bare = Rat(_poly({shards[0]: ONE}))
+    assert expand_form(bare) is bare
 
 
 def test_a_frame_moves_every_piece_alike() -> None:

@@ -32,7 +32,9 @@ from meshproof.verify.semantics.tensor_atoms import Score
 def combine(items: Iterable[tuple[Atom, Fraction]]) -> tuple[tuple[Atom, Fraction], ...]:
     merged: dict[Atom, Fraction] = {}
     for a, c in items:
-        merged[a] = merged.get(a, ZERO) + c
+        # most atoms come once: no Fraction addition for them (ZERO + c is c)
+        old = merged.get(a)
+        merged[a] = c if old is None and isinstance(c, Fraction) else (old or ZERO) + c
     return tuple(sorted(((a, c) for a, c in merged.items() if c), key=lambda p: p[0].key))
 
 

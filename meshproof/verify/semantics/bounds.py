@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from weakref import WeakKeyDictionary
 
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.atoms import Lin
@@ -108,7 +109,23 @@ def _atom_interval(atom: Atom, b: float, d: int, depth: int) -> Interval | None:
     return None
 
 
+_MAX_IVS: WeakKeyDictionary[Max, dict[tuple[float, float, int, int], Interval | None]] = \
+    WeakKeyDictionary()
+
+
 def _max_interval(atom: Max, b: float, d: int, depth: int) -> Interval | None:
+    """`_members_interval`, kept per max: a running max (a member per shard in a striped
+    ring) is an atom of every later form whose interval is asked."""
+    kept = _MAX_IVS.get(atom)
+    if kept is None:
+        kept = _MAX_IVS[atom] = {}
+    slot = (float(b), score_cap(b), d, depth)
+    if slot not in kept:
+        kept[slot] = _members_interval(atom, b, d, depth)
+    return kept[slot]
+
+
+def _members_interval(atom: Max, b: float, d: int, depth: int) -> Interval | None:
     """A max lies between its members' largest lower and largest upper bound (so a floor
     member of -1e30 does not widen it). A masked member (s + Pen(G)) is at most s and may
     be -inf: it raises the upper bound like s, and the lower bound only when every member

@@ -6,6 +6,7 @@ term of X is a term of Y with no larger coefficient).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from fractions import Fraction
 from weakref import WeakKeyDictionary
 
@@ -46,7 +47,42 @@ def _as_member(p: Lin, sizes: dict[int, int]) -> Elem | None:
 
 
 Shape = tuple[tuple[Atom, Fraction], ...]
-_SHAPES: WeakKeyDictionary[Max, dict[Shape, list[Elem]]] = WeakKeyDictionary()
+
+
+class _Bucket:
+    """The members of one shape: unranged ones, and ranged ones by their first row with
+    the furthest row reached so far (`reach`), so a row range finds the members that can
+    cover it by bisection (a striped ring's running max has a member per shard, all of
+    one shape, each over its own rows)."""
+
+    __slots__ = ("hollow", "los", "plain", "ranged", "reach")
+
+    def __init__(self, members: list[Elem]) -> None:
+        self.plain = [e for e in members if e.rows is None]
+        self.hollow = [e for e in members if e.rows is not None and not e.rows.parts]
+        self.ranged = sorted((e for e in members if e.rows is not None and e.rows.parts),
+                             key=lambda e: e.rows.parts[0][0] if e.rows else 0)
+        self.los = [e.rows.parts[0][0] for e in self.ranged if e.rows]
+        self.reach: list[int] = []
+        for e in self.ranged:
+            assert e.rows is not None
+            self.reach.append(max(self.reach[-1] if self.reach else e.rows.parts[-1][1],
+                                  e.rows.parts[-1][1]))
+
+    def candidates(self, rows: Ranges | None) -> list[Elem]:
+        """The members whose rows may cover `rows` (every ranged one for no row)."""
+        if rows is None:
+            return self.plain
+        if not rows.parts:
+            return self.ranged + self.hollow
+        lo, hi = rows.parts[0][0], rows.parts[-1][1]
+        i = bisect_right(self.los, lo)
+        if not i or self.reach[i - 1] < hi:
+            return []
+        return self.ranged[i - 1::-1]     # the nearest first: it covers when one does
+
+
+_SHAPES: WeakKeyDictionary[Max, dict[Shape, _Bucket]] = WeakKeyDictionary()
 
 
 def _shape(lin: Lin) -> Shape:
@@ -56,15 +92,15 @@ def _shape(lin: Lin) -> Shape:
     return tuple((a, c) for a, c in lin.coeffs if not isinstance(a, Pen))
 
 
-def _by_shape(m: Max) -> dict[Shape, list[Elem]]:
+def _by_shape(m: Max) -> dict[Shape, _Bucket]:
     """m's members by shape, built once per max (a striped ring's running max has a
     member per shard, and every exp argument asks which of them covers a row)."""
     hit = _SHAPES.get(m)
     if hit is None:
-        hit = {}
+        groups: dict[Shape, list[Elem]] = {}
         for member in m.elems:
-            hit.setdefault(_shape(member.body), []).append(member)
-        _SHAPES[m] = hit
+            groups.setdefault(_shape(member.body), []).append(member)
+        hit = _SHAPES[m] = {shape: _Bucket(members) for shape, members in groups.items()}
     return hit
 
 
@@ -72,14 +108,15 @@ def _covered(e: Elem, m: Max) -> bool:
     """e <= some member of m: the same linear part with a constant at least e's (s <= s +
     20, the member of a reference point above the max), over rows that cover e's. A masked
     e (s + Pen(G)) is covered by a member s + Pen(G') when G implies G' (where e is finite,
-    so is the member, and they are equal), or by s. Only members of e's shape can."""
+    so is the member, and they are equal), or by s. Only members of e's shape can, and of
+    those only the ranged ones that start at or before e's first row and reach its last."""
+    bucket = _by_shape(m).get(_shape(e.body))
+    if bucket is None:
+        return False
     bare: Lin | None = None
-    for member in _by_shape(m).get(_shape(e.body), ()):
+    for member in bucket.candidates(e.rows):
         # the rows first: they are cheaper than the bodies, and most members fail them
-        if e.rows is None:
-            if member.rows is not None:
-                continue
-        elif member.rows is None or not member.rows.covers(e.rows):
+        if e.rows is not None and (member.rows is None or not member.rows.covers(e.rows)):
             continue
         if member.body != e.body and not _shifted_up(e.body, member.body):
             held = pens(member.body)
@@ -91,6 +128,17 @@ def _covered(e: Elem, m: Max) -> bool:
                 continue
         return True
     return False
+
+
+_MEMBERS: WeakKeyDictionary[Max, frozenset[Elem]] = WeakKeyDictionary()
+
+
+def _members(m: Max) -> frozenset[Elem]:
+    """m's members as a set (equal by key), once per max."""
+    hit = _MEMBERS.get(m)
+    if hit is None:
+        hit = _MEMBERS[m] = frozenset(m.elems)
+    return hit
 
 
 _CANON: WeakKeyDictionary[Max, tuple[Lin, ...]] = WeakKeyDictionary()
@@ -231,7 +279,10 @@ def _below(p: Lin, m: Max, sizes: dict[int, int], rows: Ranges | None = None) ->
         # P = M' + R <= M when every member e of M' has e + R among M's members
         assert isinstance(sub, Max)
         r = Lin(p.const, tuple((a, c) for a, c in p.coeffs if a is not sub))
-        if all(_covered(Elem(_plus(e.body, body, r), e.rows), m)
+        # R = 0 (m_old - m_new): a member of M' that is one of M's is covered by itself,
+        # found by its key (a striped ring's running maxima share all but one member)
+        have = _members(m) if not r.coeffs and not r.const else frozenset()
+        if all(e in have or _covered(Elem(_plus(e.body, body, r), e.rows), m)
                for e, body in zip(sub.elems, _canonical(sub), strict=True)):
             return True
     candidates = [p] + ([Lin(ZERO, p.coeffs)] if p.const < 0 else [])

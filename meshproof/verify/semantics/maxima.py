@@ -5,6 +5,8 @@ ranges they span (`Ranges`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fractions import Fraction
+from weakref import WeakKeyDictionary
 
 from meshproof.verify.semantics.atom_base import Atom, _set, frame_parts
 from meshproof.verify.semantics.atoms import Lin
@@ -91,6 +93,56 @@ class Elem:
         return Elem(self.body.shift(delta), rows)
 
 
+def _moves_bound(s: Subst) -> bool:
+    return BOUND in s or any(BOUND in img.digits for img in s.values())
+
+
+_ANCHORS: WeakKeyDictionary[Atom, tuple[int, Atom]] = WeakKeyDictionary()
+
+
+def _anchored(a: Atom, lo: int) -> Atom:
+    """a moved back by lo key rows (a key-row frame: -lo is frame(-lo)), kept: a running
+    max's members come back in every later situation."""
+    hit = _ANCHORS.get(a)
+    if hit is None or hit[0] != lo:
+        hit = _ANCHORS[a] = (lo, a.shift(-lo))
+    return hit[1]
+
+
+def subst_members(elems: tuple[Elem, ...], s: Subst) -> list[Elem]:
+    """Every member with digits replaced (`Elem(e.body.subst(s), e.rows)`), each atom
+    substituted once: the score the members of a striped ring's running max share, and a
+    penalty once per guard up to a shift of its key rows (spec/semantics.md §9, the
+    guard-substitution lemma: when s neither maps BOUND nor brings it in,
+    ``Pen(G.shift(k)).subst(s) = Pen(G.subst(s)).shift(k)``). A penalty is taken back to
+    its member's first row, so shard j's guard, which is shard 0's moved by j·C, meets
+    shard 0's there."""
+    done: dict[Atom, Atom] = {}
+    anchor = not _moves_bound(s)
+    out: list[Elem] = []
+    for e in elems:
+        body = e.body
+        if not body.coeffs or not any(d in s for d in body.digits):
+            out.append(e)
+            continue
+        lo = e.rows.parts[0][0] if anchor and e.rows is not None and e.rows.parts else 0
+        items: list[tuple[Atom, Fraction]] = []
+        for a, c in body.coeffs:
+            if lo and a.kind == "pen":
+                base = _anchored(a, lo)
+                hit = done.get(base)
+                if hit is None:
+                    hit = done[base] = base.subst(s)
+                items.append((hit.shift(lo), c))
+                continue
+            hit = done.get(a)
+            if hit is None:
+                hit = done[a] = a.subst(s)
+            items.append((hit, c))
+        out.append(Elem(Lin.make(body.const, items), e.rows))
+    return out
+
+
 class Max(Atom):
     """max (or min) of a set of members; never empty, never a single unranged member."""
 
@@ -110,7 +162,7 @@ class Max(Atom):
                            frozenset(digits))
 
     def _subst(self, s: Subst) -> Max:
-        return Max.make((Elem(e.body.subst(s), e.rows) for e in self.elems), self.is_min)
+        return Max.make(subst_members(self.elems, s), self.is_min)
 
     def _shift(self, delta: int) -> Max:
         return Max.make((e.shift(delta) for e in self.elems), self.is_min)

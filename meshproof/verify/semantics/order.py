@@ -84,10 +84,10 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
     low = math.inf
     index: _SumIndex | None = None      # x's row sums by body, for the ranged members
     for member in m.elems:
-        opened = _unmasked(member)
+        opened = _opened(member, k)
         if opened is None:
             return 0.0
-        whole, lit = opened
+        whole, lit, unit, key = opened
         if isinstance(whole.body.const, float):
             continue
         if not whole.body.coeffs and float(whole.body.const) < above:
@@ -96,12 +96,13 @@ def _dominated_floor(x: Poly, m: Max, k: Fraction, low_of: LowOf | None) -> floa
         # interval needs a term of its own
         if whole.rows is not None and index is None:
             index = _SumIndex(x, m, k)
-        parts = [Elem(whole.body, Ranges((part,))) for part in index.pieces(whole, k, lit)] \
+        parts = [Elem(whole.body, Ranges((part,))) for part in index.pieces(whole, key)] \
             if whole.rows is not None and index is not None else [whole]
         for e in parts:
-            unit = _member_unit(e, k)     # once per member piece, not once per term
+            # the pieces share the member's body, hence its unit (once per member, not
+            # once per term)
             if e.rows is not None and index is not None:
-                floor = index.floor(e, k, unit, lit)
+                floor = index.floor(e, k, key)
             else:
                 floor = max((_term_floor(mono, c, m, k, e, unit, lit) for mono, c in x.terms),
                             default=0.0)
@@ -143,22 +144,23 @@ class _SumIndex:
                 assert isinstance(a, RowSum) and isinstance(mono.unit.const, Fraction)
                 self.terms.setdefault(key, []).append((a.lo, a.hi, c, mono.unit.const))
 
-    def pieces(self, e: Elem, k: Fraction, lit: frozenset[Ind]) -> list[tuple[int, int]]:
-        """`_pieces`: e's intervals cut where x's row sums of its body start or end."""
+    def pieces(self, e: Elem, key: BodyKey) -> list[tuple[int, int]]:
+        """`_pieces`: e's intervals cut where x's row sums of its body (`key`: its unit's
+        and indicators') start or end."""
         assert e.rows is not None
-        cuts = self.cuts.get(_body_key(_member_unit(e, k), lit), set())
+        cuts = self.cuts.get(key, set())
         out: list[tuple[int, int]] = []
         for lo, hi in e.rows.parts:
             out.extend(pairwise([lo, *sorted(c for c in cuts if lo < c < hi), hi]))
         return out
 
-    def floor(self, e: Elem, k: Fraction, unit: Lin, lit: frozenset[Ind]) -> float:
+    def floor(self, e: Elem, k: Fraction, key: BodyKey) -> float:
         """`_term_floor` over every term for a ranged member: the largest term holding a
         row sum of its body over rows covering e's."""
         assert e.rows is not None and isinstance(e.body.const, Fraction)
         first, last = e.rows.parts[0][0], e.rows.parts[-1][1]
         return max((float(c) * math.exp(float(const - k * e.body.const))
-                    for lo, hi, c, const in self.terms.get(_body_key(unit, lit), ())
+                    for lo, hi, c, const in self.terms.get(key, ())
                     if lo <= first and last <= hi), default=0.0)
 
 
@@ -168,6 +170,30 @@ def _sum_key(a: Atom) -> BodyKey | None:
             not all(p == 1 and isinstance(v, Ind) for v, p in a.body.vars):
         return None
     return _body_key(a.body.unit, (v for v, _ in a.body.vars))
+
+
+OPENED_KEPT = 1 << 14      # members kept opened (then the cache starts again)
+Opened = tuple[Elem, frozenset[Ind], Lin, BodyKey]
+_OPENED: dict[tuple[str, Fraction], Opened | None] = {}
+
+
+def _opened(member: Elem, k: Fraction) -> Opened | None:
+    """`_unmasked(member)` with the unit k·e of its body and their body key: a function of
+    the member (by its key) and k, kept because a running max's members come back in
+    every later max."""
+    slot = (member.key, k)
+    if slot in _OPENED:
+        return _OPENED[slot]
+    if len(_OPENED) >= OPENED_KEPT:
+        _OPENED.clear()
+    opened = _unmasked(member)
+    out: Opened | None = None
+    if opened is not None:
+        whole, lit = opened
+        unit = _member_unit(whole, k)
+        out = (whole, lit, unit, _body_key(unit, lit))
+    _OPENED[slot] = out
+    return out
 
 
 def _unmasked(e: Elem) -> tuple[Elem, frozenset[Ind]] | None:

@@ -17,17 +17,18 @@ from meshproof.verify.semantics.poly_terms import Monomial, Poly, _powers, shift
 class RowSum(Atom):
     """sum over the key rows b in [lo, hi) of `body` (a monomial that mentions BOUND)."""
 
-    __slots__ = ("body", "hi", "lo")
+    __slots__ = ("_base", "body", "hi", "lo")
     kind = "rowsum"
     body: Monomial
     lo: int
     hi: int
+    _base: str | None
 
     @staticmethod
     def make(body: Monomial, lo: int, hi: int) -> RowSum:
         assert hi > lo
         return RowSum._intern(f"Σ[{lo},{hi})({body.key})",
-                              lambda a: _set(a, body=body, lo=lo, hi=hi),
+                              lambda a: _set(a, body=body, lo=lo, hi=hi, _base=None),
                               frozenset(d for d in body.digits if d != BOUND))
 
     @staticmethod
@@ -58,11 +59,15 @@ class RowSum(Atom):
 
     @property
     def base(self) -> str:
-        """The key of the body without its mask: sums of one base share their cuts."""
-        if not any(isinstance(a, Ind) for a, _ in self.body.vars):
-            return self.body.key
-        return Monomial(self.body.unit, tuple((a, k) for a, k in self.body.vars
-                                              if not isinstance(a, Ind))).key
+        """The key of the body without its mask: sums of one base share their cuts. Made
+        on first use (every refinement and coarsening asks it of every sum again)."""
+        base = self._base
+        if base is None:
+            base = self.body.key if not any(isinstance(a, Ind) for a, _ in self.body.vars) \
+                else Monomial(self.body.unit, tuple((a, k) for a, k in self.body.vars
+                                                    if not isinstance(a, Ind))).key
+            object.__setattr__(self, "_base", base)
+        return base
 
     @property
     def guard(self) -> Guard | None:

@@ -121,7 +121,9 @@ class Poly:
     def make(items: Iterable[tuple[Monomial, Fraction]]) -> Poly:
         merged: dict[Monomial, Fraction] = {}
         for m, c in items:
-            merged[m] = merged.get(m, ZERO) + c
+            # most monomials come once: no Fraction addition for them (ZERO + c is c)
+            old = merged.get(m)
+            merged[m] = c if old is None and isinstance(c, Fraction) else (old or ZERO) + c
         return Poly(_spans(tuple(sorted(((m, c) for m, c in merged.items() if c),
                                         key=lambda p: p[0].key))))
 

@@ -207,15 +207,17 @@ def expand(p: Poly) -> Poly:
         if not strided:
             out.append((m, c))
             continue
-        term = Poly(((Monomial(m.unit, tuple((a, k) for a, k in m.vars
-                                             if not isinstance(a, StridedSum))), c),))
+        # the products stay a list (merged once, by the Poly.make below: a product of
+        # pieces is never a lone score, so no span merges in between either)
+        term: list[tuple[Monomial, Fraction]] = [
+            (Monomial(m.unit, tuple((a, k) for a, k in m.vars
+                                    if not isinstance(a, StridedSum))), c)]
         for a, k in strided:
             assert isinstance(a, StridedSum)
-            parts = _parts(a)
+            parts = _parts(a).terms
             for _ in range(k):
-                term = Poly.make((ma * mb, ca * cb) for ma, ca in term.terms
-                                 for mb, cb in parts.terms)
-        out.extend(term.terms)
+                term = [(ma * mb, ca * cb) for ma, ca in term for mb, cb in parts]
+        out.extend(term)
     return Poly.make(out)
 
 
@@ -225,9 +227,24 @@ def stride_form(r: Rat) -> Rat:
     return _each_poly(r, stride)
 
 
+EXPANDED_KEPT = 64          # forms kept expanded (then the cache starts again)
+_EXPANDED: dict[str, Rat] = {}
+
+
 def expand_form(r: Rat) -> Rat:
-    """The form with every strided sum replaced by its pieces (an identity)."""
-    return _each_poly(r, expand)
+    """The form with every strided sum replaced by its pieces (an identity). Kept by the
+    form's key for a while: the interval, the rounding bound and the judge each expand
+    the value a situation has just made (half of a striped ring's expansions)."""
+    if r.inf:
+        return r
+    hit = _EXPANDED.get(r.key)
+    if hit is None:
+        hit = _each_poly(r, expand)
+        if hit is not r:
+            if len(_EXPANDED) >= EXPANDED_KEPT:
+                _EXPANDED.clear()
+            _EXPANDED[r.key] = hit
+    return hit
 
 
 def _each_poly(r: Rat, rewrite: Callable[[Poly], Poly]) -> Rat:

@@ -122,7 +122,12 @@ class SymbolicArithmetic(SymbolicCore):
         if a.layout == b.layout:
             layout, fa, fb = a.layout, a.form, b.form
         else:
-            b = separate(a.layout, b, self.src, always=True)
+            # a digit both layouts hold at the same aligned axis (the same digits, sizes
+            # and position) is the same index in both, whether its id is shared by descent
+            # or by canonical numbering (canon.py: CANON + position), so only a digit held
+            # elsewhere is renamed; renaming the rest made broadcast unify every axis again
+            # and substitute both forms (a tenth of a zigzag ring's situations)
+            b = separate(a.layout, b, self.src)
             layout, sa, sb = broadcast(a.layout, b.layout, self.src)
             fa, fb = a.form.subst(sa), b.form.subst(sb)
         if fn is Binary.MAXIMUM:
