@@ -347,26 +347,17 @@ def check_safety(schedule: Schedule, table: ChannelTable, problem: Problem,
     done: dict[tuple[int, int | None], bool] = {}   # (id(op), facts id) -> candidate?
     exps = narrows = 0
     held = symbolic.evaluation.values   # per rank: value id -> Held (its facts id inside)
-    # per ops tuple already walked (ranks that trace alike share it): its checked ops, so
-    # a rank that repeats it walks those only (every op of it has had its first rank)
-    checked: dict[int, list[tuple[Op, int]]] = {}
     for r, prog in enumerate(schedule.programs):
         values = held[r]
-        seen = checked.get(id(prog.ops))
-        todo: list[tuple[Op, int]] = []
-        if seen is None:
-            checked[id(prog.ops)] = todo
-            for op in prog.ops:
-                kind = kinds.get(id(op))
-                if kind is None:   # the op's first rank
-                    kind = kinds[id(op)] = _kind(op)
-                    dtype_ids.add(id(op.dtype))   # by identity: an Enum hashes in Python
-                    if op.out is not None:
-                        firsts.append((r, op))
-                if kind:
-                    todo.append((op, kind))
-            seen = todo
-        for op, kind in seen:
+        for op in prog.ops:
+            kind = kinds.get(id(op))
+            if kind is None:   # the op's first rank
+                kind = kinds[id(op)] = _kind(op)
+                dtype_ids.add(id(op.dtype))   # by identity: an Enum hashes in Python
+                if op.out is not None:
+                    firsts.append((r, op))
+            if not kind:
+                continue
             x = values.get(kind >> 2)   # symbolic.fid((r, vid)) without its two calls
             key = (id(op), None if x is None else x & _FID)
             if kind & 1:
