@@ -63,17 +63,25 @@ from meshproof.verify.semantics.relations_numbering import (
     _CONSTS,
     _DTC,
     _EXP,
+    _FM,
     _HALF,
     _IDS,
     _LN2,
     _LOW,
     _MUL,
+    _NUM,
     _OP,
     _OUT,
     _RELATED_CODES,
+    _RESCALE,
+    _RF,
+    _RS,
+    _STEP,
+    _TK,
     EXACT_REF,
     Numbering,
     _refid,
+    _weight,
 )
 
 
@@ -97,6 +105,16 @@ class Related(NamedTuple):
 
 
 NONE = Related(Relation.NONE)
+_MAXED: dict[int, Related] = {}
+
+
+def _maxed(keys: int) -> Related:
+    rel = _MAXED.get(keys)
+    if rel is None:
+        rel = _MAXED[keys] = Related(Relation.MAXED, keys=keys)
+    return rel
+
+
 _SAME = Related(Relation.SAME)
 _OTHER = Related(Relation.OTHER)
 _PARTNERS = Related(Relation.PARTNERS)
@@ -112,7 +130,7 @@ class ValueNumbers(Numbering):
         """The relation of op's operands; and op's result numbered already (note() is
         called next for the same op and rank, and then has nothing left to do)."""
         # the hot path (a million calls at 32x32): operands read once, the relation read
-        # off them, then the result numbered without a second read
+        # off them and their fields, then the result numbered without a second read
         plan = self._plans.get(id(op))
         if plan is None or plan[_OP] is not op:
             plan = self._plan(op)
@@ -121,15 +139,16 @@ class ValueNumbers(Numbering):
             consts = plan[_CONSTS]
             vr = self._vns[rank]
             a = consts[0][1] if consts else vr.get(plan[_IDS][0])
-            self._next += 4
-            out = vr[plan[_OUT]] = self._next | plan[_DTC]
             rel = NONE
-            if a is not None:
-                move = self._exp(plan, out, a)
+            if a is None:
+                self._next += _STEP
+                vr[plan[_OUT]] = self._next | plan[_DTC]
+            else:
+                vr[plan[_OUT]], move = self._exp(plan, a)
                 if move is not None:
                     mx = self.maximum_of.get(move & _LOW)
                     # x - max(x) over the kept last axis: the max key's argument is exactly 0
-                    rel = Related(Relation.MAXED, keys=op.shape[-1]) if mx is not None and \
+                    rel = _maxed(op.shape[-1]) if mx is not None and \
                         mx[0] == move >> _HALF and mx[1] == plan[_AXIS] else _SAME
         elif code in _RELATED_CODES:
             vr = self._vns[rank]
@@ -138,109 +157,100 @@ class ValueNumbers(Numbering):
             else:
                 x, y = plan[_IDS]
                 a, b = vr.get(x), vr.get(y)
-            self._next += 4
-            out = vr[plan[_OUT]] = self._next | plan[_DTC]
-            # the result's number is fresh: writing its entries moves no relation of a, b
+            self._next += _STEP
+            out = self._next | plan[_DTC]
+            # the result's identity is fresh: its entries move no relation of a, b
             if a is None or b is None:
                 rel = _OTHER
+                vr[plan[_OUT]] = out
             elif code == _MUL:
-                rel = self._product(out, a, b)
+                rel, fields = self._product(out, a, b)
+                vr[plan[_OUT]] = out | fields
             elif code == _ADD:
-                rel = self._union(out, a, b)
+                rel, fields = self._union(out, a, b)
+                vr[plan[_OUT]] = out | fields
             else:
                 rel = self._normalising(a, b)
                 if a in self._const_numbers:    # c / X: X's reference point and tilt,
                     self.recip[out] = b         # inverted
-                    self._keep(out, b)
+                    out |= _weight(b)
+                vr[plan[_OUT]] = out
         else:
             return NONE
         self._done_op, self._done_rank = op, rank
         return rel
 
-    def _product(self, out: int, a: int, b: int) -> Related:
+    def _product(self, ident: int, a: int, b: int) -> tuple[Related, int]:
         """The relation of a · b (a rescale of weights by a factor exp(x - y), or a
-        normalisation o · (1/ℓ)), and the number `out` of the product given its entries."""
-        rescale = self.rescale
-        ra, rb = rescale.get(a), rescale.get(b)
+        normalisation o · (1/ℓ)), and the fields of the product."""
+        # a rescale factor is flagged in its identity, its reference point in its fields
+        ra = (a >> _RS & _FM) - 1 if a & _RESCALE else None
+        rb = (b >> _RS & _FM) - 1 if b & _RESCALE else None
         rel: Related | None = None
         if self.recip:
             for i, (u, inv) in enumerate(((a, b), (b, a))):
-                of = self.recip.get(inv)
+                of = self.recip.get(inv & _NUM)
                 if of is not None:   # o · (1/ℓ): a normalisation, related as o / ℓ
                     rel = self._normalising(u, of)._replace(factor=1 - i)
                     break
-        token = self.token
         if rb is not None and ra is None:     # a · exp(k·(x - ỹ))
             if rel is None:
-                rel = _SAME_AT[1] if self.ref.get(a) == rb else self._rescaled(a, rb, 1)
-            ta = token.get(a)
-            if ta is not None:
-                self.ref[out] = self.ref[b]    # ỹ's: set by the exp
-                token[out] = self._tok(0, ta, b)
-                return rel
+                rel = _SAME_AT[1] if a >> _RF & _FM == rb + 1 else self._rescaled(a, rb, 1)
+            ta = a >> _TK
+            if ta:      # ỹ's reference point: set by the exp
+                return rel, self._tok(0, ta, b & _NUM) << _TK | (b >> _RF & _FM) << _RF
         elif ra is not None and rb is None:   # exp(k·(x - ỹ)) · b
             if rel is None:
-                rel = _SAME_AT[0] if self.ref.get(b) == ra else self._rescaled(b, ra, 0)
-            tb = token.get(b)
-            if tb is not None:
-                self.ref[out] = self.ref[a]
-                token[out] = self._tok(0, tb, a)
-                return rel
+                rel = _SAME_AT[0] if b >> _RF & _FM == ra + 1 else self._rescaled(b, ra, 0)
+            tb = b >> _TK
+            if tb:
+                return rel, self._tok(0, tb, a & _NUM) << _TK | (a >> _RF & _FM) << _RF
         elif rel is None:
             rel = NONE
         consts = self._const_numbers
         if consts:
             for x, c in ((a, b), (b, a)):
-                if x in token and c in consts:
-                    self._keep(out, x)
-                    token[out] = self._tok(0, token[x], c)
-                    break
-        return rel
+                tx = x >> _TK
+                if tx and c in consts:
+                    return rel, self._tok(0, tx, c) << _TK | (x >> _RF & _FM) << _RF
+        return rel, 0
 
-    def _union(self, out: int, a: int, b: int) -> Related:
-        """The relation of a + b (the same reference point or not), and the number `out`
-        of the sum given its entries: the first operand's reference point (rounding.py's
-        union rule), the union of the tilt tokens."""
+    def _union(self, ident: int, a: int, b: int) -> tuple[Related, int]:
+        """The relation of a + b (the same reference point or not), and the fields of the
+        sum: the first operand's reference point (rounding.py's union rule), the union of
+        the tilt tokens."""
         rel = self._logged(a, b) if self.logref else None
         zero = self.zero
         if a in zero or b in zero:
-            self._keep(out, b if a in zero else a)
-            return NONE if rel is None else rel
-        ref = self.ref
-        ra = ref.get(a)
+            return NONE if rel is None else rel, _weight(b if a in zero else a)
+        ra = a >> _RF & _FM     # + 1; 0: none
         if rel is None:
-            rel = _SAME if ra is not None and ra == ref.get(b) else _OTHER
-        if ra is not None:
-            ref[out] = ra
-        token = self.token
-        ta, tb = token.get(a), token.get(b)
-        if ta is not None and tb is not None:
-            token[out] = self._tok(1, ta, tb)
-        elif ta is not None or tb is not None:
-            token[out] = ta if ta is not None else tb  # type: ignore[assignment]
-        return rel
+            rel = _SAME if ra and ra == b >> _RF & _FM else _OTHER
+        ta, tb = a >> _TK, b >> _TK
+        tok = self._tok(1, ta, tb) if ta and tb else ta or tb
+        return rel, tok << _TK | ra << _RF
 
     def _logged(self, a: int, b: int) -> Related | None:
         for i, (u, lg) in enumerate(((a, b), (b, a))):
-            at = self.logref.get(lg)
+            at = self.logref.get(lg & _NUM)
             if at is not None and _refid(u, at[1]) == at[0]:
                 # ũ + log X̃ with X referenced at ũ: ũ's error cancels
                 return Related(Relation.SAME, factor=1 - i)
         return None
 
     def _normalising(self, a: int, b: int) -> Related:
-        ta = self.token.get(a)
-        if ta is not None and ta == self.token.get(b):
+        ta = a >> _TK
+        if ta and ta == b >> _TK:
             return _PARTNERS
-        ra = self.ref.get(a)
-        if ra is not None and ra == self.ref.get(b):
+        ra = a >> _RF & _FM
+        if ra and ra == b >> _RF & _FM:
             return _SAME
         return _OTHER
 
     def _rescaled(self, x: int, at_source: int, index: int) -> Related:
         """x · α with α = exp(k·(source - ỹ)) the operand `index`, at_source the reference
         point of weights at source."""
-        ref = self.ref.get(x)
+        ref = self.ref_of(x)
         if ref is None:
             return _OTHER_AT[index]
         if at_source == ref:
