@@ -21,33 +21,35 @@ machine. So they are kept here, per (rank, value id), as *value numbers*:
 At three ops the relation of the operands joins the memo key (situations.py), so the
 rules stay functions of the situation: a rescale `X·α` (same / narrowed / other), a union
 `X + Y` (same reference point or not), a normalisation `o / ℓ` (partners, same reference
-point, or other). The cost is a few dict operations per op.
+point, or other). The cost is a few int operations per op.
 
 Numbering is eager, in evaluation order. Numbering lazily (only the values a relation
 reads, cone first) was measured on mesh_mlo_2d at 16x16 and saves nothing: the unions read
 the reference points of both operands, whose numbering needs their whole cones, so 99% of
 the values get numbered anyway (222,720 of 224,768 in two analyses). The cost is kept down
 on the hot path instead: what an op needs is read once per op object (a plan, shared by
-the ranks that trace it alike), a number carries its dtype in its low bits and pairs are
-packed in ints (no tuple per value for the collector to scan), and `related` reads the
-operands once, relates them and numbers the op's result in the same call (a product's and
-a union's relation and numbering share their reads of the side tables), so the `note` that
-follows has nothing left to do. Replaying the calls of one 32x32 mesh_mlo_2d analysis
-costs 1.55 s against 1.85 s before that fusion (every relation and side table equal).
-Per-rank lists in place of the per-rank dicts were measured and gain nothing.
+the ranks that trace it alike), and `related` reads the operands once, relates them and
+numbers the op's result in the same call, so the `note` that follows has nothing left to
+do. A weight's reference point and token and a rescale factor's reference point are
+*fields of its number* (relations_numbering.py: an identity in the low bits, the fields
+above, all set when the number is made): relating reads them with shifts, and numbering a
+weight inserts into no table. With them in side tables (`ref` and `token` held 4.1 million
+entries at 64x64), the cost per call grew with the tables, from 1.1 us to about 2 us over
+the 11.4 million calls of a 64x64 analysis -- inserts and lookups missing the caches, a
+received partial's entries written long before. Replaying the calls of one 32x32
+mesh_mlo_2d analysis: 1.11 s with the fields, 1.66 s with the side tables, the same
+relation at every call (tests/test_semantics_relations.py replays the analyses of its
+goldens on relations_reference.py, the side-table numbering, the same way).
 
-What is left at scale: the cost per call grows with the tables (1.1 us at 32x32; at 64x64
-from 1.1 us in the first tenth of the calls to about 2 us in the last, 11.4 million calls,
-4.1 million weights in `ref` and `token`), probably cache misses (a received partial's
-entries were written long before). The next step is to share the numbering between ranks
-that trace alike, as the situation memo shares the facts: a rank holds per value (owner -
-rank, relative number), a relative number is interned from (op, its operands' relative
-numbers, a cast's magnitude, whether the result is 0), every side-table entry is keyed by
-the relative number and names other numbers relative to its owner (tokens anchored at their
-first leaf's owner, so that equal tokens stay equal), and one memo lookup per (op,
-operands' relative numbers) gives the result's number and the relation. Equality within a
-rank's frame is then exactly what it is now (owner and relative number both equal), and the
-tables shrink to one entry per situation.
+Measured and not kept: per-rank lists in place of the per-rank dicts (no gain); sharing
+the numbering between ranks that trace alike, as the situation memo shares the facts (a
+rank holds (owner, relative number), a relative number interned from the op and its
+operands' numbers in the rank's frame, every entry naming numbers relative to its owner).
+It was exact -- the same relation at each of the 11.4 million calls at 64x64 -- but slower
+(replays of 20.7-23.7 s against 16.5-17.9 s at 64x64): a received partial's number carries
+its owner's offset into the key, so the merges of a fanout differ from rank to rank and
+the tables shrank only 3.6x (1.16 million relative numbers), every one a miss that runs
+the rules (commit 9601f23 has it).
 """
 
 from __future__ import annotations
