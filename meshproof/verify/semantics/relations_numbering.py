@@ -46,8 +46,8 @@ _DTC: Final = 5
 _BASE2: Final = 6
 _AXIS: Final = 7
 Plan = tuple[Op, int, int, tuple[int, ...], tuple[tuple[int, int], ...], int, int, int]
-# A number is an int that carries its dtype in its low two bits; pairs are packed in one
-# int (no tuple per value: the numbering allocates nothing the collector must scan)
+# A number is an int: its identity in the low _NB bits (the dtype in the lowest two), its
+# fields above (2**41 numbers before an identity could reach them: far beyond any memory)
 _DTYPES = (DType.F16, DType.BF16, DType.F32)
 _DT = {d: i for i, d in enumerate(_DTYPES)}
 _UNITS = tuple(UNIT[d] for d in _DTYPES)
