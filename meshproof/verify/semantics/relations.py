@@ -21,33 +21,35 @@ machine. So they are kept here, per (rank, value id), as *value numbers*:
 At three ops the relation of the operands joins the memo key (situations.py), so the
 rules stay functions of the situation: a rescale `X·α` (same / narrowed / other), a union
 `X + Y` (same reference point or not), a normalisation `o / ℓ` (partners, same reference
-point, or other). The cost is a few dict operations per op.
+point, or other). The cost is a few int operations per op.
 
 Numbering is eager, in evaluation order. Numbering lazily (only the values a relation
 reads, cone first) was measured on mesh_mlo_2d at 16x16 and saves nothing: the unions read
 the reference points of both operands, whose numbering needs their whole cones, so 99% of
 the values get numbered anyway (222,720 of 224,768 in two analyses). The cost is kept down
 on the hot path instead: what an op needs is read once per op object (a plan, shared by
-the ranks that trace it alike), a number carries its dtype in its low bits and pairs are
-packed in ints (no tuple per value for the collector to scan), and `related` reads the
-operands once, relates them and numbers the op's result in the same call (a product's and
-a union's relation and numbering share their reads of the side tables), so the `note` that
-follows has nothing left to do. Replaying the calls of one 32x32 mesh_mlo_2d analysis
-costs 1.55 s against 1.85 s before that fusion (every relation and side table equal).
-Per-rank lists in place of the per-rank dicts were measured and gain nothing.
+the ranks that trace it alike), and `related` reads the operands once, relates them and
+numbers the op's result in the same call, so the `note` that follows has nothing left to
+do. A weight's reference point and token and a rescale factor's reference point are
+*fields of its number* (relations_numbering.py: an identity in the low bits, the fields
+above, all set when the number is made): relating reads them with shifts, and numbering a
+weight inserts into no table. With them in side tables (`ref` and `token` held 4.1 million
+entries at 64x64), the cost per call grew with the tables, from 1.1 us to about 2 us over
+the 11.4 million calls of a 64x64 analysis -- inserts and lookups missing the caches, a
+received partial's entries written long before. Replaying the calls of one 32x32
+mesh_mlo_2d analysis: 1.11 s with the fields, 1.66 s with the side tables, the same
+relation at every call (tests/test_semantics_relations.py replays the analyses of its
+goldens on relations_reference.py, the side-table numbering, the same way).
 
-What is left at scale: the cost per call grows with the tables (1.1 us at 32x32; at 64x64
-from 1.1 us in the first tenth of the calls to about 2 us in the last, 11.4 million calls,
-4.1 million weights in `ref` and `token`), probably cache misses (a received partial's
-entries were written long before). The next step is to share the numbering between ranks
-that trace alike, as the situation memo shares the facts: a rank holds per value (owner -
-rank, relative number), a relative number is interned from (op, its operands' relative
-numbers, a cast's magnitude, whether the result is 0), every side-table entry is keyed by
-the relative number and names other numbers relative to its owner (tokens anchored at their
-first leaf's owner, so that equal tokens stay equal), and one memo lookup per (op,
-operands' relative numbers) gives the result's number and the relation. Equality within a
-rank's frame is then exactly what it is now (owner and relative number both equal), and the
-tables shrink to one entry per situation.
+Measured and not kept: per-rank lists in place of the per-rank dicts (no gain); sharing
+the numbering between ranks that trace alike, as the situation memo shares the facts (a
+rank holds (owner, relative number), a relative number interned from the op and its
+operands' numbers in the rank's frame, every entry naming numbers relative to its owner).
+It was exact -- the same relation at each of the 11.4 million calls at 64x64 -- but slower
+(replays of 20.7-23.7 s against 16.5-17.9 s at 64x64): a received partial's number carries
+its owner's offset into the key, so the merges of a fanout differ from rank to rank and
+the tables shrank only 3.6x (1.16 million relative numbers), every one a miss that runs
+the rules (commit 9601f23 has it).
 """
 
 from __future__ import annotations
@@ -63,17 +65,25 @@ from meshproof.verify.semantics.relations_numbering import (
     _CONSTS,
     _DTC,
     _EXP,
+    _FM,
     _HALF,
     _IDS,
     _LN2,
     _LOW,
     _MUL,
+    _NUM,
     _OP,
     _OUT,
     _RELATED_CODES,
+    _RESCALE,
+    _RF,
+    _RS,
+    _STEP,
+    _TK,
     EXACT_REF,
     Numbering,
     _refid,
+    _weight,
 )
 
 
@@ -97,6 +107,16 @@ class Related(NamedTuple):
 
 
 NONE = Related(Relation.NONE)
+_MAXED: dict[int, Related] = {}
+
+
+def _maxed(keys: int) -> Related:
+    rel = _MAXED.get(keys)
+    if rel is None:
+        rel = _MAXED[keys] = Related(Relation.MAXED, keys=keys)
+    return rel
+
+
 _SAME = Related(Relation.SAME)
 _OTHER = Related(Relation.OTHER)
 _PARTNERS = Related(Relation.PARTNERS)
@@ -112,7 +132,7 @@ class ValueNumbers(Numbering):
         """The relation of op's operands; and op's result numbered already (note() is
         called next for the same op and rank, and then has nothing left to do)."""
         # the hot path (a million calls at 32x32): operands read once, the relation read
-        # off them, then the result numbered without a second read
+        # off them and their fields, then the result numbered without a second read
         plan = self._plans.get(id(op))
         if plan is None or plan[_OP] is not op:
             plan = self._plan(op)
@@ -121,15 +141,16 @@ class ValueNumbers(Numbering):
             consts = plan[_CONSTS]
             vr = self._vns[rank]
             a = consts[0][1] if consts else vr.get(plan[_IDS][0])
-            self._next += 4
-            out = vr[plan[_OUT]] = self._next | plan[_DTC]
             rel = NONE
-            if a is not None:
-                move = self._exp(plan, out, a)
+            if a is None:
+                self._next += _STEP
+                vr[plan[_OUT]] = self._next | plan[_DTC]
+            else:
+                vr[plan[_OUT]], move = self._exp(plan, a)
                 if move is not None:
                     mx = self.maximum_of.get(move & _LOW)
                     # x - max(x) over the kept last axis: the max key's argument is exactly 0
-                    rel = Related(Relation.MAXED, keys=op.shape[-1]) if mx is not None and \
+                    rel = _maxed(op.shape[-1]) if mx is not None and \
                         mx[0] == move >> _HALF and mx[1] == plan[_AXIS] else _SAME
         elif code in _RELATED_CODES:
             vr = self._vns[rank]
@@ -138,109 +159,100 @@ class ValueNumbers(Numbering):
             else:
                 x, y = plan[_IDS]
                 a, b = vr.get(x), vr.get(y)
-            self._next += 4
-            out = vr[plan[_OUT]] = self._next | plan[_DTC]
-            # the result's number is fresh: writing its entries moves no relation of a, b
+            self._next += _STEP
+            out = self._next | plan[_DTC]
+            # the result's identity is fresh: its entries move no relation of a, b
             if a is None or b is None:
                 rel = _OTHER
+                vr[plan[_OUT]] = out
             elif code == _MUL:
-                rel = self._product(out, a, b)
+                rel, fields = self._product(out, a, b)
+                vr[plan[_OUT]] = out | fields
             elif code == _ADD:
-                rel = self._union(out, a, b)
+                rel, fields = self._union(out, a, b)
+                vr[plan[_OUT]] = out | fields
             else:
                 rel = self._normalising(a, b)
                 if a in self._const_numbers:    # c / X: X's reference point and tilt,
                     self.recip[out] = b         # inverted
-                    self._keep(out, b)
+                    out |= _weight(b)
+                vr[plan[_OUT]] = out
         else:
             return NONE
         self._done_op, self._done_rank = op, rank
         return rel
 
-    def _product(self, out: int, a: int, b: int) -> Related:
+    def _product(self, ident: int, a: int, b: int) -> tuple[Related, int]:
         """The relation of a · b (a rescale of weights by a factor exp(x - y), or a
-        normalisation o · (1/ℓ)), and the number `out` of the product given its entries."""
-        rescale = self.rescale
-        ra, rb = rescale.get(a), rescale.get(b)
+        normalisation o · (1/ℓ)), and the fields of the product."""
+        # a rescale factor is flagged in its identity, its reference point in its fields
+        ra = (a >> _RS & _FM) - 1 if a & _RESCALE else None
+        rb = (b >> _RS & _FM) - 1 if b & _RESCALE else None
         rel: Related | None = None
         if self.recip:
             for i, (u, inv) in enumerate(((a, b), (b, a))):
-                of = self.recip.get(inv)
+                of = self.recip.get(inv & _NUM)
                 if of is not None:   # o · (1/ℓ): a normalisation, related as o / ℓ
                     rel = self._normalising(u, of)._replace(factor=1 - i)
                     break
-        token = self.token
         if rb is not None and ra is None:     # a · exp(k·(x - ỹ))
             if rel is None:
-                rel = _SAME_AT[1] if self.ref.get(a) == rb else self._rescaled(a, rb, 1)
-            ta = token.get(a)
-            if ta is not None:
-                self.ref[out] = self.ref[b]    # ỹ's: set by the exp
-                token[out] = self._tok(0, ta, b)
-                return rel
+                rel = _SAME_AT[1] if a >> _RF & _FM == rb + 1 else self._rescaled(a, rb, 1)
+            ta = a >> _TK
+            if ta:      # ỹ's reference point: set by the exp
+                return rel, self._tok(0, ta, b & _NUM) << _TK | (b >> _RF & _FM) << _RF
         elif ra is not None and rb is None:   # exp(k·(x - ỹ)) · b
             if rel is None:
-                rel = _SAME_AT[0] if self.ref.get(b) == ra else self._rescaled(b, ra, 0)
-            tb = token.get(b)
-            if tb is not None:
-                self.ref[out] = self.ref[a]
-                token[out] = self._tok(0, tb, a)
-                return rel
+                rel = _SAME_AT[0] if b >> _RF & _FM == ra + 1 else self._rescaled(b, ra, 0)
+            tb = b >> _TK
+            if tb:
+                return rel, self._tok(0, tb, a & _NUM) << _TK | (a >> _RF & _FM) << _RF
         elif rel is None:
             rel = NONE
         consts = self._const_numbers
         if consts:
             for x, c in ((a, b), (b, a)):
-                if x in token and c in consts:
-                    self._keep(out, x)
-                    token[out] = self._tok(0, token[x], c)
-                    break
-        return rel
+                tx = x >> _TK
+                if tx and c in consts:
+                    return rel, self._tok(0, tx, c) << _TK | (x >> _RF & _FM) << _RF
+        return rel, 0
 
-    def _union(self, out: int, a: int, b: int) -> Related:
-        """The relation of a + b (the same reference point or not), and the number `out`
-        of the sum given its entries: the first operand's reference point (rounding.py's
-        union rule), the union of the tilt tokens."""
+    def _union(self, ident: int, a: int, b: int) -> tuple[Related, int]:
+        """The relation of a + b (the same reference point or not), and the fields of the
+        sum: the first operand's reference point (rounding.py's union rule), the union of
+        the tilt tokens."""
         rel = self._logged(a, b) if self.logref else None
         zero = self.zero
         if a in zero or b in zero:
-            self._keep(out, b if a in zero else a)
-            return NONE if rel is None else rel
-        ref = self.ref
-        ra = ref.get(a)
+            return NONE if rel is None else rel, _weight(b if a in zero else a)
+        ra = a >> _RF & _FM     # + 1; 0: none
         if rel is None:
-            rel = _SAME if ra is not None and ra == ref.get(b) else _OTHER
-        if ra is not None:
-            ref[out] = ra
-        token = self.token
-        ta, tb = token.get(a), token.get(b)
-        if ta is not None and tb is not None:
-            token[out] = self._tok(1, ta, tb)
-        elif ta is not None or tb is not None:
-            token[out] = ta if ta is not None else tb  # type: ignore[assignment]
-        return rel
+            rel = _SAME if ra and ra == b >> _RF & _FM else _OTHER
+        ta, tb = a >> _TK, b >> _TK
+        tok = self._tok(1, ta, tb) if ta and tb else ta or tb
+        return rel, tok << _TK | ra << _RF
 
     def _logged(self, a: int, b: int) -> Related | None:
         for i, (u, lg) in enumerate(((a, b), (b, a))):
-            at = self.logref.get(lg)
+            at = self.logref.get(lg & _NUM)
             if at is not None and _refid(u, at[1]) == at[0]:
                 # ũ + log X̃ with X referenced at ũ: ũ's error cancels
                 return Related(Relation.SAME, factor=1 - i)
         return None
 
     def _normalising(self, a: int, b: int) -> Related:
-        ta = self.token.get(a)
-        if ta is not None and ta == self.token.get(b):
+        ta = a >> _TK
+        if ta and ta == b >> _TK:
             return _PARTNERS
-        ra = self.ref.get(a)
-        if ra is not None and ra == self.ref.get(b):
+        ra = a >> _RF & _FM
+        if ra and ra == b >> _RF & _FM:
             return _SAME
         return _OTHER
 
     def _rescaled(self, x: int, at_source: int, index: int) -> Related:
         """x · α with α = exp(k·(source - ỹ)) the operand `index`, at_source the reference
         point of weights at source."""
-        ref = self.ref.get(x)
+        ref = self.ref_of(x)
         if ref is None:
             return _OTHER_AT[index]
         if at_source == ref:

@@ -1,13 +1,17 @@
-"""Value numbering (relations.py's side tables): per (rank, value id) its number, and per
-number what the relations read -- its reference point and tilt token (weights), its
-narrowing (casts), its difference (x - y), its rescale (exp of a difference), a log's
-reference point, a reciprocal's divisor, a max's operand and axis.
+"""Value numbering (relations.py's side tables): per (rank, value id) its number, and what
+the relations read -- a weight's reference point and tilt token and a rescale factor's
+reference point, carried in the number itself, and in side tables a narrowing (casts), a
+difference (x - y), a log's reference point, a reciprocal's divisor, a max's operand and axis.
 
 Numbers are assigned in evaluation order, one `note` per op (relations.py's `related`
 numbers the op it relates itself). What an op needs is read once per op object (a plan,
-shared by the ranks that trace it alike). A number is an int that carries its dtype in
-its low two bits, and pairs are packed in one int: no tuple per value for the collector
-to scan.
+shared by the ranks that trace it alike). A number is an int: its *identity* (a counter,
+a rescale flag, the dtype in the low two bits) in its low `_NB` bits, and above them the
+fields a weight's relations read (its rescale's reference point, its reference point, its
+tilt token), all set when it is made and never changed: reading them is a shift, not a
+lookup in a table of millions of entries, and numbering a weight inserts nothing. Equal
+identities are equal numbers (the fields are a function of the identity). Pairs are packed
+in one int: no tuple per value for the collector to scan.
 """
 
 from __future__ import annotations
@@ -42,20 +46,36 @@ _DTC: Final = 5
 _BASE2: Final = 6
 _AXIS: Final = 7
 Plan = tuple[Op, int, int, tuple[int, ...], tuple[tuple[int, int], ...], int, int, int]
-# A number is an int that carries its dtype in its low two bits; pairs are packed in one
-# int (no tuple per value: the numbering allocates nothing the collector must scan)
+# A number is an int: its identity in the low _NB bits (the dtype in the lowest two), its
+# fields above (2**41 numbers before an identity could reach them: far beyond any memory)
 _DTYPES = (DType.F16, DType.BF16, DType.F32)
 _DT = {d: i for i, d in enumerate(_DTYPES)}
 _UNITS = tuple(UNIT[d] for d in _DTYPES)
-_HALF = 40
 _RELATED_CODES = frozenset((_MUL, _ADD, _DIV))
-_LOW = (1 << _HALF) - 1
+_STEP = 8             # identities: the dtype in bits 0-1, bit 2 set for a rescale factor
+_RESCALE = 4
+_NB = 44              # the bits of an identity
+_NUM = (1 << _NB) - 1
+_HALF = _NB           # a pair of identities packed in one int (a difference)
+_LOW = _NUM
+_FB = 46              # the bits of a field: a reference point (2·identity + base2) + 1
+_FM = (1 << _FB) - 1
+_RS = _NB             # the rescale's reference point + 1 (0: not a rescale factor)
+_RF = _NB + _FB       # the weight's reference point + 1 (0: none)
+_TK = _NB + 2 * _FB   # the weight's tilt token (0: none)
+_TS = 48              # a token's parts: a token or an identity, both below 2**_TS
 
 
 def _refid(vn: int, base2: int) -> int:
-    """The reference point of weights exp(k·(x - ỹ)): the number ỹ and whether k is ln 2
-    (exp2) or 1, as one int > 0 (EXACT_REF is 0)."""
-    return 2 * vn + base2
+    """The reference point of weights exp(k·(x - ỹ)): the identity of ỹ and whether k is
+    ln 2 (exp2) or 1, as one int > 0 (EXACT_REF is 0)."""
+    return 2 * (vn & _NUM) + base2
+
+
+def _weight(n: int) -> int:
+    """n's reference point and tilt token fields, in place (what a copy of its weights
+    keeps)."""
+    return (n >> _RF) << _RF
 
 
 class Numbering:
@@ -64,18 +84,15 @@ class Numbering:
 
     def __init__(self) -> None:
         self._vns: defaultdict[int, dict[int, int]] = defaultdict(dict)  # rank: vid -> no.
-        self.ref: dict[int, int] = {}                    # weight -> its reference's number
-        self.token: dict[int, int] = {}                  # weight -> its tilt token
-        self.narrow: dict[int, tuple[int, float]] = {}   # narrowed -> (source, offset)
-        self.diff: dict[int, int] = {}                   # x - y -> x << _HALF | y
-        # exp(k·(x - y)) -> the reference point of weights at x (_refid(x, k)): x's rescale
-        self.rescale: dict[int, int] = {}
+        # by identity: narrowed -> (source, offset); x - y -> x << _HALF | y
+        self.narrow: dict[int, tuple[int, float]] = {}
+        self.diff: dict[int, int] = {}
         self._tokens: dict[int, int] = {}                # scale / add (packed) -> token
         self._consts: dict[float, int] = {}
         self._const_numbers: set[int] = set()
         self.zero: set[int] = set()                      # numbers known to be exactly 0
         self.logref: dict[int, tuple[int, int]] = {}     # log X -> (X's reference, base2)
-        self.recip: dict[int, int] = {}                  # c / X -> X
+        self.recip: dict[int, int] = {}                  # c / X -> X (by c / X's identity)
         self.maximum_of: dict[int, tuple[int, int]] = {}  # max(x, axis) -> (x, axis)
         self._next = 0
         self._plans: dict[int, Plan] = {}
@@ -83,9 +100,26 @@ class Numbering:
         self._done_op: Op | None = None
         self._done_rank = -1
 
+    @staticmethod
+    def ref_of(n: int) -> int | None:
+        r = n >> _RF & _FM
+        return r - 1 if r else None
+
+    @staticmethod
+    def token_of(n: int) -> int | None:
+        return (n >> _TK) or None
+
+    def _product(self, ident: int, a: int, b: int) -> tuple[object, int]:
+        """The relation of a · b and its fields (relations.py)."""
+        raise NotImplementedError
+
+    def _union(self, ident: int, a: int, b: int) -> tuple[object, int]:
+        """The relation of a + b and its fields (relations.py)."""
+        raise NotImplementedError
+
     def _tok(self, what: int, x: int, y: int) -> int:
         """A hash-consed token (even; a leaf's is its exp's number, odd-shifted)."""
-        parts = (((x << _HALF) | y) << 1) | what
+        parts = (((x << _TS) | y) << 1) | what
         t = self._tokens.get(parts)
         if t is None:
             t = self._tokens[parts] = 2 * (len(self._tokens) + 1)
@@ -109,7 +143,7 @@ class Numbering:
     def _const(self, value: float) -> int:
         c = self._consts.get(value)
         if c is None:
-            self._next += 4
+            self._next += _STEP
             c = self._consts[value] = self._next | _DT[DType.F32]
             self._const_numbers.add(c)
         return c
@@ -147,21 +181,21 @@ class Numbering:
             return
         vr = self._vns[rank]
         if code == _FRESH:          # a number of its own, nothing read
-            self._next += 4
+            self._next += _STEP
             vr[plan[_OUT]] = self._next | plan[_DTC]
         elif code == _SUB and not plan[_CONSTS] and len(plan[_IDS]) == 2:   # x - y: for an exp
             x, y = plan[_IDS]
             a, b = vr.get(x), vr.get(y)
-            self._next += 4
+            self._next += _STEP
             out = vr[plan[_OUT]] = self._next | plan[_DTC]
             if a is not None and b is not None:
-                self.diff[out] = (a << _HALF) | b
+                self.diff[out] = (a & _NUM) << _HALF | (b & _NUM)
         elif code == _RECV:         # before the operands: a recv numbers from its source
             src = self._vns[recv_source[0]].get(recv_source[1]) \
                 if isinstance(recv_source, tuple) else None
             dt = plan[_DTC]
             if src is None or _UNITS[dt] > _UNITS[src & 3]:
-                self._next += 4
+                self._next += _STEP
                 src = self._next | dt
             vr[plan[_OUT]] = src
         else:
@@ -184,109 +218,64 @@ class Numbering:
             if a in self.maximum_of:   # a view may move the max's axis: no rule E
                 del self.maximum_of[a]
             return
-        if code == _CAST and a is not None:
-            self._cast(vr, plan, a, mag)
+        if code == _EXP and a is not None:
+            vr[plan[_OUT]] = self._exp(plan, a)[0]
             return
-        self._next += 4
-        out = vr[plan[_OUT]] = self._next | plan[_DTC]
-        if a is None:
+        dt = plan[_DTC]
+        if code == _CAST and a is not None and _UNITS[dt] <= _UNITS[a & 3]:
+            vr[plan[_OUT]] = a              # widening or the same dtype: the same number
             return
+        self._next += _STEP
+        out = self._next | dt
+        fields = 0
+        if a is not None:
+            fields = self._fields(rank, plan, code, out, a, b, mag)
+        vr[plan[_OUT]] = out | fields
+
+    def _fields(self, rank: int, plan: Plan, code: int, out: int, a: int, b: int | None,
+                mag: float) -> int:
+        """The side-table entries of `out` (an identity) and its fields."""
+        if code == _CAST:                   # a narrowing
+            origin, offset = self.narrow.get(a & _NUM, (a & _NUM, 0.0))
+            self.narrow[out] = (origin, offset + half_ulp(_DTYPES[plan[_DTC]], mag))
+            return _weight(a)
         if code == _SUB:
             if b is not None:
-                self.diff[out] = (a << _HALF) | b
-        elif code == _EXP:
-            self._exp(plan, out, a)
+                self.diff[out] = (a & _NUM) << _HALF | (b & _NUM)
         elif code == _MUL:
             if b is not None:
-                self._mul(out, a, b)
+                return self._product(out, a, b)[1]
         elif code == _ADD:
             if b is not None:
-                self._add(out, a, b)
-        else:
-            self._other(rank, plan, code, out, a, b)
-
-    def _exp(self, plan: Plan, out: int, a: int) -> int | None:
-        """Number an exp's result `out` of argument `a`; the difference it exponentiates
-        (packed), if it is one."""
-        move = self.diff.get(a)
-        if move is not None:
-            base2 = plan[_BASE2]
-            self.rescale[out] = _refid(move >> _HALF, base2)
-            self.ref[out] = _refid(move & _LOW, base2)
-        else:
-            self.ref[out] = EXACT_REF
-        self.token[out] = 2 * out + 1      # a leaf: its own
-        return move
-
-    def _other(self, rank: int, plan: Plan, code: int, out: int, a: int, b: int | None
-               ) -> None:
-        if code == _DIV:
+                return self._union(out, a, b)[1]
+        elif code == _DIV:
             if a in self._const_numbers and b is not None:
                 self.recip[out] = b     # c / X: X's reference point and tilt, inverted
-                self._keep(out, b)
+                return _weight(b)
         elif code == _MAX:
-            self.maximum_of[out] = (a, plan[_AXIS])   # the machine max: exact
+            self.maximum_of[out] = (a & _NUM, plan[_AXIS])   # the machine max: exact
         elif code == _LOG:
-            ref = self.ref.get(a)
+            ref = self.ref_of(a)
             if ref is not None:
                 self.logref[out] = (ref, plan[_BASE2])
         elif code == _KEEP:
-            token = self.token
-            w = next((x for x in self._args(rank, plan) if x is not None and x in token), a)
-            self._keep(out, w)
+            w = next((x for x in self._args(rank, plan) if x is not None and x >> _TK), a)
+            return _weight(w)
+        return 0
 
-    def _cast(self, vr: dict[int, int], plan: Plan, src: int, mag: float) -> None:
-        dt = plan[_DTC]
-        if _UNITS[dt] <= _UNITS[src & 3]:
-            vr[plan[_OUT]] = src            # widening or the same dtype: the same number
-            return
-        self._next += 4
-        out = vr[plan[_OUT]] = self._next | dt
-        origin, offset = self.narrow.get(src, (src, 0.0))
-        self.narrow[out] = (origin, offset + half_ulp(_DTYPES[dt], mag))
-        self._keep(out, src)
-
-    def _keep(self, out: int, src: int) -> None:
-        ref = self.ref.get(src)
-        if ref is not None:
-            self.ref[out] = ref
-        tok = self.token.get(src)
-        if tok is not None:
-            self.token[out] = tok
-
-    def _mul(self, out: int, a: int, b: int) -> None:
-        rescale, token = self.rescale, self.token
-        if b in rescale and a not in rescale and a in token:
-            self.ref[out] = self.ref[b]   # ỹ's: set by the exp
-            token[out] = self._tok(0, token[a], b)
-            return
-        if a in rescale and b not in rescale and b in token:
-            self.ref[out] = self.ref[a]
-            token[out] = self._tok(0, token[b], a)
-            return
-        consts = self._const_numbers
-        if not consts:
-            return
-        for x, c in ((a, b), (b, a)):
-            if x in token and c in consts:
-                self._keep(out, x)
-                token[out] = self._tok(0, token[x], c)
-                return
-
-    def _add(self, out: int, a: int, b: int) -> None:
-        zero = self.zero
-        if a in zero or b in zero:
-            self._keep(out, b if a in zero else a)
-            return
-        token = self.token
-        ta, tb = token.get(a), token.get(b)
-        ref = self.ref.get(a)          # the first operand's C (rounding.py's union rule)
-        if ref is not None:
-            self.ref[out] = ref
-        if ta is not None and tb is not None:
-            token[out] = self._tok(1, ta, tb)
-        elif ta is not None or tb is not None:
-            token[out] = ta if ta is not None else tb  # type: ignore[assignment]
+    def _exp(self, plan: Plan, a: int) -> tuple[int, int | None]:
+        """The number of an exp's result of argument `a` (a rescale factor if `a` is a
+        difference, with the reference point of weights at its minuend), a weight with
+        a leaf token (its own); the difference it exponentiates (packed), if it is one."""
+        move = self.diff.get(a)
+        self._next += _STEP
+        if move is not None:
+            out = self._next | plan[_DTC] | _RESCALE
+            base2 = plan[_BASE2]
+            return out | (2 * out + 1) << _TK | (2 * (move & _LOW) + base2 + 1) << _RF | \
+                (2 * (move >> _HALF) + base2 + 1) << _RS, move
+        out = self._next | plan[_DTC]
+        return out | (2 * out + 1) << _TK | (EXACT_REF + 1) << _RF, None
 
 
 __all__ = ["EXACT_REF", "Numbering", "Plan"]
