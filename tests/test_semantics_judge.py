@@ -4,6 +4,7 @@ intervals); an output off by a term or a factor falls through to the full check.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from fractions import Fraction
 
@@ -16,6 +17,7 @@ from meshproof.verify.semantics import judge
 from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atoms import Lin
 from meshproof.verify.semantics.index import BOUND, Aff
+from meshproof.verify.semantics.masked_ref import _total
 from meshproof.verify.semantics.poly_atoms import RowSum
 from meshproof.verify.semantics.poly_intervals import common
 from meshproof.verify.semantics.poly_terms import Monomial, Poly
@@ -92,3 +94,12 @@ def test_the_striped_ring_is_proved_through_the_fast_path(monkeypatch: pytest.Mo
     by = {r.name: r for r in verify_kernel("ring_prefill_causal_striped").properties}
     assert by[Property.ATTENTION_EQUIVALENCE].status is Status.PROVED
     assert seen and all(seen)
+
+
+def test_the_masked_reference_sums_its_runs_once_as_one_at_a_time() -> None:
+    """masked_ref._total (the runs' sums refined and coarsened once) is the sum P.add builds
+    one run at a time, on adjacent, overlapping and repeated intervals alike."""
+    runs = [_sums(c, value) for value in (False, True)
+            for c in ((0, 4), (4, 12), (2, 6), (12, 16), (0, 4))]
+    assert _total(runs) == functools.reduce(P.add, runs)
+    assert _total(runs[:1]) == runs[0] and _total([]).is_zero
