@@ -111,10 +111,31 @@ def is_attention(form: Rat, problem: Problem, group: int, coords: tuple[Aff, Aff
     num, den = form.num, form.expanded_den()
     if problem.mask is not None:
         num, den = restrict(num, sizes or {}), restrict(den, sizes or {})
+    if _proportional(num, den, num_ref, den_ref):
+        return True
     left = P.mul(num, den_ref)
     right = P.mul(num_ref, den)
     a, b = common(left, right)
     return a == b
+
+
+def _proportional(num: Poly, den: Poly, num_ref: Poly, den_ref: Poly) -> bool:
+    """num = k·exp(w)·N_ref and den = k·exp(w)·D_ref for one constant k and one unit w,
+    read on common intervals: then num · D_ref = N_ref · den without multiplying out (a
+    striped output's sums are n terms a side, their products n²). Exact: each side is
+    c·exp(u)·q with q its primitive part (poly.primitive), so equal primitive parts give
+    the ratios, and equal ratios give the identity. False says nothing: the full check
+    decides."""
+    if not (num.terms and den.terms and num_ref.terms):
+        return False
+    a, b, c, d = common(num, num_ref, den, den_ref)
+    if len(a.terms) != len(b.terms) or len(c.terms) != len(d.terms):
+        return False
+    (ka, ua, qa), (kb, ub, qb) = P.primitive(a), P.primitive(b)
+    if qa != qb:
+        return False
+    (kc, uc, qc), (kd, ud, qd) = P.primitive(c), P.primitive(d)
+    return qc == qd and ka * kd == kb * kc and ua + ud == uc + ub
 
 
 # --- why not -----------------------------------------------------------------------------

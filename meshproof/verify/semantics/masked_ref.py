@@ -32,12 +32,12 @@ import numpy as np
 
 from meshproof.model.masks import MaskKind
 from meshproof.model.problem import Problem
-from meshproof.verify.semantics import poly as P
 from meshproof.verify.semantics.atom_base import Atom
 from meshproof.verify.semantics.guards import Ind
 from meshproof.verify.semantics.index import BOUND, Aff
 from meshproof.verify.semantics.inequalities import Guard, extremes, normal
 from meshproof.verify.semantics.poly_atoms import RowSum
+from meshproof.verify.semantics.poly_intervals import coarsen, common
 from meshproof.verify.semantics.poly_terms import ZERO_POLY, Monomial, Poly, _powers
 
 B_ROW = Aff(0, ((BOUND, 1),))
@@ -180,7 +180,7 @@ def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
         return None
     _, runs = _positions(problem, group)
     box = {d: (0, n - 1) for d, n in sizes.items()}
-    num, den = ZERO_POLY, ZERO_POLY
+    sums: tuple[list[Poly], list[Poly]] = ([], [])
     for run in runs:
         lo, hi = run[0], run[1]
         cons = constraints(problem, p, run)
@@ -196,10 +196,16 @@ def masked_sums(problem: Problem, group: int, t: Aff, sizes: dict[int, int],
                 assert isinstance(g, Guard)
                 total = RowSum.guarded(Monomial(body.unit, _powers(
                     (*body.vars, (Ind.make(g), 1)))), lo, hi)
-            if total is None:
-                continue
-            if which:
-                num = P.add(num, Poly.var(total))
-            else:
-                den = P.add(den, Poly.var(total))
-    return num, den
+            if total is not None:
+                sums[which].append(Poly.var(total))
+    return _total(sums[1]), _total(sums[0])
+
+
+def _total(polys: list[Poly]) -> Poly:
+    """The sum of the runs' sums, refined to common intervals and coarsened once (adding
+    them one at a time refined and coarsened the growing sum per run: n² for n runs)."""
+    if not polys:
+        return ZERO_POLY
+    if len(polys) == 1:
+        return polys[0]
+    return coarsen(Poly.make(t for p in common(*polys) for t in p.terms))
