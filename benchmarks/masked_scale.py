@@ -16,11 +16,13 @@ strided.py), so it is proved past 14 ranks (16 x 256: 3.3 s CPU, all seven prove
 363 s and unknown before them). `--kernel NAME` (repeatable) runs only those kernels.
 
 Measured after the judge's two cuts (2-core machine shared with two others, CPU seconds,
-each row run against main interleaved, two rounds): every row proved; striped 64 x 256
-71.0 / 65.3 -> 48.3 s (65.6 with the first cut alone), one million tokens 87.5 / 72.2 ->
-62.4 s (76.7 with the first cut alone), peak RSS 1.5 / 2.0 GiB unchanged; zigzag 64 x 256
-40.9 / 42.1 s (first cut), one million tokens 59.7 -> 55.9 s; naive 2.4 / 2.6 s and
-3.0 / 3.5 s. The cuts: the judge proves an output whose sums are the reference's up to
+each row run against main interleaved; the load varied by 20% between rounds, so read
+each pair): every row proved; striped 64 x 256 65.3 -> 48.3 s (71.0 -> 65.6 with the
+first cut alone), one million tokens 72.2 -> 62.4 s and 85.9 -> 71.9 s (87.5 -> 76.7
+with the first cut alone), peak RSS 1.5 / 2.0 GiB unchanged; zigzag 64 x 256 37.2 ->
+34.9 s, one million tokens 59.7 -> 55.9 s; naive 2.4 -> 2.6 s and 3.0 -> 3.5 s (noise).
+Striped at one million tokens is still above 60 s. The cuts: the judge proves an output
+whose sums are the reference's up to
 one factor k·exp(w) without multiplying N·D_ref out (n² terms a side on the striped
 ring), and the masked reference sums its n runs once instead of refining and coarsening
 a growing sum per run. What grows with S: the kernels' key tiles (a block wider than
